@@ -1,0 +1,1 @@
+"""The child side of poolsup: handler loading, the job context, limits."""

@@ -1,0 +1,76 @@
+"""Messages between the supervisor and its sandbox processes, defined once.
+
+Two channels:
+
+* The fork server channel: one SOCK_SEQPACKET socket pair between the supervisor and
+  the fork server (`python -m sandbox.forkserver`).  One message per packet, orjson
+  objects, small (never a payload).  `spawn` carries two file descriptors by
+  SCM_RIGHTS: the child's control socket and its output socket.
+
+  supervisor -> fork server
+    {"op": "spawn", "job": JOB_ID, "handler": NAME}          + fds [control, output]
+    {"op": "fence", "jobs": [JOB_ID, ...], "deadline": MONO}  kill at CLOCK_MONOTONIC >= MONO
+    {"op": "signal", "job": JOB_ID, "signal": N}              to the job's process group
+    {"op": "kill", "job": JOB_ID}                             SIGKILL the whole job
+    {"op": "exit"}                                            kill every job, then exit
+  fork server -> supervisor
+    {"ev": "ready", "pid": PID, "handlers": {NAME: ERROR_OR_NULL}}
+    {"ev": "spawned", "job": JOB_ID, "pid": PID}
+    {"ev": "spawn_failed", "job": JOB_ID, "error": TEXT}
+    {"ev": "exited", "job": JOB_ID, "pid": PID, "code": N|null, "signal": N|null,
+     "fenced": BOOL}
+
+  JOB_ID is a string chosen by the supervisor, unique per spawn.
+
+* The job control channel: one SOCK_STREAM socket pair per job between the supervisor
+  and the job's child.  Newline-delimited orjson objects (orjson never emits a raw
+  newline).
+
+  supervisor -> child
+    {"t": "start", "key": K, "payload": ANY, "token": N, "attempt": N}   first, once
+    {"t": "stop"}                                   a graceful stop was asked for
+    {"t": "notify", "payload": ANY}
+  child -> supervisor
+    {"t": "result", "value": ANY}                   the handler returned
+    {"t": "error", "error": TEXT, "traceback": TEXT, "final": BOOL}
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+MAX_PACKET = 256 * 1024
+
+OP_SPAWN = "spawn"
+OP_FENCE = "fence"
+OP_SIGNAL = "signal"
+OP_KILL = "kill"
+OP_EXIT = "exit"
+
+EV_READY = "ready"
+EV_SPAWNED = "spawned"
+EV_SPAWN_FAILED = "spawn_failed"
+EV_EXITED = "exited"
+
+MSG_START = "start"
+MSG_STOP = "stop"
+MSG_NOTIFY = "notify"
+MSG_RESULT = "result"
+MSG_ERROR = "error"
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    return orjson.dumps(message)
+
+
+def encode_line(message: dict[str, Any]) -> bytes:
+    return orjson.dumps(message) + b"\n"
+
+
+def decode(data: bytes) -> dict[str, Any]:
+    value = orjson.loads(data)
+    if not isinstance(value, dict):
+        raise ValueError(f"protocol message is not an object: {data[:80]!r}")
+    return value

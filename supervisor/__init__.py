@@ -1,0 +1,1 @@
+"""poolsup: a per-host supervisor for durable, keyed jobs."""

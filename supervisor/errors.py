@@ -1,0 +1,68 @@
+"""The error hierarchy: one root, a default message per class, one exit code per class."""
+
+from __future__ import annotations
+
+
+class PoolsupError(Exception):
+    """poolsup failed."""
+
+    exit_code = 1
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or "").strip())
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0])
+
+
+class ConfigError(PoolsupError):
+    """The configuration is invalid."""
+
+    exit_code = 2
+
+
+class UsageError(PoolsupError):
+    """The command was used wrongly."""
+
+    exit_code = 2
+
+
+class InvalidJob(UsageError):
+    """The job key, handler or payload is invalid."""
+
+
+class StoreUnavailable(PoolsupError):
+    """The store cannot be reached."""
+
+    exit_code = 1
+
+
+class StoreError(PoolsupError):
+    """The store refused the request."""
+
+    exit_code = 1
+
+
+class JobExists(PoolsupError):
+    """A job with this key is already live (pending or running)."""
+
+    exit_code = 3
+
+
+class JobNotFound(PoolsupError):
+    """No job has this key."""
+
+    exit_code = 4
+
+
+class StaleToken(PoolsupError):
+    """The lease token is stale: another claim owns the job now."""
+
+    exit_code = 1
+
+
+class SupervisorIdTaken(PoolsupError):
+    """Another live supervisor of the pool has the same id."""
+
+    exit_code = 1

@@ -1,0 +1,285 @@
+"""The store contract: high-level, atomic operations on jobs, leases and membership.
+
+Every store (Redis, SQLite) implements `Store` with exactly these semantics, and one
+conformance suite (tests/store) runs against each.  No driver types cross this
+boundary: drivers' errors become `StoreUnavailable`, and status codes become
+`JobExists`, `JobNotFound` and `StaleToken`.
+
+Time: every lease deadline and every timestamp written by a store comes from the
+store's own clock (Redis TIME, SQLite's host clock), never from the caller's.  All
+times are Unix epoch seconds as floats.
+
+Job states: pending, running, succeeded, failed, stopped.  "Live" means pending or
+running.  Finished records (succeeded, failed, stopped) are kept for `retention`
+seconds, then dropped; a finished key may be dispatched again.
+
+Tokens come from one counter per pool that only grows, so a token is strictly greater
+than every earlier token of the same key, across re-dispatches too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+JobState = Literal["pending", "running", "succeeded", "failed", "stopped"]
+LIVE_STATES: frozenset[str] = frozenset({"pending", "running"})
+FINISHED_STATES: frozenset[str] = frozenset({"succeeded", "failed", "stopped"})
+ALL_STATES: tuple[JobState, ...] = ("pending", "running", "succeeded", "failed", "stopped")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DispatchRequest:
+    """A new job.  `payload` is the JSON text, already validated by the caller."""
+
+    key: str
+    handler: str
+    payload: bytes
+    max_attempts: int
+
+
+@dataclass(frozen=True)
+class Lease:
+    """The right to run one job: who holds it and with which fencing token."""
+
+    key: str
+    token: int
+    owner: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClaimedJob:
+    """A job handed to one supervisor by `claim`."""
+
+    key: str
+    handler: str
+    payload: bytes
+    token: int
+    attempt: int
+    max_attempts: int
+    lease_deadline: float
+    owner: str
+
+    @property
+    def lease(self) -> Lease:
+        return Lease(self.key, self.token, self.owner)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClaimBatch:
+    """What one `claim` call did.
+
+    `next_due_in`: seconds until the earliest pending job held back by retry backoff
+    becomes claimable (None if there is none), so the claimer knows when to look again.
+    """
+
+    jobs: tuple[ClaimedJob, ...]
+    recovered: int
+    next_due_in: float | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobStats:
+    """What the owning supervisor reports about a running job at each renewal."""
+
+    pid: int | None = None
+    rss_bytes: int | None = None
+    cpu_percent: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RenewResult:
+    """What one batch renewal found.
+
+    `lost`: keys whose lease this owner no longer holds (another token, another owner,
+    finished, expired and recovered, or gone): their children must be killed now.
+    `stop_requested`: held keys that `stop` was asked for.
+    `notified`: held keys with notifications waiting to be taken.
+    """
+
+    lost: frozenset[str]
+    stop_requested: frozenset[str]
+    notified: frozenset[str]
+    store_time: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class SupervisorInfo:
+    """One supervisor's entry in the pool's membership."""
+
+    id: str
+    instance: str  # unique per process start; tells a restarted supervisor from the old one
+    host: str
+    pid: int
+    capacity: int
+    lease_ttl: float
+    state: str = "running"  # running | draining
+    started_at: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class SupervisorStatus:
+    info: SupervisorInfo
+    last_seen: float  # seconds since the store last heard from it
+    running: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobRecord:
+    """A job as the store keeps it.  `to_json()` gives the contract's `job --json` fields."""
+
+    key: str
+    handler: str
+    state: JobState
+    attempts: int
+    max_attempts: int
+    token: int
+    supervisor: str | None
+    payload: Any
+    result: Any
+    error: str | None
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    lease_deadline: float | None = None
+    lease_losses: int = 0
+    stop_requested: bool = False
+    stats: JobStats = field(default_factory=JobStats)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "handler": self.handler,
+            "state": self.state,
+            "attempts": self.attempts,
+            "max_attempts": self.max_attempts,
+            "token": self.token,
+            "supervisor": self.supervisor,
+            "payload": self.payload,
+            "result": self.result,
+            "error": self.error,
+            "created_at": self.created_at,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "lease_deadline": self.lease_deadline,
+            "lease_losses": self.lease_losses,
+            "stop_requested": self.stop_requested,
+            "pid": self.stats.pid,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class PoolSnapshot:
+    """Everything `status` shows, read at one store time."""
+
+    pool: str
+    store_time: float
+    supervisors: tuple[SupervisorStatus, ...]
+    counts: dict[str, int]
+    running: tuple[JobRecord, ...]
+
+
+EventKind = Literal["wake", "stop", "notify"]
+
+
+@dataclass(frozen=True)
+class StoreEvent:
+    """A hint that something changed.  Events may be lost; renewals and polling are the
+    source of truth, events only make the reaction faster."""
+
+    kind: EventKind
+    key: str | None = None
+
+
+class Store(Protocol):
+    pool: str
+
+    async def dispatch(self, request: DispatchRequest) -> None:
+        """Create a pending job.  Raises `JobExists` if the key is live.  A finished
+        record of the key is replaced; notifications left from it are dropped."""
+
+    async def claim(
+        self,
+        owner: str,
+        handlers: Sequence[str],
+        count: int,
+        lease_ttl: float,
+        max_lease_losses: int,
+    ) -> ClaimBatch:
+        """First recover expired leases of the whole pool: each expired running job
+        goes back to pending without spending an attempt and with `lease_losses` + 1;
+        if a stop was requested for it, it ends `stopped` instead; if `lease_losses`
+        reaches `max_lease_losses` it ends `failed` with an error that says so.
+        Then move up to `count` claimable pending jobs (due now, handler in
+        `handlers`), oldest first, to running: owner, a new token, attempt + 1,
+        lease deadline = store time + `lease_ttl`, started_at = store time.
+        `count` may be 0 (recovery only)."""
+
+    async def renew(
+        self,
+        owner: str,
+        leases: Sequence[Lease],
+        lease_ttl: float,
+        stats: dict[str, JobStats],
+    ) -> RenewResult:
+        """In one round trip: extend every lease whose job is running with this owner
+        and token to store time + `lease_ttl`, store its stats, and mark the owner as
+        seen.  Leases that do not match change nothing and come back in `lost`."""
+
+    async def complete(self, lease: Lease, result: bytes) -> None:
+        """running -> succeeded with the result JSON.  Raises `StaleToken` unless the
+        job is running under this lease."""
+
+    async def fail(self, lease: Lease, error: str, *, final: bool, retry_delay: float) -> JobState:
+        """Fail the attempt.  Unless `final` or attempts >= max_attempts, back to
+        pending, claimable `retry_delay` seconds from now, and returns "pending";
+        otherwise "failed".  The error is recorded either way.  If a stop was
+        requested, ends "stopped" instead.  Raises `StaleToken` as `complete`."""
+
+    async def release(self, lease: Lease) -> None:
+        """running -> pending without spending the attempt (attempts - 1), claimable at
+        once, ahead of newer jobs.  If a stop was requested, ends `stopped` instead.
+        Raises `StaleToken` as `complete`."""
+
+    async def finish_stopped(self, lease: Lease, reason: str) -> None:
+        """running -> stopped, after the job's processes are gone.  Raises `StaleToken`
+        as `complete`."""
+
+    async def stop(self, key: str) -> JobState:
+        """Ask for a stop.  pending -> stopped at once; running -> stop requested (the
+        owner stops it and calls `finish_stopped`), returns "running"; a finished job
+        is left as it is.  Returns the state after the call.  Raises `JobNotFound`."""
+
+    async def notify(self, key: str, payload: bytes) -> None:
+        """Queue a message for the job (kept until it runs).  Raises `JobNotFound`;
+        a finished job raises `JobNotFound` too."""
+
+    async def take_notifications(self, lease: Lease) -> list[bytes]:
+        """Pop every queued message of a job this lease holds, oldest first."""
+
+    async def register(self, info: SupervisorInfo) -> None:
+        """Add or refresh the supervisor's membership entry and mark it seen.  Raises
+        `SupervisorIdTaken` if another instance with this id was seen within its
+        `lease_ttl`."""
+
+    async def deregister(self, supervisor_id: str, instance: str) -> None:
+        """Remove the entry if it is still this instance's."""
+
+    async def job(self, key: str) -> JobRecord:
+        """One record.  Raises `JobNotFound`."""
+
+    async def jobs(self, state: JobState | None = None) -> list[JobRecord]:
+        """Every retained record, or those in one state, oldest first."""
+
+    async def snapshot(self) -> PoolSnapshot:
+        """Supervisors seen within 3 x their lease_ttl, counts per state, running jobs."""
+
+    def events(self) -> AbstractAsyncContextManager[AsyncIterator[StoreEvent]]:
+        """Subscribe to change hints (wake, stop KEY, notify KEY)."""
+
+    async def ping(self) -> None:
+        """Raise `StoreUnavailable` if the store cannot be reached."""
+
+    async def close(self) -> None: ...
