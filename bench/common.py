@@ -1,0 +1,72 @@
+"""Shared pieces of the benchmarks: a private redis-server and supervisors."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.helpers.pool import SupervisorProcess, write_pool  # noqa: E402
+
+HANDLERS = Path(__file__).resolve().parent / "handlers"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def redis_server() -> Iterator[str]:
+    port = free_port()
+    workdir = tempfile.mkdtemp(prefix="poolsup-bench-")
+    process = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no",
+         "--bind", "127.0.0.1", "--dir", workdir],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+                break
+            time.sleep(0.05)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+@contextlib.contextmanager
+def supervisor(directory: Path, store: str, pool: str, *, handlers: dict[str, dict[str, object]],
+               name: str = "pool.toml", **settings: object) -> Iterator[SupervisorProcess]:
+    handler_table = {
+        key: {**value, "path": str(HANDLERS / str(value["path"]))} for key, value in handlers.items()
+    }
+    config = write_pool(directory, store=store, pool=pool, handlers=handler_table, name=name,
+                        **settings)
+    process = SupervisorProcess(config, directory / f"{name}.log").start()
+    try:
+        process.wait_serving()
+        yield process
+    finally:
+        if process.process.poll() is None:
+            os.kill(process.pid, signal.SIGTERM)
+            process.wait(60)
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
+    return ordered[index]

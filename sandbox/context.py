@@ -1,0 +1,115 @@
+"""The job object handed to a handler, and the exceptions a handler meets."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+class Fail(Exception):
+    """Raised by a handler: fails the job for good, without further attempts."""
+
+
+class Stopped(BaseException):
+    """Raised in a handler that never looked at `job.stopping` when SIGTERM arrives.
+
+    A BaseException, so that a handler's `except Exception` does not swallow it.
+    """
+
+
+_WAKE_UP = object()
+
+
+class Inbox:
+    """What reaches a running job from outside: a stop request and notifications.
+
+    Filled by the sandbox (reader thread, SIGTERM handler), read through `Job`.
+    """
+
+    def __init__(self) -> None:
+        # Called once, on first use: the sandbox starts its reader thread only then,
+        # as most handlers never look and a thread would delay every job's start.
+        self.start_listening: Callable[[], None] | None = None
+        self._listening_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._notifications: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        # Set by the SIGTERM handler, which must not touch the Event: its lock may be
+        # held by the very thread the handler interrupted.
+        self.terminated = False
+
+    def _listen(self) -> None:
+        if self.start_listening is not None:
+            with self._listening_lock:
+                if self.start_listening is not None:
+                    self.start_listening()
+                    self.start_listening = None
+
+    @property
+    def stop_requested(self) -> bool:
+        self._listen()
+        return self.terminated or self._stop.is_set()
+
+    def request_stop(self) -> None:
+        if not self._stop.is_set():
+            self._stop.set()
+            self._notifications.put(_WAKE_UP)
+
+    def deliver(self, payload: Any) -> None:
+        self._notifications.put(payload)
+
+    def wait_stop(self, timeout: float | None) -> bool:
+        self._listen()
+        return self.terminated or self._stop.wait(timeout)
+
+    def next_notification(self, timeout: float | None) -> Any:
+        self._listen()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            block = not self.stop_requested
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                item = self._notifications.get(block=block, timeout=remaining)
+            except queue.Empty:
+                return None
+            if item is not _WAKE_UP:
+                return item
+
+
+class Job:
+    """What a handler receives: `run(job)`."""
+
+    def __init__(
+        self, *, key: str, payload: Any, attempt: int, token: int, inbox: Inbox
+    ) -> None:
+        self.key = key
+        self.payload = payload
+        self.attempt = attempt
+        self.token = token
+        self._inbox = inbox
+        self._stop_aware = False
+
+    @property
+    def stop_aware(self) -> bool:
+        """True once the handler looked for stop requests; SIGTERM then leaves it alone."""
+        return self._stop_aware
+
+    @property
+    def stopping(self) -> bool:
+        """True once a graceful stop was asked for."""
+        self._stop_aware = True
+        return self._inbox.stop_requested
+
+    def wait_stop(self, timeout: float | None = None) -> bool:
+        """Block up to `timeout` seconds for a stop request; True if one came."""
+        self._stop_aware = True
+        return self._inbox.wait_stop(timeout)
+
+    def next_notification(self, timeout: float | None = None) -> Any:
+        """The next notify payload, or None after `timeout` or once stopping."""
+        return self._inbox.next_notification(timeout)
+
+    def __repr__(self) -> str:
+        return f"<Job key={self.key!r} attempt={self.attempt} token={self.token}>"

@@ -1,0 +1,29 @@
+"""The two Linux process controls the sandbox needs, through prctl(2)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _prctl(option: int, value: int) -> None:
+    unused = ctypes.c_ulong(0)
+    if _libc.prctl(option, ctypes.c_ulong(value), unused, unused, unused) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"prctl({option}): {os.strerror(errno)}")
+
+
+def set_parent_death_signal(signum: signal.Signals) -> None:
+    """Have the kernel send `signum` to this process when its parent dies."""
+    _prctl(_PR_SET_PDEATHSIG, int(signum))
+
+
+def become_child_subreaper() -> None:
+    """Adopt orphaned descendants, instead of letting them go to init."""
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)

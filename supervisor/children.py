@@ -1,0 +1,249 @@
+"""The supervisor's side of the fork server: spawn, fence, signal and reap children.
+
+The fork server is a separate process (`python -m sandbox.forkserver`) that has
+already imported the sandbox and the handler files, forks one child per job, and
+kills any child whose fence deadline passes.  Because it is not this process, the
+fence holds even when the supervisor's event loop is frozen or stuck.
+"""
+
+from __future__ import annotations
+
+import array
+import logging
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.abc
+import orjson
+
+from sandbox import protocol
+from supervisor.config import HandlerConfig
+from supervisor.errors import PoolsupError
+
+log = logging.getLogger("poolsup.children")
+
+
+class ForkServerDied(PoolsupError):
+    """The fork server exited; its children were killed with it."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExitStatus:
+    code: int | None
+    signal: int | None
+    fenced: bool
+
+    @property
+    def signal_name(self) -> str | None:
+        if self.signal is None:
+            return None
+        try:
+            return signal.Signals(self.signal).name
+        except ValueError:
+            return f"signal {self.signal}"
+
+
+@dataclass(eq=False, kw_only=True)
+class Child:
+    """One job's process as the supervisor sees it."""
+
+    job_id: str
+    control: anyio.abc.SocketStream
+    output: anyio.abc.SocketStream
+    pid: int | None = None
+    spawned: anyio.Event = field(default_factory=anyio.Event)
+    exited: anyio.Event = field(default_factory=anyio.Event)
+    spawn_error: str | None = None
+    status: ExitStatus | None = None
+
+
+class ForkServer:
+    """A running fork server and the children it holds."""
+
+    def __init__(self, process: subprocess.Popen[bytes], sock: socket.socket) -> None:
+        self._process = process
+        self._sock = sock
+        self._children: dict[str, Child] = {}
+        self._ready = anyio.Event()
+        self.handler_errors: dict[str, str | None] = {}
+        self.alive = True
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    async def spawn(self, job_id: str, handler: str, fence_deadline: float) -> Child:
+        """Fork a child for `handler`, fenced from birth at `fence_deadline`."""
+        if not self.alive:
+            raise ForkServerDied()
+        await self._ready.wait()
+        control_parent, control_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        output_parent, output_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            child = Child(
+                job_id=job_id,
+                control=await anyio.abc.UNIXSocketStream.from_socket(control_parent),
+                output=await anyio.abc.UNIXSocketStream.from_socket(output_parent),
+            )
+            self._children[job_id] = child
+            message = {"op": protocol.OP_SPAWN, "job": job_id, "handler": handler}
+            await self._send(message, fds=[control_child.fileno(), output_child.fileno()])
+            # Sent before the spawn is confirmed: the fork server handles ops in order,
+            # so there is no moment at which the child runs unfenced.
+            await self.fence([job_id], fence_deadline)
+        finally:
+            control_child.close()
+            output_child.close()
+        await child.spawned.wait()
+        if child.spawn_error is not None:
+            self._children.pop(job_id, None)
+            await child.control.aclose()
+            await child.output.aclose()
+            raise PoolsupError(f"could not start a child: {child.spawn_error}")
+        return child
+
+    async def fence(self, job_ids: list[str], deadline: float) -> None:
+        if job_ids and self.alive:
+            await self._send({"op": protocol.OP_FENCE, "jobs": job_ids, "deadline": deadline})
+
+    async def signal(self, job_id: str, signum: int) -> None:
+        if self.alive:
+            await self._send({"op": protocol.OP_SIGNAL, "job": job_id, "signal": signum})
+
+    async def kill(self, job_id: str) -> None:
+        if self.alive:
+            await self._send({"op": protocol.OP_KILL, "job": job_id})
+
+    def forget(self, job_id: str) -> None:
+        self._children.pop(job_id, None)
+
+    async def _send(self, message: dict[str, Any], fds: list[int] | None = None) -> None:
+        data = protocol.encode(message)
+        ancillary = []
+        if fds:
+            ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
+        while True:
+            try:
+                self._sock.sendmsg([data], ancillary)
+                return
+            except BlockingIOError:
+                await anyio.wait_writable(self._sock)
+            except OSError as error:
+                self.alive = False
+                raise ForkServerDied(f"fork server unreachable: {error}") from error
+
+    async def serve(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """Read the fork server's events until it exits."""
+        task_status.started()
+        try:
+            while True:
+                try:
+                    packet = self._sock.recv(protocol.MAX_PACKET)
+                except BlockingIOError:
+                    await anyio.wait_readable(self._sock)
+                    continue
+                except OSError:
+                    packet = b""
+                if not packet:
+                    break
+                self._handle(protocol.decode(packet))
+        finally:
+            self._on_death()
+
+    def _handle(self, event: dict[str, Any]) -> None:
+        kind = event.get("ev")
+        if kind == protocol.EV_READY:
+            self.handler_errors = dict(event.get("handlers") or {})
+            self._ready.set()
+            return
+        child = self._children.get(str(event.get("job")))
+        if child is None:
+            return
+        if kind == protocol.EV_SPAWNED:
+            child.pid = int(event["pid"])
+            child.spawned.set()
+        elif kind == protocol.EV_SPAWN_FAILED:
+            child.spawn_error = str(event.get("error"))
+            child.spawned.set()
+        elif kind == protocol.EV_EXITED:
+            child.status = ExitStatus(
+                code=event.get("code"), signal=event.get("signal"), fenced=bool(event.get("fenced"))
+            )
+            self._children.pop(child.job_id, None)
+            child.spawned.set()
+            child.exited.set()
+
+    def _on_death(self) -> None:
+        if self.alive:
+            log.error("fork server (pid %s) exited; its children died with it", self.pid)
+        self.alive = False
+        self._ready.set()
+        for child in list(self._children.values()):
+            child.spawn_error = child.spawn_error or "fork server exited"
+            child.status = ExitStatus(code=None, signal=signal.SIGKILL, fenced=False)
+            child.spawned.set()
+            child.exited.set()
+        self._children.clear()
+
+    async def close(self, timeout: float = 5.0) -> None:
+        """Kill every child, stop the fork server and reap it."""
+        if self.alive:
+            try:
+                await self._send({"op": protocol.OP_EXIT})
+            except ForkServerDied:
+                pass
+        self._sock.close()
+        deadline = time.monotonic() + timeout
+        while self._process.poll() is None and time.monotonic() < deadline:
+            await anyio.sleep(0.02)
+        if self._process.poll() is None:
+            self._process.kill()
+            await anyio.to_thread.run_sync(self._process.wait)
+
+
+def handler_table(handlers: Mapping[str, HandlerConfig]) -> dict[str, dict[str, str]]:
+    return {
+        name: {"path": str(handler.path), "function": handler.function}
+        for name, handler in handlers.items()
+    }
+
+
+@asynccontextmanager
+async def open_fork_server(handlers: Mapping[str, HandlerConfig]) -> AsyncIterator[ForkServer]:
+    """Start a fork server preloaded with `handlers`; kill it and its children on exit."""
+    parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    command = [
+        sys.executable,
+        "-m",
+        "sandbox.forkserver",
+        "--control-fd",
+        str(child_sock.fileno()),
+        "--handlers",
+        orjson.dumps(handler_table(handlers)).decode(),
+    ]
+    # Started from the loop's own thread: PR_SET_PDEATHSIG in the fork server fires
+    # when the thread that forked it exits, and this one lives as long as we do.
+    process = subprocess.Popen(command, pass_fds=[child_sock.fileno()], stdin=subprocess.DEVNULL)
+    child_sock.close()
+    parent_sock.setblocking(False)
+    server = ForkServer(process, parent_sock)
+    async with anyio.create_task_group() as group:
+        await group.start(server.serve)
+        try:
+            with anyio.fail_after(30):
+                await server._ready.wait()
+            if not server.alive:
+                raise ForkServerDied("fork server failed to start")
+            yield server
+        finally:
+            with anyio.CancelScope(shield=True):
+                await server.close()
+            group.cancel_scope.cancel()

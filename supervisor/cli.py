@@ -1,0 +1,270 @@
+"""The `poolsup` command line.  Error types map to exit codes here and nowhere else."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import anyio
+import click
+import orjson
+
+from supervisor.client import AsyncClient, parse_payload
+from supervisor.config import Config, load_config, resolve_config_path
+from supervisor.errors import PoolsupError, UsageError
+from supervisor.status import render_status_text
+from supervisor.store.base import ALL_STATES
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+config_option = click.option(
+    "-c", "--config", "config_path", default=None, metavar="FILE",
+    help="pool.toml (default: $POOLSUP_CONFIG, then ./pool.toml)",
+)
+
+
+def fail(error: PoolsupError) -> None:
+    click.echo(f"poolsup: {error.message}", err=True)
+    sys.exit(error.exit_code)
+
+
+def reports_errors(command: F) -> F:
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except PoolsupError as error:
+            fail(error)
+        except KeyboardInterrupt:
+            sys.exit(130)
+    return wrapper  # type: ignore[return-value]
+
+
+def read_config(config_path: str | None, *, require_handlers: bool = False) -> Config:
+    return load_config(resolve_config_path(config_path), require_handlers=require_handlers)
+
+
+def client_for(config: Config) -> AsyncClient:
+    return AsyncClient(
+        config.pool.store,
+        pool=config.pool.name,
+        retention=config.pool.retention,
+        handlers=config.handlers,
+        max_payload=config.pool.max_payload,
+    )
+
+
+def with_client(config_path: str | None, action: Callable[[AsyncClient], Any]) -> Any:
+    config = read_config(config_path)
+
+    async def main() -> Any:
+        client = client_for(config)
+        try:
+            return await action(client)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await client.close()
+
+    return anyio.run(main)
+
+
+def print_json(value: Any) -> None:
+    click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode())
+
+
+@click.group()
+@click.version_option(package_name="poolsup")
+def main() -> None:
+    """poolsup: a per-host supervisor for durable, keyed jobs."""
+
+
+@main.command()
+@config_option
+@click.option("--log-level", default="INFO", show_default=True,
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+@reports_errors
+def run(config_path: str | None, log_level: str) -> None:
+    """Run the supervisor in the foreground until SIGTERM/SIGINT."""
+    from supervisor.daemon import serve
+
+    config = read_config(config_path, require_handlers=True)
+    logging.basicConfig(
+        level=log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    anyio.run(serve, config)
+
+
+@main.command()
+@config_option
+@reports_errors
+def check(config_path: str | None) -> None:
+    """Validate the config and import every handler."""
+    from supervisor.children import open_fork_server
+
+    config = read_config(config_path, require_handlers=True)
+
+    async def import_handlers() -> dict[str, str | None]:
+        async with open_fork_server(config.handlers) as fork_server:
+            return fork_server.handler_errors
+
+    errors = anyio.run(import_handlers)
+    broken = {name: error for name, error in errors.items() if error}
+    for name, error in broken.items():
+        last_line = error.strip().splitlines()[-1] if error.strip() else "unknown error"
+        path = config.handlers[name].path
+        click.echo(f"poolsup: handler {name} ({path}) failed to import: {last_line}", err=True)
+    if broken:
+        sys.exit(2)
+    click.echo(f"ok: pool {config.pool.name}, {len(config.handlers)} handler(s)")
+
+
+@main.command()
+@config_option
+@click.argument("key")
+@click.option("--handler", "-H", default=None, help="handler name (optional with one handler)")
+@click.option("--payload", default=None, help="JSON payload")
+@click.option("--payload-file", type=click.File("rb"), default=None,
+              help="read the JSON payload from a file, or - for stdin")
+@click.option("--max-attempts", type=int, default=None)
+@click.option("--json", "as_json", is_flag=True, help="print the job record as JSON")
+@reports_errors
+def dispatch(
+    config_path: str | None, key: str, handler: str | None, payload: str | None,
+    payload_file: Any, max_attempts: int | None, as_json: bool,
+) -> None:
+    """Add a job.  Exit 3 if the key is already live."""
+    if payload is not None and payload_file is not None:
+        raise UsageError("give --payload or --payload-file, not both")
+    text: bytes = b"null"
+    if payload is not None:
+        text = payload.encode()
+    elif payload_file is not None:
+        text = payload_file.read()
+
+    async def action(client: AsyncClient) -> dict[str, Any]:
+        data = parse_payload(text, client.max_payload)
+        return await client.dispatch_json(key, data, handler=handler, max_attempts=max_attempts)
+
+    record = with_client(config_path, action)
+    if as_json:
+        print_json(record)
+    else:
+        click.echo(f"dispatched {record['key']} ({record['handler']})")
+
+
+@main.command()
+@config_option
+@click.argument("key")
+@click.option("--no-wait", is_flag=True, help="return once the stop is requested")
+@reports_errors
+def stop(config_path: str | None, key: str, no_wait: bool) -> None:
+    """Stop a job wherever it runs (remove it if pending).  Exit 4 if unknown."""
+
+    async def action(client: AsyncClient) -> dict[str, Any]:
+        return await client.stop(key, wait=not no_wait)
+
+    record = with_client(config_path, action)
+    click.echo(f"{record['key']}: {record['state']}")
+
+
+@main.command()
+@config_option
+@click.argument("key")
+@click.option("--payload", required=True, help="JSON message")
+@reports_errors
+def notify(config_path: str | None, key: str, payload: str) -> None:
+    """Deliver a message to a job (kept until it runs, if pending)."""
+
+    async def action(client: AsyncClient) -> None:
+        await client.notify_json(key, parse_payload(payload, client.max_payload))
+
+    with_client(config_path, action)
+    click.echo(f"notified {key}")
+
+
+@main.command()
+@config_option
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--watch", is_flag=True, help="refresh every second until interrupted")
+@reports_errors
+def status(config_path: str | None, as_json: bool, watch: bool) -> None:
+    """The pool at a glance.  Exit 1 if the store is unreachable."""
+    config = read_config(config_path)
+
+    async def main_loop() -> None:
+        client = client_for(config)
+        try:
+            while True:
+                snapshot = await client.status()
+                if as_json:
+                    print_json(snapshot)
+                else:
+                    if watch:
+                        click.clear()
+                    click.echo(render_status_text(snapshot))
+                if not watch:
+                    return
+                await anyio.sleep(1.0)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await client.close()
+
+    anyio.run(main_loop)
+
+
+@main.command()
+@config_option
+@click.option("--state", type=click.Choice(ALL_STATES), default=None)
+@click.option("--json", "as_json", is_flag=True)
+@reports_errors
+def jobs(config_path: str | None, state: Any, as_json: bool) -> None:
+    """List jobs."""
+
+    async def action(client: AsyncClient) -> list[dict[str, Any]]:
+        return await client.jobs(state)
+
+    records = with_client(config_path, action)
+    if as_json:
+        print_json(records)
+        return
+    now = time.time()
+    click.echo(f"{'KEY':<32} {'HANDLER':<16} {'STATE':<10} {'TRIES':>5} {'AGE':>8}  ERROR")
+    for record in records:
+        age = f"{now - record['created_at']:.0f}s"
+        error = (record["error"] or "").splitlines()[0][:60] if record["error"] else ""
+        click.echo(
+            f"{record['key'][:32]:<32} {record['handler'][:16]:<16} {record['state']:<10} "
+            f"{record['attempts']:>5} {age:>8}  {error}"
+        )
+
+
+@main.command()
+@config_option
+@click.argument("key")
+@click.option("--json", "as_json", is_flag=True)
+@reports_errors
+def job(config_path: str | None, key: str, as_json: bool) -> None:
+    """One job's record.  Exit 4 if unknown."""
+
+    async def action(client: AsyncClient) -> dict[str, Any]:
+        return await client.job(key)
+
+    record = with_client(config_path, action)
+    if as_json:
+        print_json(record)
+        return
+    for name, value in record.items():
+        if name in ("payload", "result") and value is not None:
+            value = orjson.dumps(value).decode()
+        click.echo(f"{name + ':':<16}{'' if value is None else value}")
+
+
+if __name__ == "__main__":
+    main()
+

@@ -1,0 +1,232 @@
+"""The Python client: dispatch, stop, notify and watch jobs from any program."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Coroutine, Mapping
+from contextlib import ExitStack
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+import anyio
+import anyio.from_thread
+import orjson
+
+from supervisor.config import HandlerConfig, load_config
+from supervisor.core.validation import (
+    DEFAULT_MAX_PAYLOAD,
+    validate_key,
+    validate_max_attempts,
+    validate_payload_size,
+)
+from supervisor.errors import InvalidJob, UsageError
+from supervisor.status import render_status_json
+from supervisor.store import open_store
+from supervisor.store.base import FINISHED_STATES, DispatchRequest, JobState, Store
+
+T = TypeVar("T")
+
+DEFAULT_MAX_ATTEMPTS = 3
+STOP_POLL_INTERVAL = 0.05
+
+
+def encode_payload(payload: Any, limit: int = DEFAULT_MAX_PAYLOAD) -> bytes:
+    try:
+        data = orjson.dumps(payload)
+    except TypeError as error:
+        raise InvalidJob(f"payload is not JSON-serializable: {error}") from error
+    return validate_payload_size(data, limit)
+
+
+def parse_payload(text: str | bytes, limit: int = DEFAULT_MAX_PAYLOAD) -> bytes:
+    """Validate JSON text from the command line without re-encoding it."""
+    data = text.encode() if isinstance(text, str) else text
+    validate_payload_size(data, limit)
+    try:
+        orjson.loads(data)
+    except orjson.JSONDecodeError as error:
+        raise InvalidJob(f"payload is not valid JSON: {error}") from error
+    return data.strip()
+
+
+class AsyncClient:
+    """Talks to a pool's store directly; needs no running supervisor."""
+
+    def __init__(
+        self,
+        store: str,
+        *,
+        pool: str,
+        retention: float = 86400.0,
+        handlers: Mapping[str, HandlerConfig] | None = None,
+        max_payload: int = DEFAULT_MAX_PAYLOAD,
+    ) -> None:
+        self._url = store
+        self.pool = pool
+        self._retention = retention
+        self._handlers = dict(handlers or {})
+        self._max_payload = max_payload
+        self._store: Store | None = None
+
+    @property
+    def max_payload(self) -> int:
+        return self._max_payload
+
+    @classmethod
+    def from_config(cls, path: str | Path) -> AsyncClient:
+        config = load_config(Path(path))
+        return cls(
+            config.pool.store,
+            pool=config.pool.name,
+            retention=config.pool.retention,
+            handlers=config.handlers,
+            max_payload=config.pool.max_payload,
+        )
+
+    async def _opened(self) -> Store:
+        if self._store is None:
+            self._store = await open_store(self._url, self.pool, retention=self._retention)
+        return self._store
+
+    def _resolve_handler(self, handler: str | None) -> str:
+        if handler is None:
+            if len(self._handlers) == 1:
+                return next(iter(self._handlers))
+            configured = ", ".join(self._handlers) or "none known"
+            raise UsageError(f"name the handler (configured: {configured})")
+        if self._handlers and handler not in self._handlers:
+            configured = ", ".join(self._handlers)
+            raise InvalidJob(f"unknown handler {handler!r} (configured: {configured})")
+        return handler
+
+    async def dispatch_json(
+        self,
+        key: str,
+        payload_json: bytes,
+        *,
+        handler: str | None = None,
+        max_attempts: int | None = None,
+    ) -> dict[str, Any]:
+        """Dispatch with the payload given as JSON text (already validated)."""
+        name = self._resolve_handler(handler)
+        if max_attempts is None:
+            known = self._handlers.get(name)
+            max_attempts = known.max_attempts if known else DEFAULT_MAX_ATTEMPTS
+        request = DispatchRequest(
+            key=validate_key(key),
+            handler=name,
+            payload=validate_payload_size(payload_json, self._max_payload),
+            max_attempts=validate_max_attempts(max_attempts),
+        )
+        store = await self._opened()
+        await store.dispatch(request)
+        return (await store.job(key)).to_json()
+
+    async def dispatch(
+        self,
+        key: str,
+        payload: Any = None,
+        *,
+        handler: str | None = None,
+        max_attempts: int | None = None,
+    ) -> dict[str, Any]:
+        """Add a job.  Raises `JobExists` if the key is live."""
+        data = encode_payload(payload, self._max_payload)
+        return await self.dispatch_json(key, data, handler=handler, max_attempts=max_attempts)
+
+    async def job(self, key: str) -> dict[str, Any]:
+        """Raises `JobNotFound`."""
+        return (await (await self._opened()).job(key)).to_json()
+
+    async def jobs(self, state: JobState | None = None) -> list[dict[str, Any]]:
+        return [record.to_json() for record in await (await self._opened()).jobs(state)]
+
+    async def stop(self, key: str, *, wait: bool = True, timeout: float | None = None) -> dict[str, Any]:
+        """Stop the job wherever it runs; with `wait`, return once its processes are gone."""
+        store = await self._opened()
+        await store.stop(key)
+        record = await store.job(key)
+        with anyio.fail_after(timeout):
+            while wait and record.state not in FINISHED_STATES:
+                await anyio.sleep(STOP_POLL_INTERVAL)
+                record = await store.job(key)
+        return record.to_json()
+
+    async def notify(self, key: str, payload: Any) -> None:
+        await (await self._opened()).notify(key, encode_payload(payload, self._max_payload))
+
+    async def notify_json(self, key: str, payload_json: bytes) -> None:
+        await (await self._opened()).notify(key, payload_json)
+
+    async def status(self) -> dict[str, Any]:
+        return render_status_json(await (await self._opened()).snapshot())
+
+    async def close(self) -> None:
+        if self._store is not None:
+            await self._store.close()
+            self._store = None
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+class Client:
+    """The blocking twin of `AsyncClient`, for programs without an event loop."""
+
+    def __init__(self, store: str, *, pool: str, **options: Any) -> None:
+        self._async = AsyncClient(store, pool=pool, **options)
+        self._stack = ExitStack()
+        self._portal = self._stack.enter_context(anyio.from_thread.start_blocking_portal())
+
+    @classmethod
+    def from_config(cls, path: str | Path) -> Client:
+        config = load_config(Path(path))
+        return cls(
+            config.pool.store,
+            pool=config.pool.name,
+            retention=config.pool.retention,
+            handlers=config.handlers,
+            max_payload=config.pool.max_payload,
+        )
+
+    def _call(self, method: Callable[..., Coroutine[Any, Any, T]], *args: Any, **kwargs: Any) -> T:
+        return self._portal.call(functools.partial(method, *args, **kwargs))
+
+    def dispatch(self, key: str, payload: Any = None, **options: Any) -> dict[str, Any]:
+        return self._call(self._async.dispatch, key, payload, **options)
+
+    def job(self, key: str) -> dict[str, Any]:
+        return self._call(self._async.job, key)
+
+    def jobs(self, state: JobState | None = None) -> list[dict[str, Any]]:
+        return self._call(self._async.jobs, state)
+
+    def stop(self, key: str, *, wait: bool = True, timeout: float | None = None) -> dict[str, Any]:
+        return self._call(self._async.stop, key, wait=wait, timeout=timeout)
+
+    def notify(self, key: str, payload: Any) -> None:
+        self._call(self._async.notify, key, payload)
+
+    def status(self) -> dict[str, Any]:
+        return self._call(self._async.status)
+
+    def close(self) -> None:
+        try:
+            self._call(self._async.close)
+        finally:
+            self._stack.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

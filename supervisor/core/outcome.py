@@ -1,0 +1,90 @@
+"""What a finished child means for its job: complete, fail, release, stop or abandon."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+
+class StopReason(enum.Enum):
+    USER = "stop"  # `poolsup stop`: the job ends stopped
+    DRAIN = "drain"  # supervisor shutdown: back to pending, no attempt spent
+    REBALANCE = "rebalance"  # moved to another supervisor: same as drain
+    TIMEOUT = "timeout"  # the handler's timeout: the attempt fails
+    LEASE_LOST = "lease"  # someone else may own it now: write nothing
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChildExit:
+    """How a child ended, as far as the supervisor saw it."""
+
+    message: dict[str, Any] | None  # the last result/error message the child sent
+    result_json: bytes | None  # the raw JSON of a returned value
+    exit_code: int | None
+    exit_signal: int | None
+    fenced: bool  # killed by the fork server because the lease could not be renewed
+
+
+@dataclass(frozen=True)
+class Complete:
+    result_json: bytes
+
+
+@dataclass(frozen=True)
+class Fail:
+    error: str
+    final: bool
+
+
+@dataclass(frozen=True)
+class Release:
+    why: str
+
+
+@dataclass(frozen=True)
+class Stopped:
+    why: str
+
+
+@dataclass(frozen=True)
+class Abandon:
+    """Write nothing: the lease is gone and the store's recovery owns the job now."""
+
+    why: str
+
+
+Outcome = Complete | Fail | Release | Stopped | Abandon
+
+
+def describe_exit(exit_code: int | None, signal_name: str | None) -> str:
+    if signal_name is not None:
+        return f"killed by signal {signal_name}"
+    if exit_code == 0:
+        return "exited without a result (exit code 0)"
+    return f"exit code {exit_code}"
+
+
+def decide_outcome(
+    child: ChildExit,
+    stop_reason: StopReason | None,
+    *,
+    timeout: float,
+    signal_name: str | None = None,
+) -> Outcome:
+    """The single place that maps a child's end to a store operation."""
+    if stop_reason is StopReason.LEASE_LOST:
+        return Abandon("lease lost while running")
+    if child.result_json is not None:
+        return Complete(child.result_json)
+    if child.fenced:
+        return Release("killed by the fence: the lease could not be renewed in time")
+    if stop_reason is StopReason.USER:
+        return Stopped("stopped by request")
+    if stop_reason in (StopReason.DRAIN, StopReason.REBALANCE):
+        return Release(f"released ({stop_reason.value})")
+    if stop_reason is StopReason.TIMEOUT:
+        return Fail(f"timeout after {timeout:g} s", final=False)
+    if child.message is not None and child.message.get("t") == "error":
+        return Fail(str(child.message.get("error", "handler failed")), bool(child.message.get("final")))
+    return Fail(describe_exit(child.exit_code, signal_name), final=False)

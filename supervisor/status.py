@@ -1,0 +1,88 @@
+"""The pool at a glance: the `status --json` object and its text rendering."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from supervisor.store.base import ALL_STATES, PoolSnapshot
+
+
+def render_status_json(snapshot: PoolSnapshot) -> dict[str, Any]:
+    now = snapshot.store_time
+    return {
+        "pool": snapshot.pool,
+        "store_time": now,
+        "supervisors": [
+            {
+                "id": entry.info.id,
+                "host": entry.info.host,
+                "pid": entry.info.pid,
+                "capacity": entry.info.capacity,
+                "running": entry.running,
+                "state": entry.info.state if entry.last_seen <= entry.info.lease_ttl else "lost",
+                "last_seen": round(entry.last_seen, 3),
+                "lease_ttl": entry.info.lease_ttl,
+            }
+            for entry in snapshot.supervisors
+        ],
+        "counts": {state: snapshot.counts.get(state, 0) for state in ALL_STATES},
+        "running": [
+            {
+                "key": record.key,
+                "handler": record.handler,
+                "supervisor": record.supervisor,
+                "pid": record.stats.pid,
+                "token": record.token,
+                "attempt": record.attempts,
+                "runtime": round(now - record.started_at, 3) if record.started_at else None,
+                "lease_remaining": (
+                    round(record.lease_deadline - now, 3) if record.lease_deadline else None
+                ),
+                "rss_bytes": record.stats.rss_bytes,
+                "cpu_percent": record.stats.cpu_percent,
+            }
+            for record in snapshot.running
+        ],
+    }
+
+
+def _size(value: int | None) -> str:
+    if value is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value = value / 1024  # type: ignore[assignment]
+    return "-"
+
+
+def render_status_text(status: dict[str, Any]) -> str:
+    lines = [f"pool {status['pool']}"]
+    counts = status["counts"]
+    lines.append("jobs: " + ", ".join(f"{counts[state]} {state}" for state in ALL_STATES))
+    lines.append("")
+    lines.append(f"{'SUPERVISOR':<20} {'HOST':<20} {'PID':>7} {'JOBS':>9} {'STATE':<9} SEEN")
+    for sup in status["supervisors"]:
+        jobs = f"{sup['running']}/{sup['capacity']}"
+        lines.append(
+            f"{sup['id']:<20} {sup['host']:<20} {sup['pid']:>7} {jobs:>9} "
+            f"{sup['state']:<9} {sup['last_seen']:.1f}s ago"
+        )
+    if not status["supervisors"]:
+        lines.append("(no live supervisors)")
+    if status["running"]:
+        lines.append("")
+        lines.append(
+            f"{'KEY':<24} {'HANDLER':<14} {'SUPERVISOR':<14} {'PID':>7} {'TOKEN':>6} "
+            f"{'TRY':>3} {'RUNTIME':>8} {'LEASE':>6} {'RSS':>10} {'CPU%':>6}"
+        )
+        for job in status["running"]:
+            cpu = "-" if job["cpu_percent"] is None else f"{job['cpu_percent']:.0f}"
+            runtime = "-" if job["runtime"] is None else f"{job['runtime']:.1f}s"
+            lease = "-" if job["lease_remaining"] is None else f"{job['lease_remaining']:.1f}s"
+            lines.append(
+                f"{job['key'][:24]:<24} {job['handler'][:14]:<14} {str(job['supervisor'])[:14]:<14} "
+                f"{job['pid'] or '-':>7} {job['token']:>6} {job['attempt']:>3} {runtime:>8} "
+                f"{lease:>6} {_size(job['rss_bytes']):>10} {cpu:>6}"
+            )
+    return "\n".join(lines)

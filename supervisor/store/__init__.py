@@ -1,0 +1,47 @@
+"""Stores: where jobs, leases and membership live.  `open_store` picks one by URL."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from supervisor.errors import ConfigError
+from supervisor.store.base import Store
+from supervisor.store.redis_connection import redact
+
+__all__ = ["Store", "open_store", "opened_store"]
+
+REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})
+DEFAULT_RETENTION = 86400.0
+
+
+async def open_store(url: str, pool: str, *, retention: float = DEFAULT_RETENTION) -> Store:
+    """The store `url` names (redis://, rediss://, unix://, sqlite:///path) for `pool`.
+    The caller closes it; `opened_store` does that for you."""
+    scheme = url.partition("://")[0].lower() if "://" in url else ""
+    if scheme in REDIS_SCHEMES:
+        from supervisor.store.redis_store import RedisStore
+
+        return await RedisStore.open(url, pool, retention=retention)
+    if scheme == "sqlite":
+        # Imported by name so that each store's driver loads only when it is used.
+        sqlite_store = importlib.import_module("supervisor.store.sqlite_store")
+        store: Store = await sqlite_store.SqliteStore.open(url, pool, retention=retention)
+        return store
+    raise ConfigError(
+        f"store URL {redact(url)!r}: unknown scheme; use redis://, rediss://, unix:// "
+        "or sqlite:///path/to/file.db"
+    )
+
+
+@asynccontextmanager
+async def opened_store(
+    url: str, pool: str, *, retention: float = DEFAULT_RETENTION
+) -> AsyncIterator[Store]:
+    """`open_store` as a context manager that closes the store."""
+    store = await open_store(url, pool, retention=retention)
+    try:
+        yield store
+    finally:
+        await store.close()

@@ -1,0 +1,81 @@
+-- Recover expired leases of the pool, then claim up to `count` due pending jobs.
+-- KEYS: 1 pending zset, 2 running zset, 3 token counter, 4 done:failed, 5 done:stopped
+-- ARGV: 1 key prefix, 2 owner, 3 count, 4 lease ttl (ms), 5 max lease losses (0: no
+--       limit), 6 retention (ms), 7 events channel, 8... handlers this owner runs
+-- Returns: {OK, recovered, next due in (ms) or false, store time (ms),
+--           {key, handler, payload, token, attempt, max_attempts, lease deadline}...}
+
+local RECOVER_BATCH = 100
+local SCAN_EXTRA = 200  -- pending jobs of other handlers we look past
+
+local prefix, owner = ARGV[1], ARGV[2]
+local count, ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
+local max_losses = tonumber(ARGV[5])
+local pool = {pending = KEYS[1], running = KEYS[2], done_failed = KEYS[4],
+              done_stopped = KEYS[5], now = store_now(), retention = tonumber(ARGV[6])}
+
+local recovered, requeued = 0, false
+local expired = redis.call('ZRANGEBYSCORE', pool.running, '-inf', pool.now,
+                           'LIMIT', 0, RECOVER_BATCH)
+for _, key in ipairs(expired) do
+  local job, notes = job_key(prefix, key), notes_key(prefix, key)
+  local f = redis.call('HMGET', job, 'state', 'stop_requested', 'owner')
+  local holder = f[3] or '?'
+  if f[1] ~= 'running' then
+    redis.call('ZREM', pool.running, key)
+  else
+    recovered = recovered + 1
+    local losses = redis.call('HINCRBY', job, 'lease_losses', 1)
+    if f[2] == '1' then
+      finish(pool, job, notes, key, 'stopped', 'stop requested; lease of ' .. holder .. ' expired')
+    elseif max_losses > 0 and losses >= max_losses then
+      finish(pool, job, notes, key, 'failed', string.format(
+        'lease lost %d times (limit %d), last held by %s', losses, max_losses, holder))
+    else
+      redis.call('HINCRBY', job, 'attempts', -1)
+      requeue(pool, job, key, front_score(pool))
+      requeued = true
+    end
+  end
+end
+if requeued then
+  redis.call('PUBLISH', ARGV[7], 'w')
+end
+
+local claimed = {}
+if count > 0 then
+  local allowed = {}
+  for i = 8, #ARGV do
+    allowed[ARGV[i]] = true
+  end
+  local deadline = pool.now + ttl
+  local due = redis.call('ZRANGEBYSCORE', pool.pending, '-inf', pool.now,
+                         'LIMIT', 0, count + SCAN_EXTRA)
+  for _, key in ipairs(due) do
+    if #claimed >= count then
+      break
+    end
+    local job = job_key(prefix, key)
+    local f = redis.call('HMGET', job, 'state', 'handler', 'payload', 'max_attempts')
+    if f[1] ~= 'pending' then
+      redis.call('ZREM', pool.pending, key)
+    elseif allowed[f[2]] then
+      local token = redis.call('INCR', KEYS[3])
+      local attempt = redis.call('HINCRBY', job, 'attempts', 1)
+      redis.call('HSET', job, 'state', 'running', 'owner', owner, 'token', token,
+                 'started_at', fmt(pool.now), 'lease_deadline', fmt(deadline))
+      redis.call('HDEL', job, 'due', 'pid', 'rss_bytes', 'cpu_percent')
+      redis.call('ZREM', pool.pending, key)
+      redis.call('ZADD', pool.running, deadline, key)
+      claimed[#claimed + 1] = {key, f[2], f[3], token, attempt, f[4], fmt(deadline)}
+    end
+  end
+end
+
+local next_due = false
+local later = redis.call('ZRANGEBYSCORE', pool.pending, after(pool.now), '+inf',
+                         'WITHSCORES', 'LIMIT', 0, 1)
+if later[2] then
+  next_due = fmt(tonumber(later[2]) - pool.now)
+end
+return {OK, recovered, next_due, fmt(pool.now), claimed}

@@ -1,0 +1,29 @@
+-- Fail the attempt: back to pending after a delay, or failed for good, or stopped if a
+-- stop was requested.  The error is recorded either way.
+-- KEYS: 1 job hash, 2 notes list, 3 pending zset, 4 running zset,
+--       5 done:failed, 6 done:stopped
+-- ARGV: 1 key, 2 token, 3 owner, 4 error, 5 final ('1' or '0'), 6 retry delay (ms),
+--       7 retention (ms), 8 events channel
+-- Returns: {OK, state after the call} or {STALE_TOKEN}
+
+local job, notes, key = KEYS[1], KEYS[2], ARGV[1]
+if not holds(job, ARGV[2], ARGV[3]) then
+  return {STALE_TOKEN}
+end
+local pool = {pending = KEYS[3], running = KEYS[4], done_failed = KEYS[5],
+              done_stopped = KEYS[6], now = store_now(), retention = tonumber(ARGV[7])}
+local error = ARGV[4]
+local f = redis.call('HMGET', job, 'stop_requested', 'attempts', 'max_attempts')
+
+if f[1] == '1' then
+  finish(pool, job, notes, key, 'stopped', error)
+  return {OK, 'stopped'}
+end
+if ARGV[5] == '1' or tonumber(f[2]) >= tonumber(f[3]) then
+  finish(pool, job, notes, key, 'failed', error)
+  return {OK, 'failed'}
+end
+redis.call('HSET', job, 'error', error)
+requeue(pool, job, key, pool.now + tonumber(ARGV[6]))
+redis.call('PUBLISH', ARGV[8], 'w')
+return {OK, 'pending'}

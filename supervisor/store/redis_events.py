@@ -1,0 +1,124 @@
+"""Change hints from a pool's pub/sub channel, on a subscription that heals itself.
+
+Scripts publish `w` (a job became claimable), `s:<key>` (stop requested for a running
+job) and `n:<key>` (a notification was queued).  Hints are lost while the connection
+is down; after every reconnect the feed yields a `wake`, so the reader looks again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import anyio
+from redis import exceptions as redis_errors
+from redis.asyncio import Redis
+from redis.asyncio.client import PubSub
+
+from supervisor.store.base import StoreEvent
+
+RECONNECT_FIRST_DELAY = 0.1
+RECONNECT_MAX_DELAY = 5.0
+# Silence this long makes the feed PING; no answer within as long again means the
+# connection is dead even though the socket looks open (a frozen or partitioned server).
+PROBE_AFTER = 5.0
+SUBSCRIBE_TIMEOUT = 5.0
+
+DROPPED = (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError)
+
+
+def parse_event(data: bytes) -> StoreEvent | None:
+    """The hint a channel message carries; None for anything unknown."""
+    if data == b"w":
+        return StoreEvent("wake")
+    kind, colon, key = data.partition(b":")
+    if colon and key and kind == b"s":
+        return StoreEvent("stop", key.decode())
+    if colon and key and kind == b"n":
+        return StoreEvent("notify", key.decode())
+    return None
+
+
+class EventFeed:
+    """An endless async iterator of StoreEvent that never raises for a lost connection:
+    it reconnects with backoff, forever, and yields a `wake` after each reconnect."""
+
+    def __init__(self, client: Redis, channel: str, *, probe_after: float = PROBE_AFTER) -> None:
+        self._client = client
+        self._channel = channel
+        self._probe_after = probe_after
+        self._pubsub: PubSub | None = None
+        self._probing = False
+
+    async def start(self) -> None:
+        """Subscribe, so hints published after this returns are delivered.  A failure is
+        not raised: the first iteration reconnects."""
+        with contextlib.suppress(*DROPPED):
+            await self._subscribe()
+
+    def __aiter__(self) -> EventFeed:
+        return self
+
+    async def __anext__(self) -> StoreEvent:
+        # Cancelling this is safe: redis-py's parsers resume a reply cut off mid-read.
+        while True:
+            if self._pubsub is None:
+                await self._reconnect()
+                return StoreEvent("wake")
+            try:
+                event = await self._receive(self._pubsub)
+            except DROPPED:
+                await self._drop()
+                continue
+            if event is not None:
+                return event
+
+    async def aclose(self) -> None:
+        await self._drop()
+
+    async def _receive(self, pubsub: PubSub) -> StoreEvent | None:
+        message: dict[str, Any] | None = await pubsub.get_message(timeout=self._probe_after)
+        if message is None:
+            if self._probing:
+                raise redis_errors.ConnectionError("no answer to PING on the event channel")
+            await pubsub.ping()
+            self._probing = True
+            return None
+        self._probing = False
+        if message["type"] == "message":
+            return parse_event(message["data"])
+        return None
+
+    async def _subscribe(self) -> None:
+        pubsub = self._client.pubsub()
+        try:
+            await pubsub.subscribe(self._channel)
+            with anyio.fail_after(SUBSCRIBE_TIMEOUT):
+                while True:
+                    message = await pubsub.get_message(timeout=SUBSCRIBE_TIMEOUT)
+                    if message is not None and message["type"] == "subscribe":
+                        break
+        except BaseException:
+            await self._close(pubsub)
+            raise
+        self._pubsub = pubsub
+        self._probing = False
+
+    async def _reconnect(self) -> None:
+        delay = RECONNECT_FIRST_DELAY
+        while True:
+            with contextlib.suppress(*DROPPED):
+                await self._subscribe()
+                return
+            await anyio.sleep(delay)
+            delay = min(delay * 2, RECONNECT_MAX_DELAY)
+
+    async def _drop(self) -> None:
+        pubsub, self._pubsub = self._pubsub, None
+        if pubsub is not None:
+            await self._close(pubsub)
+
+    @staticmethod
+    async def _close(pubsub: PubSub) -> None:
+        with anyio.CancelScope(shield=True), contextlib.suppress(*DROPPED):
+            await pubsub.aclose()  # type: ignore[no-untyped-call]

@@ -1,0 +1,67 @@
+"""Job hashes as Redis stores them, decoded into JobRecord.
+
+Times are stored as store milliseconds (with a microsecond fraction); a field that is
+absent means None.  Payload and result are JSON text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, cast
+
+import orjson
+
+from supervisor.store.base import JobRecord, JobState, JobStats
+
+
+def seconds(ms: bytes | str) -> float:
+    return float(ms) / 1000.0
+
+
+def milliseconds(seconds: float) -> float:
+    return seconds * 1000.0
+
+
+def decode_job(raw: Mapping[bytes, bytes]) -> JobRecord:
+    """A JobRecord from an HGETALL answer (which must not be empty)."""
+    fields = {name.decode(): value for name, value in raw.items()}
+
+    def text(name: str) -> str | None:
+        value = fields.get(name)
+        return None if value is None else value.decode()
+
+    def time(name: str) -> float | None:
+        value = fields.get(name)
+        return None if value is None else seconds(value)
+
+    def json(name: str) -> Any:
+        value = fields.get(name)
+        return None if value is None else orjson.loads(value)
+
+    def number(name: str) -> int:
+        return int(fields.get(name, b"0"))
+
+    pid, rss, cpu = fields.get("pid"), fields.get("rss_bytes"), fields.get("cpu_percent")
+    return JobRecord(
+        key=fields["key"].decode(),
+        handler=fields["handler"].decode(),
+        state=cast(JobState, fields["state"].decode()),
+        attempts=number("attempts"),
+        max_attempts=number("max_attempts"),
+        token=number("token"),
+        supervisor=text("owner"),
+        payload=json("payload"),
+        result=json("result"),
+        error=text("error"),
+        created_at=seconds(fields["created_at"]),
+        started_at=time("started_at"),
+        finished_at=time("finished_at"),
+        lease_deadline=time("lease_deadline"),
+        lease_losses=number("lease_losses"),
+        stop_requested=fields.get("stop_requested") == b"1",
+        stats=JobStats(
+            pid=None if pid is None else int(pid),
+            rss_bytes=None if rss is None else int(rss),
+            cpu_percent=None if cpu is None else float(cpu),
+        ),
+    )

@@ -1,0 +1,95 @@
+"""The Lua commands: read once from lua/, registered per client, status codes mapped.
+
+Each command is `lua/<name>-<key count>.lua`; `lua/_lib.lua` is prepended to every one
+(so line numbers in Redis error messages count from the top of _lib.lua).  Scripts
+answer `{status, ...}`; `error_for` is the one place a status becomes an exception.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from importlib import resources
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
+
+from supervisor.errors import JobExists, JobNotFound, PoolsupError, StaleToken, SupervisorIdTaken
+
+_LIBRARY = "_lib.lua"
+_COMMAND_FILE = re.compile(r"(?P<name>[a-z][a-z-]*)-(?P<keys>\d+)\.lua")
+
+ScriptArg = str | bytes | int | float
+
+
+class Status(IntEnum):
+    OK = 0
+    JOB_EXISTS = 1
+    JOB_NOT_FOUND = 2
+    STALE_TOKEN = 3
+    SUPERVISOR_ID_TAKEN = 4
+
+
+def error_for(status: Status, subject: str) -> PoolsupError:
+    """The exception for a script's non-OK status; `subject` is the key or id it was about."""
+    match status:
+        case Status.JOB_EXISTS:
+            return JobExists(f"job {subject!r} is already live (pending or running)")
+        case Status.JOB_NOT_FOUND:
+            return JobNotFound(f"no live or retained job has the key {subject!r}")
+        case Status.STALE_TOKEN:
+            return StaleToken(f"job {subject!r}: the lease is stale, another claim owns it")
+        case Status.SUPERVISOR_ID_TAKEN:
+            return SupervisorIdTaken(
+                f"supervisor id {subject!r} is in use by another live instance of the pool"
+            )
+    raise ValueError(f"no error for status {status!r}")
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    key_count: int
+    source: str
+
+
+@functools.cache
+def commands() -> dict[str, Command]:
+    """Every command script, by name, with _lib.lua prepended."""
+    folder = resources.files("supervisor.store") / "lua"
+    library = (folder / _LIBRARY).read_text(encoding="utf-8")
+    found: dict[str, Command] = {}
+    for entry in folder.iterdir():
+        match = _COMMAND_FILE.fullmatch(entry.name)
+        if match:
+            source = library + "\n" + entry.read_text(encoding="utf-8")
+            found[match["name"]] = Command(match["name"], int(match["keys"]), source)
+    return found
+
+
+class Scripts:
+    """The commands registered on one client (EVALSHA, loaded again after NOSCRIPT)."""
+
+    def __init__(self, client: Redis) -> None:
+        self._registered: dict[str, tuple[Command, AsyncScript]] = {
+            name: (command, client.register_script(command.source))
+            for name, command in commands().items()
+        }
+
+    async def run(
+        self, name: str, keys: Sequence[str], args: Sequence[ScriptArg], *, subject: str
+    ) -> list[Any]:
+        """Run a command; raise the typed error for a non-OK status, else return the rest
+        of its answer."""
+        command, script = self._registered[name]
+        if len(keys) != command.key_count:
+            raise ValueError(f"{name} takes {command.key_count} keys, got {len(keys)}")
+        answer = await script(keys=list(keys), args=list(args))
+        status = Status(int(answer[0]))
+        if status is not Status.OK:
+            raise error_for(status, subject)
+        return list(answer[1:])

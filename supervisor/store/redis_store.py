@@ -1,0 +1,322 @@
+"""The Redis store: every state change is one Lua script, so one round trip, atomic.
+
+Key layout (see redis_keys.py): a hash per job, `pending` and `running` zsets that
+order work by due time and lease deadline, one `done:<state>` zset per final state for
+listing and retention, a token counter, and the membership (`sup`, `seen`).  All of a
+pool's keys share one hash tag.  Times come from Redis TIME inside the scripts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, cast
+
+import anyio
+import anyio.to_thread
+import orjson
+from redis.asyncio import Redis
+
+from supervisor.errors import ConfigError, JobNotFound
+from supervisor.store.base import (
+    ClaimBatch,
+    ClaimedJob,
+    DispatchRequest,
+    JobRecord,
+    JobState,
+    JobStats,
+    Lease,
+    PoolSnapshot,
+    RenewResult,
+    StoreEvent,
+    SupervisorInfo,
+    SupervisorStatus,
+)
+from supervisor.store.redis_connection import connect, redact, translated_errors
+from supervisor.store.redis_events import EventFeed
+from supervisor.store.redis_keys import PoolKeys
+from supervisor.store.redis_records import decode_job, milliseconds, seconds
+from supervisor.store.redis_scripts import ScriptArg, Scripts, commands
+
+DEFAULT_RETENTION = 86400.0
+_SUPERVISOR_FIELDS = frozenset(field.name for field in dataclasses.fields(SupervisorInfo))
+
+
+def _optional(value: float | None) -> ScriptArg:
+    return "" if value is None else value
+
+
+class RedisStore:
+    """`Store` on Redis 6.2+ or Valkey (redis://, rediss://, unix://)."""
+
+    def __init__(self, url: str, pool: str, *, retention: float) -> None:
+        self.pool = pool
+        self._keys = PoolKeys(pool)
+        self._where = redact(url)
+        self._retention_ms = max(1, round(milliseconds(retention)))
+        try:
+            self._client: Redis = connect(url)
+        except ValueError as exc:
+            raise ConfigError(f"store URL {self._where!r}: {exc}") from exc
+        self._scripts = Scripts(self._client)
+
+    @classmethod
+    async def open(
+        cls, url: str, pool: str, *, retention: float = DEFAULT_RETENTION
+    ) -> RedisStore:
+        """A store for `url`; it connects on first use (see `ping`)."""
+        await anyio.to_thread.run_sync(commands)  # read the Lua files off the event loop
+        return cls(url, pool, retention=retention)
+
+    async def dispatch(self, request: DispatchRequest) -> None:
+        k = self._keys
+        await self._run(
+            "dispatch",
+            [k.job(request.key), k.notes(request.key), k.pending, *k.all_done],
+            [request.key, request.handler, request.payload, request.max_attempts, k.channel],
+            subject=request.key,
+        )
+
+    async def claim(
+        self,
+        owner: str,
+        handlers: Sequence[str],
+        count: int,
+        lease_ttl: float,
+        max_lease_losses: int,
+    ) -> ClaimBatch:
+        k = self._keys
+        recovered, next_due, _now, claimed = await self._run(
+            "claim",
+            [k.pending, k.running, k.token, k.done("failed"), k.done("stopped")],
+            [k.prefix, owner, count, milliseconds(lease_ttl), max_lease_losses,
+             self._retention_ms, k.channel, *handlers],
+            subject=owner,
+        )
+        jobs = tuple(
+            ClaimedJob(
+                key=key.decode(),
+                handler=handler.decode(),
+                payload=payload,
+                token=int(token),
+                attempt=int(attempt),
+                max_attempts=int(max_attempts),
+                lease_deadline=seconds(deadline),
+                owner=owner,
+            )
+            for key, handler, payload, token, attempt, max_attempts, deadline in claimed
+        )
+        next_due_in = None if next_due is None else max(0.0, seconds(next_due))
+        return ClaimBatch(jobs=jobs, recovered=int(recovered), next_due_in=next_due_in)
+
+    async def renew(
+        self,
+        owner: str,
+        leases: Sequence[Lease],
+        lease_ttl: float,
+        stats: dict[str, JobStats],
+    ) -> RenewResult:
+        k = self._keys
+        args: list[ScriptArg] = [k.prefix, owner, milliseconds(lease_ttl)]
+        for lease in leases:
+            job_stats = stats.get(lease.key, JobStats())
+            args += [lease.key, lease.token, _optional(job_stats.pid),
+                     _optional(job_stats.rss_bytes), _optional(job_stats.cpu_percent)]
+        now, lost, stopping, notified = await self._run(
+            "renew", [k.running, k.seen], args, subject=owner
+        )
+        return RenewResult(
+            lost=frozenset(key.decode() for key in lost),
+            stop_requested=frozenset(key.decode() for key in stopping),
+            notified=frozenset(key.decode() for key in notified),
+            store_time=seconds(now),
+        )
+
+    async def complete(self, lease: Lease, result: bytes) -> None:
+        await self._finish_lease("complete", lease, [result, self._retention_ms])
+
+    async def fail(self, lease: Lease, error: str, *, final: bool, retry_delay: float) -> JobState:
+        (state,) = await self._finish_lease(
+            "fail",
+            lease,
+            [error, "1" if final else "0", milliseconds(retry_delay), self._retention_ms,
+             self._keys.channel],
+            done=("failed", "stopped"),
+        )
+        return cast(JobState, state.decode())
+
+    async def release(self, lease: Lease) -> None:
+        await self._finish_lease(
+            "release", lease, [self._retention_ms, self._keys.channel], done=("stopped",)
+        )
+
+    async def finish_stopped(self, lease: Lease, reason: str) -> None:
+        await self._finish_lease(
+            "finish-stopped", lease, [reason, self._retention_ms], done=("stopped",)
+        )
+
+    async def stop(self, key: str) -> JobState:
+        k = self._keys
+        (state,) = await self._run(
+            "stop",
+            [k.job(key), k.notes(key), k.pending, k.running, k.done("stopped")],
+            [key, self._retention_ms, k.channel],
+            subject=key,
+        )
+        return cast(JobState, state.decode())
+
+    async def notify(self, key: str, payload: bytes) -> None:
+        k = self._keys
+        await self._run(
+            "notify", [k.job(key), k.notes(key)], [key, payload, k.channel], subject=key
+        )
+
+    async def take_notifications(self, lease: Lease) -> list[bytes]:
+        k = self._keys
+        (messages,) = await self._run(
+            "take-notifications",
+            [k.job(lease.key), k.notes(lease.key)],
+            [lease.token, lease.owner],
+            subject=lease.key,
+        )
+        return list(messages)
+
+    async def register(self, info: SupervisorInfo) -> None:
+        k = self._keys
+        await self._run(
+            "register",
+            [k.supervisors, k.seen],
+            [info.id, info.instance, orjson.dumps(dataclasses.asdict(info))],
+            subject=info.id,
+        )
+
+    async def deregister(self, supervisor_id: str, instance: str) -> None:
+        k = self._keys
+        await self._run(
+            "deregister", [k.supervisors, k.seen], [supervisor_id, instance],
+            subject=supervisor_id,
+        )
+
+    async def job(self, key: str) -> JobRecord:
+        with translated_errors(self._where):
+            raw = await self._client.hgetall(self._keys.job(key))
+        if not raw:
+            raise JobNotFound(f"no live or retained job has the key {key!r}")
+        return decode_job(cast(dict[bytes, bytes], raw))
+
+    async def jobs(self, state: JobState | None = None) -> list[JobRecord]:
+        sets = self._keys.by_state
+        wanted = [sets[state]] if state else list(sets.values())
+        with translated_errors(self._where):
+            async with self._client.pipeline(transaction=False) as pipe:
+                for name in wanted:
+                    pipe.zrange(name, 0, -1)
+                listed: list[list[bytes]] = await pipe.execute()
+        keys = list(dict.fromkeys(key.decode() for names in listed for key in names))
+        records = await self._records(keys)
+        found = [record for record in records if record is not None]
+        return sorted(
+            (record for record in found if state is None or record.state == state),
+            key=lambda record: record.created_at,
+        )
+
+    async def snapshot(self) -> PoolSnapshot:
+        k = self._keys
+        now, members = await self._run(
+            "members", [k.supervisors, k.seen], [], subject=self.pool
+        )
+        await self._run("forget", list(k.all_done), [k.prefix, self._retention_ms],
+                        subject=self.pool)
+        with translated_errors(self._where):
+            async with self._client.pipeline(transaction=False) as pipe:
+                for listing in k.by_state.values():
+                    pipe.zcard(listing)
+                pipe.zrange(k.running, 0, -1)
+                *sizes, running_keys = await pipe.execute()
+        counts = {state: int(size) for state, size in zip(k.by_state, sizes, strict=True)}
+        records = await self._records([key.decode() for key in running_keys])
+        running = tuple(r for r in records if r is not None and r.state == "running")
+        supervisors = tuple(
+            self._supervisor_status(info, seconds(now) - seconds(seen), running)
+            for _id, info, seen in members
+        )
+        return PoolSnapshot(
+            pool=self.pool,
+            store_time=seconds(now),
+            supervisors=supervisors,
+            counts=counts,
+            running=running,
+        )
+
+    @asynccontextmanager
+    async def events(self) -> AsyncIterator[AsyncIterator[StoreEvent]]:
+        feed = EventFeed(self._client, self._keys.channel)
+        await feed.start()
+        try:
+            yield feed
+        finally:
+            with anyio.CancelScope(shield=True):
+                await feed.aclose()
+
+    async def ping(self) -> None:
+        with translated_errors(self._where):
+            await self._client.ping()
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+    async def _run(
+        self, name: str, keys: Sequence[str], args: Sequence[ScriptArg], *, subject: str
+    ) -> list[Any]:
+        with translated_errors(self._where):
+            return await self._scripts.run(name, keys, args, subject=subject)
+
+    async def _finish_lease(
+        self,
+        name: str,
+        lease: Lease,
+        args: Sequence[ScriptArg],
+        *,
+        done: Sequence[str] = ("succeeded",),
+    ) -> list[Any]:
+        """Run a command that ends or hands back a lease (KEYS: job, notes, pending,
+        running, then the done zsets it may add to)."""
+        k = self._keys
+        return await self._run(
+            name,
+            [k.job(lease.key), k.notes(lease.key), k.pending, k.running,
+             *(k.done(state) for state in done)],
+            [lease.key, lease.token, lease.owner, *args],
+            subject=lease.key,
+        )
+
+    async def _records(self, keys: Sequence[str]) -> list[JobRecord | None]:
+        """The records of `keys` (None where gone); done entries whose record is gone
+        are forgotten."""
+        if not keys:
+            return []
+        with translated_errors(self._where):
+            async with self._client.pipeline(transaction=False) as pipe:
+                for key in keys:
+                    pipe.hgetall(self._keys.job(key))
+                raws: list[dict[bytes, bytes]] = await pipe.execute()
+        missing = [key for key, raw in zip(keys, raws, strict=True) if not raw]
+        if missing:
+            await self._run("forget", list(self._keys.all_done),
+                            [self._keys.prefix, self._retention_ms, *missing],
+                            subject=self.pool)
+        return [decode_job(raw) if raw else None for raw in raws]
+
+    @staticmethod
+    def _supervisor_status(
+        info_json: bytes, last_seen: float, running: Sequence[JobRecord]
+    ) -> SupervisorStatus:
+        fields = {name: value for name, value in orjson.loads(info_json).items()
+                  if name in _SUPERVISOR_FIELDS}
+        info = SupervisorInfo(**fields)
+        return SupervisorStatus(
+            info=info,
+            last_seen=max(0.0, last_seen),
+            running=sum(1 for record in running if record.supervisor == info.id),
+        )

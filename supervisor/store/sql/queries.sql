@@ -1,0 +1,175 @@
+-- The SQLite store's statements, one per named section (sqlite_schema.load_queries).
+-- Parameters are named.  Every statement is scoped to :pool; times (:now, :cutoff)
+-- are epoch seconds from this host's clock, read inside the transaction.
+-- The semantics mirror the Redis store's scripts in lua/.
+
+-- name: ensure_counters
+INSERT INTO counters (pool) VALUES (:pool) ON CONFLICT DO NOTHING;
+
+-- name: take_tokens
+-- Reserves :n tokens; returns the last one.
+UPDATE counters SET token = token + :n WHERE pool = :pool RETURNING token;
+
+-- name: front_of_queue
+-- A due time ahead of every pending job, and never in the future.
+SELECT min(coalesce(min(due), :now), :now) - 1 FROM jobs
+WHERE pool = :pool AND state = 'pending';
+
+-- name: drop_expired_records
+DELETE FROM jobs WHERE pool = :pool AND finished_at < :cutoff;
+
+-- name: emit_event
+INSERT INTO events (pool, kind, key, at) VALUES (:pool, :kind, :key, :now);
+
+-- name: trim_events
+DELETE FROM events WHERE pool = :pool AND at < :cutoff;
+
+-- name: last_event_id
+SELECT coalesce(max(id), 0) FROM events;
+
+-- name: events_after
+SELECT id, kind, key FROM events WHERE pool = :pool AND id > :after ORDER BY id LIMIT 1000;
+
+-- name: ping
+SELECT 1;
+
+-- name: job_state
+SELECT state FROM jobs
+WHERE pool = :pool AND key = :key AND (finished_at IS NULL OR finished_at >= :cutoff);
+
+-- name: job_record
+SELECT * FROM jobs
+WHERE pool = :pool AND key = :key AND (finished_at IS NULL OR finished_at >= :cutoff);
+
+-- name: all_jobs
+SELECT * FROM jobs WHERE pool = :pool ORDER BY created_at, rowid;
+
+-- name: jobs_in_state
+SELECT * FROM jobs WHERE pool = :pool AND state = :state ORDER BY created_at, rowid;
+
+-- name: running_jobs
+SELECT * FROM jobs WHERE pool = :pool AND state = 'running' ORDER BY started_at, rowid;
+
+-- name: state_counts
+SELECT state, count(*) AS n FROM jobs WHERE pool = :pool GROUP BY state;
+
+-- name: insert_job
+-- Replaces a finished record of the key (the caller checked that it is not live).
+INSERT OR REPLACE INTO jobs
+    (pool, key, handler, state, max_attempts, payload, created_at, due)
+VALUES (:pool, :key, :handler, 'pending', :max_attempts, :payload, :now, :now);
+
+-- name: stop_expired_leases
+UPDATE jobs SET state = 'stopped', lease_losses = lease_losses + 1, finished_at = :now,
+    error = 'stop requested; lease of ' || coalesce(supervisor, '?') || ' expired',
+    due = NULL, lease_deadline = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
+WHERE pool = :pool AND state = 'running' AND lease_deadline < :now AND stop_requested
+RETURNING key;
+
+-- name: fail_expired_leases
+-- :max_lease_losses 0 means no limit.
+UPDATE jobs SET state = 'failed', lease_losses = lease_losses + 1, finished_at = :now,
+    error = printf('lease lost %d times (limit %d), last held by %s', lease_losses + 1,
+                   :max_lease_losses, coalesce(supervisor, '?')),
+    due = NULL, lease_deadline = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
+WHERE pool = :pool AND state = 'running' AND lease_deadline < :now
+    AND :max_lease_losses > 0 AND lease_losses + 1 >= :max_lease_losses
+RETURNING key;
+
+-- name: requeue_expired_leases
+-- Back to pending without spending the attempt, in front of the queue.
+UPDATE jobs SET state = 'pending', lease_losses = lease_losses + 1, attempts = attempts - 1,
+    due = :due, lease_deadline = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
+WHERE pool = :pool AND state = 'running' AND lease_deadline < :now
+RETURNING key;
+
+-- name: claimable_keys
+SELECT key FROM jobs
+WHERE pool = :pool AND state = 'pending' AND due <= :now
+    AND handler IN (SELECT value FROM json_each(:handlers))
+ORDER BY due, rowid
+LIMIT :count;
+
+-- name: start_attempt
+UPDATE jobs SET state = 'running', supervisor = :owner, token = :token,
+    attempts = attempts + 1, started_at = :now, lease_deadline = :now + :lease_ttl,
+    due = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
+WHERE pool = :pool AND key = :key
+RETURNING key, handler, payload, token, attempts, max_attempts, lease_deadline;
+
+-- name: next_due
+SELECT min(due) FROM jobs WHERE pool = :pool AND state = 'pending' AND due > :now;
+
+-- name: renew_lease
+-- A null stat keeps the one stored before.
+UPDATE jobs SET lease_deadline = :deadline, pid = coalesce(:pid, pid),
+    rss_bytes = coalesce(:rss_bytes, rss_bytes), cpu_percent = coalesce(:cpu_percent, cpu_percent)
+WHERE pool = :pool AND key = :key AND token = :token AND state = 'running'
+    AND supervisor = :owner
+RETURNING key, token, stop_requested,
+    EXISTS (SELECT 1 FROM notes WHERE notes.pool = :pool AND notes.key = :key) AS notified;
+
+-- name: held_job
+SELECT attempts, max_attempts, stop_requested FROM jobs
+WHERE pool = :pool AND key = :key AND state = 'running' AND supervisor = :owner
+    AND token = :token;
+
+-- name: complete_job
+UPDATE jobs SET state = 'succeeded', result = :result, error = NULL, finished_at = :now,
+    due = NULL, lease_deadline = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
+WHERE pool = :pool AND key = :key AND state = 'running' AND supervisor = :owner
+    AND token = :token;
+
+-- name: finish_job
+-- Ends a job failed or stopped.
+UPDATE jobs SET state = :state, error = :error, finished_at = :now,
+    due = NULL, lease_deadline = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
+WHERE pool = :pool AND key = :key;
+
+-- name: requeue_job
+-- running -> pending, claimable from :due; :refund 1 gives the attempt back.
+UPDATE jobs SET state = 'pending', attempts = attempts - :refund,
+    error = coalesce(:error, error), due = :due,
+    lease_deadline = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
+WHERE pool = :pool AND key = :key;
+
+-- name: request_stop
+UPDATE jobs SET stop_requested = 1 WHERE pool = :pool AND key = :key;
+
+-- name: add_note
+INSERT INTO notes (pool, key, payload) VALUES (:pool, :key, :payload);
+
+-- name: drop_notes
+DELETE FROM notes WHERE pool = :pool AND key = :key;
+
+-- name: take_notes
+DELETE FROM notes
+WHERE pool = :pool AND key = :key AND EXISTS (
+    SELECT 1 FROM jobs
+    WHERE jobs.pool = :pool AND jobs.key = :key AND jobs.state = 'running'
+        AND jobs.supervisor = :owner AND jobs.token = :token)
+RETURNING id, payload;
+
+-- name: supervisor_entry
+SELECT instance, lease_ttl, last_seen FROM supervisors WHERE pool = :pool AND id = :id;
+
+-- name: upsert_supervisor
+INSERT INTO supervisors (pool, id, instance, info, lease_ttl, last_seen)
+VALUES (:pool, :id, :instance, :info, :lease_ttl, :now)
+ON CONFLICT (pool, id) DO UPDATE SET instance = excluded.instance, info = excluded.info,
+    lease_ttl = excluded.lease_ttl, last_seen = excluded.last_seen;
+
+-- name: touch_supervisor
+UPDATE supervisors SET last_seen = :now WHERE pool = :pool AND id = :id;
+
+-- name: delete_supervisor
+DELETE FROM supervisors WHERE pool = :pool AND id = :id AND instance = :instance;
+
+-- name: live_supervisors
+SELECT s.info, s.last_seen,
+    (SELECT count(*) FROM jobs
+     WHERE jobs.pool = s.pool AND jobs.state = 'running' AND jobs.supervisor = s.id)
+        AS running
+FROM supervisors AS s
+WHERE s.pool = :pool AND s.last_seen >= :now - 3 * s.lease_ttl
+ORDER BY s.id;

@@ -1,0 +1,174 @@
+"""Opening a SQLite store file: the path checks, the connection settings, the schema
+and its version, and the named SQL statements of `sql/queries.sql`.
+
+Every problem with the file itself (missing directory, read-only, corrupt, written by a
+newer poolsup) is a `ConfigError` naming the path; a file locked by another process for
+too long is `StoreUnavailable`.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import sqlite3
+import stat
+import time
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+from typing import TypeVar
+
+from supervisor.errors import ConfigError, StoreUnavailable
+
+SCHEMA_VERSION = 1
+MIN_SQLITE_VERSION = (3, 35, 0)  # RETURNING, UPDATE ... FROM, json_each
+BUSY_TIMEOUT_MS = 5000
+# After SQLite's own busy timeout gives up, the whole transaction is tried again after
+# each of these pauses before the caller gets `StoreUnavailable`.
+BUSY_RETRY_PAUSES = (0.05, 0.2, 0.5)
+
+_BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+_UNAVAILABLE_CODES = _BUSY_CODES | {sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL}
+_NAME_MARKER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+_T = TypeVar("_T")
+
+
+def path_from_url(url: str) -> Path:
+    """`sqlite:///abs/file.db` and `sqlite:////abs/file.db` -> `/abs/file.db`."""
+    scheme, _, rest = url.partition("://")
+    if scheme != "sqlite" or not rest.strip("/"):
+        raise ConfigError(f"SQLite store URL {url!r} must look like sqlite:///path/to/file.db")
+    if rest.startswith("/"):
+        rest = "/" + rest.lstrip("/")
+    return Path(rest).absolute()
+
+
+@functools.cache
+def load_queries() -> dict[str, str]:
+    text = resources.files("supervisor.store").joinpath("sql/queries.sql").read_text("utf-8")
+    parts = _NAME_MARKER.split(text)
+    # parts = [preamble, name1, body1, name2, body2, ...]
+    return {name: body.strip() for name, body in zip(parts[1::2], parts[2::2], strict=True)}
+
+
+def schema_statements() -> list[str]:
+    text = resources.files("supervisor.store").joinpath("sql/schema.sql").read_text("utf-8")
+    statements: list[str] = []
+    pending = ""
+    for line in text.splitlines(keepends=True):
+        if not pending and (not line.strip() or line.lstrip().startswith("--")):
+            continue
+        pending += line
+        if sqlite3.complete_statement(pending):
+            statements.append(pending.strip())
+            pending = ""
+    return statements
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in _BUSY_CODES
+
+
+def retry_when_busy(action: Callable[[], _T]) -> _T:
+    """Run `action`, again after each pause while the database stays locked."""
+    for pause in (*BUSY_RETRY_PAUSES, None):
+        try:
+            return action()
+        except sqlite3.Error as exc:
+            if not is_busy(exc) or pause is None:
+                raise
+        time.sleep(pause)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def open_connection(url: str, pool: str) -> tuple[sqlite3.Connection, Path]:
+    """A connection to the store file, in WAL mode, with the current schema."""
+    path = path_from_url(url)
+    if sqlite3.sqlite_version_info < MIN_SQLITE_VERSION:
+        wanted = ".".join(map(str, MIN_SQLITE_VERSION))
+        raise ConfigError(f"SQLite store {path}: needs SQLite {wanted}+, this Python has "
+                          f"{sqlite3.sqlite_version}")
+    _check_path(path)
+    try:
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                               check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise ConfigError(f"SQLite store {path}: cannot open the file ({exc})") from exc
+    try:
+        retry_when_busy(lambda: _configure(conn, path))
+        retry_when_busy(lambda: _ensure_schema(conn, path, pool))
+    except sqlite3.Error as exc:
+        conn.close()
+        raise _open_error(path, exc) from exc
+    except BaseException:
+        conn.close()
+        raise
+    return conn, path
+
+
+def _check_path(path: Path) -> None:
+    where = f"SQLite store {path}"
+    if not path.parent.is_dir():
+        raise ConfigError(f"{where}: directory {path.parent} does not exist")
+    if path.is_dir():
+        raise ConfigError(f"{where}: is a directory, not a file")
+    if path.exists():
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if not os.access(path, os.R_OK):
+            raise ConfigError(f"{where}: the file is not readable")
+        # Root may write a 0444 file anyway; a file nobody may write is still a sign that
+        # it must not change, so it is refused for root too.
+        if not os.access(path, os.W_OK) or not mode & 0o222:
+            raise ConfigError(f"{where}: the file is read-only (mode {mode:04o})")
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"{where}: directory {path.parent} is not writable (SQLite keeps "
+                          "its -wal and -shm files beside the database)")
+
+
+def _configure(conn: sqlite3.Connection, path: Path) -> None:
+    conn.row_factory = sqlite3.Row
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+    if str(mode).lower() != "wal":
+        raise ConfigError(f"SQLite store {path}: cannot switch to WAL mode (stays {mode})")
+    # NORMAL in WAL mode: a commit survives a crash of any process (it is in the WAL
+    # file in the OS cache); only a power loss or OS crash may drop the last commits
+    # before a checkpoint fsyncs them.  FULL would fsync every commit, ~10x slower.
+    conn.execute("PRAGMA synchronous = NORMAL")
+
+
+def _ensure_schema(conn: sqlite3.Connection, path: Path, pool: str) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise ConfigError(
+                f"SQLite store {path} was written by a newer poolsup (schema {version}; "
+                f"this one knows schema {SCHEMA_VERSION}): upgrade poolsup")
+        if version == 0:
+            if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                raise ConfigError(f"SQLite store {path}: not a poolsup store (it holds "
+                                  "other tables and no poolsup schema version)")
+            for statement in schema_statements():
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute(load_queries()["ensure_counters"], {"pool": pool})
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _open_error(path: Path, exc: sqlite3.Error) -> Exception:
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    where = f"SQLite store {path}"
+    if code in _UNAVAILABLE_CODES:
+        return StoreUnavailable(f"{where}: {exc}")
+    if code in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT):
+        return ConfigError(f"{where}: not a SQLite database, or corrupt ({exc})")
+    if code == sqlite3.SQLITE_READONLY:
+        return ConfigError(f"{where}: the file is read-only ({exc})")
+    return ConfigError(f"{where}: cannot use the file ({exc})")

@@ -1,0 +1,358 @@
+"""The SQLite store: the `Store` contract on one file, for one host.
+
+Several supervisor processes and CLI commands may use the file at once: every state
+change is one short `BEGIN IMMEDIATE` transaction (sqlite_db.py), and the store's clock
+is this host's `time.time()`, read inside it.  The SQL lives in sql/queries.sql.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections import deque
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import orjson
+
+from supervisor.errors import (
+    JobExists,
+    JobNotFound,
+    StaleToken,
+    StoreUnavailable,
+    SupervisorIdTaken,
+)
+from supervisor.store.base import (
+    ALL_STATES,
+    LIVE_STATES,
+    ClaimBatch,
+    ClaimedJob,
+    DispatchRequest,
+    JobRecord,
+    JobState,
+    JobStats,
+    Lease,
+    PoolSnapshot,
+    RenewResult,
+    StoreEvent,
+    SupervisorInfo,
+    SupervisorStatus,
+)
+from supervisor.store.sqlite_db import SqliteDatabase, Tx
+from supervisor.store.sqlite_schema import open_connection
+
+EVENT_POLL_INTERVAL = 0.05
+EVENT_KEEP_SECONDS = 60.0
+
+
+class SqliteStore:
+    def __init__(self, db: SqliteDatabase, pool: str, retention: float) -> None:
+        self.pool = pool
+        self._db = db
+        self._retention = retention
+
+    @classmethod
+    async def open(cls, url: str, pool: str, retention: float = 86400.0) -> SqliteStore:
+        conn, path = await anyio.to_thread.run_sync(open_connection, url, pool)
+        return cls(SqliteDatabase(conn, path, pool), pool, retention)
+
+    async def dispatch(self, request: DispatchRequest) -> None:
+        def work(tx: Tx) -> None:
+            state = tx.value("job_state", key=request.key, cutoff=self._cutoff(tx))
+            if state in LIVE_STATES:
+                raise JobExists(f"job {request.key!r} is already {state}")
+            tx.run("insert_job", key=request.key, handler=request.handler,
+                   payload=request.payload, max_attempts=request.max_attempts)
+            tx.run("drop_notes", key=request.key)
+            tx.run("trim_events", cutoff=tx.now - EVENT_KEEP_SECONDS)
+            _emit(tx, "wake")
+
+        await self._db.write(work)
+
+    async def claim(self, owner: str, handlers: Sequence[str], count: int, lease_ttl: float,
+                    max_lease_losses: int) -> ClaimBatch:
+        handler_list = orjson.dumps(list(handlers)).decode()
+
+        def work(tx: Tx) -> ClaimBatch:
+            tx.run("drop_expired_records", cutoff=self._cutoff(tx))
+            tx.run("trim_events", cutoff=tx.now - EVENT_KEEP_SECONDS)
+            recovered = _recover_expired_leases(tx, max_lease_losses)
+            jobs = _start_due_jobs(tx, owner, handler_list, count, lease_ttl)
+            next_due = tx.value("next_due")
+            return ClaimBatch(jobs=jobs, recovered=recovered,
+                              next_due_in=None if next_due is None else next_due - tx.now)
+
+        return await self._db.write(work)
+
+    async def renew(self, owner: str, leases: Sequence[Lease], lease_ttl: float,
+                    stats: dict[str, JobStats]) -> RenewResult:
+        def work(tx: Tx) -> RenewResult:
+            rows = [row for lease in leases for row in tx.rows(
+                "renew_lease", key=lease.key, token=lease.token, owner=owner,
+                deadline=tx.now + lease_ttl, **_stats_params(stats.get(lease.key)))]
+            tx.run("touch_supervisor", id=owner)
+            renewed = {(row["key"], row["token"]) for row in rows}
+            return RenewResult(
+                lost=frozenset(lease.key for lease in leases
+                               if (lease.key, lease.token) not in renewed),
+                stop_requested=frozenset(row["key"] for row in rows if row["stop_requested"]),
+                notified=frozenset(row["key"] for row in rows if row["notified"]),
+                store_time=tx.now,
+            )
+
+        return await self._db.write(work)
+
+    async def complete(self, lease: Lease, result: bytes) -> None:
+        def work(tx: Tx) -> None:
+            completed = tx.run("complete_job", key=lease.key, owner=lease.owner,
+                               token=lease.token, result=result)
+            if completed.rowcount == 0:
+                raise _stale(lease)
+            tx.run("drop_notes", key=lease.key)
+
+        await self._db.write(work)
+
+    async def fail(self, lease: Lease, error: str, *, final: bool, retry_delay: float) -> JobState:
+        def work(tx: Tx) -> JobState:
+            job = _held_job(tx, lease)
+            if job["stop_requested"]:
+                return _finish(tx, lease.key, "stopped", error)
+            if final or job["attempts"] >= job["max_attempts"]:
+                return _finish(tx, lease.key, "failed", error)
+            tx.run("requeue_job", key=lease.key, refund=0, error=error,
+                   due=tx.now + retry_delay)
+            _emit(tx, "wake")
+            return "pending"
+
+        return await self._db.write(work)
+
+    async def release(self, lease: Lease) -> None:
+        def work(tx: Tx) -> None:
+            if _held_job(tx, lease)["stop_requested"]:
+                _finish(tx, lease.key, "stopped", f"stop requested; released by {lease.owner}")
+                return
+            tx.run("requeue_job", key=lease.key, refund=1, error=None,
+                   due=tx.value("front_of_queue"))
+            _emit(tx, "wake")
+
+        await self._db.write(work)
+
+    async def finish_stopped(self, lease: Lease, reason: str) -> None:
+        def work(tx: Tx) -> None:
+            _held_job(tx, lease)
+            _finish(tx, lease.key, "stopped", reason)
+
+        await self._db.write(work)
+
+    async def stop(self, key: str) -> JobState:
+        def work(tx: Tx) -> JobState:
+            state: JobState | None = tx.value("job_state", key=key, cutoff=self._cutoff(tx))
+            if state is None:
+                raise JobNotFound(f"no job has the key {key!r}")
+            if state not in LIVE_STATES:
+                return state
+            tx.run("request_stop", key=key)
+            _emit(tx, "stop", key)
+            if state == "pending":
+                return _finish(tx, key, "stopped", "stopped before it ran")
+            return state
+
+        return await self._db.write(work)
+
+    async def notify(self, key: str, payload: bytes) -> None:
+        def work(tx: Tx) -> None:
+            state = tx.value("job_state", key=key, cutoff=self._cutoff(tx))
+            if state is None:
+                raise JobNotFound(f"no job has the key {key!r}")
+            if state not in LIVE_STATES:
+                raise JobNotFound(f"job {key!r} has finished ({state})")
+            tx.run("add_note", key=key, payload=payload)
+            _emit(tx, "notify", key)
+
+        await self._db.write(work)
+
+    async def take_notifications(self, lease: Lease) -> list[bytes]:
+        def work(tx: Tx) -> list[bytes]:
+            rows = tx.rows("take_notes", key=lease.key, owner=lease.owner, token=lease.token)
+            return [bytes(row["payload"]) for row in sorted(rows, key=lambda row: row["id"])]
+
+        return await self._db.write(work)
+
+    async def register(self, info: SupervisorInfo) -> None:
+        def work(tx: Tx) -> None:
+            entry = tx.row("supervisor_entry", id=info.id)
+            if entry is not None and entry["instance"] != info.instance:
+                silent_for = tx.now - entry["last_seen"]
+                if silent_for < entry["lease_ttl"]:
+                    raise SupervisorIdTaken(
+                        f"supervisor id {info.id!r} is taken by a live instance of pool "
+                        f"{self.pool!r} (seen {silent_for:.1f} s ago)")
+            tx.run("upsert_supervisor", id=info.id, instance=info.instance,
+                   info=orjson.dumps(dataclasses.asdict(info)).decode(),
+                   lease_ttl=info.lease_ttl)
+
+        await self._db.write(work)
+
+    async def deregister(self, supervisor_id: str, instance: str) -> None:
+        await self._db.write(
+            lambda tx: tx.run("delete_supervisor", id=supervisor_id, instance=instance))
+
+    async def job(self, key: str) -> JobRecord:
+        def work(tx: Tx) -> JobRecord:
+            row = tx.row("job_record", key=key, cutoff=self._cutoff(tx))
+            if row is None:
+                raise JobNotFound(f"no job has the key {key!r}")
+            return _job_record(row)
+
+        return await self._db.read(work)
+
+    async def jobs(self, state: JobState | None = None) -> list[JobRecord]:
+        def work(tx: Tx) -> list[JobRecord]:
+            tx.run("drop_expired_records", cutoff=self._cutoff(tx))
+            rows = tx.rows("all_jobs") if state is None else tx.rows("jobs_in_state",
+                                                                      state=state)
+            return [_job_record(row) for row in rows]
+
+        return await self._db.write(work)
+
+    async def snapshot(self) -> PoolSnapshot:
+        def work(tx: Tx) -> PoolSnapshot:
+            tx.run("drop_expired_records", cutoff=self._cutoff(tx))
+            counts: dict[str, int] = dict.fromkeys(ALL_STATES, 0)
+            counts.update({row["state"]: row["n"] for row in tx.rows("state_counts")})
+            supervisors = tuple(
+                SupervisorStatus(info=SupervisorInfo(**orjson.loads(row["info"])),
+                                 last_seen=max(0.0, tx.now - row["last_seen"]),
+                                 running=row["running"])
+                for row in tx.rows("live_supervisors"))
+            running = tuple(_job_record(row) for row in tx.rows("running_jobs"))
+            return PoolSnapshot(pool=self.pool, store_time=tx.now, supervisors=supervisors,
+                                counts=counts, running=running)
+
+        return await self._db.write(work)
+
+    def events(self) -> contextlib.AbstractAsyncContextManager[AsyncIterator[StoreEvent]]:
+        return self._subscribe()
+
+    @contextlib.asynccontextmanager
+    async def _subscribe(self) -> AsyncIterator[AsyncIterator[StoreEvent]]:
+        after = await self._db.read(lambda tx: int(tx.value("last_event_id")))
+        yield _EventPoller(self._db, after)
+
+    async def ping(self) -> None:
+        await self._db.read(lambda tx: tx.value("ping"))
+
+    async def close(self) -> None:
+        await self._db.close()
+
+    def _cutoff(self, tx: Tx) -> float:
+        """Finished records older than this are gone."""
+        return tx.now - self._retention
+
+
+class _EventPoller:
+    """Change hints, read from the `events` table every `EVENT_POLL_INTERVAL` seconds.
+    A batch of identical hints comes out once; ends when the store is closed."""
+
+    def __init__(self, db: SqliteDatabase, after: int) -> None:
+        self._db = db
+        self._after = after
+        self._ready: deque[StoreEvent] = deque()
+
+    def __aiter__(self) -> _EventPoller:
+        return self
+
+    async def __anext__(self) -> StoreEvent:
+        while not self._ready:
+            await anyio.sleep(EVENT_POLL_INTERVAL)
+            if self._db.closed:
+                raise StopAsyncIteration
+            try:
+                rows = await self._db.read(lambda tx: tx.rows("events_after", after=self._after))
+            except StoreUnavailable:
+                continue  # a hint may be lost; renewals and claims are the truth
+            if rows:
+                self._after = rows[-1]["id"]
+                batch = (StoreEvent(row["kind"], row["key"]) for row in rows)
+                self._ready.extend(dict.fromkeys(batch))
+        return self._ready.popleft()
+
+
+def _emit(tx: Tx, kind: str, key: str | None = None) -> None:
+    tx.run("emit_event", kind=kind, key=key)
+
+
+def _recover_expired_leases(tx: Tx, max_lease_losses: int) -> int:
+    ended = [row["key"] for row in tx.rows("stop_expired_leases")]
+    ended += [row["key"] for row in
+              tx.rows("fail_expired_leases", max_lease_losses=max_lease_losses)]
+    for key in ended:
+        tx.run("drop_notes", key=key)
+    requeued = tx.rows("requeue_expired_leases", due=tx.value("front_of_queue"))
+    if ended or requeued:
+        _emit(tx, "wake")
+    return len(ended) + len(requeued)
+
+
+def _start_due_jobs(tx: Tx, owner: str, handler_list: str, count: int,
+                    lease_ttl: float) -> tuple[ClaimedJob, ...]:
+    """Up to `count` due pending jobs of these handlers -> running, oldest first."""
+    if count <= 0:
+        return ()
+    keys = [row["key"] for row in tx.rows("claimable_keys", handlers=handler_list, count=count)]
+    if not keys:
+        return ()
+    last_token = tx.value("take_tokens", n=len(keys))
+    started = (tx.row("start_attempt", key=key, owner=owner, token=token, lease_ttl=lease_ttl)
+               for token, key in enumerate(keys, start=last_token - len(keys) + 1))
+    return tuple(_claimed_job(row, owner) for row in started)
+
+
+def _held_job(tx: Tx, lease: Lease) -> Any:
+    job = tx.row("held_job", key=lease.key, owner=lease.owner, token=lease.token)
+    if job is None:
+        raise _stale(lease)
+    return job
+
+
+def _finish(tx: Tx, key: str, state: JobState, error: str | None) -> JobState:
+    tx.run("finish_job", key=key, state=state, error=error)
+    tx.run("drop_notes", key=key)
+    _emit(tx, "wake")
+    return state
+
+
+def _stale(lease: Lease) -> StaleToken:
+    return StaleToken(f"job {lease.key!r}: token {lease.token} of {lease.owner!r} no longer "
+                      "holds the lease")
+
+
+def _stats_params(stats: JobStats | None) -> dict[str, Any]:
+    stats = stats or JobStats()
+    return {"pid": stats.pid, "rss_bytes": stats.rss_bytes, "cpu_percent": stats.cpu_percent}
+
+
+def _claimed_job(row: Any, owner: str) -> ClaimedJob:
+    return ClaimedJob(key=row["key"], handler=row["handler"], payload=bytes(row["payload"]),
+                      token=row["token"], attempt=row["attempts"],
+                      max_attempts=row["max_attempts"], lease_deadline=row["lease_deadline"],
+                      owner=owner)
+
+
+def _job_record(row: Any) -> JobRecord:
+    return JobRecord(
+        key=row["key"], handler=row["handler"], state=row["state"], attempts=row["attempts"],
+        max_attempts=row["max_attempts"], token=row["token"], supervisor=row["supervisor"],
+        payload=_decode(row["payload"]), result=_decode(row["result"]), error=row["error"],
+        created_at=row["created_at"], started_at=row["started_at"],
+        finished_at=row["finished_at"], lease_deadline=row["lease_deadline"],
+        lease_losses=row["lease_losses"], stop_requested=bool(row["stop_requested"]),
+        stats=JobStats(pid=row["pid"], rss_bytes=row["rss_bytes"],
+                       cpu_percent=row["cpu_percent"]),
+    )
+
+
+def _decode(blob: bytes | None) -> Any:
+    return None if blob is None else orjson.loads(blob)

@@ -1,0 +1,129 @@
+"""The `poolsup` command as a user runs it: messages and exit codes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.helpers.pool import HANDLERS_DIR, write_pool
+
+
+def poolsup(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "supervisor.cli", *args],
+        input=stdin.decode() if stdin is not None else None,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.fixture
+def config(tmp_path: Path, redis_url: str, pool_name: str) -> Path:
+    return write_pool(
+        tmp_path, store=redis_url, pool=pool_name,
+        handlers={"echo": {"path": "outcomes.py", "function": "async_echo"}},
+    )
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "pool.toml"
+    path.write_text(text)
+    return path
+
+
+GOOD_HANDLER = f'[handlers.h]\npath = "{HANDLERS_DIR / "outcomes.py"}"\nfunction = "async_echo"\n'
+
+BAD_CONFIGS = {
+    "malformed": ('[pool]\nname = "p"\ncapacity = = 3\n', "invalid TOML"),
+    "unknown key": ('[pool]\nname = "p"\n[supervisor]\ncapasity = 3\n' + GOOD_HANDLER,
+                    "capasity"),
+    "wrong type": ('[pool]\nname = "p"\n[supervisor]\nlease_ttl = "ten"\n' + GOOD_HANDLER,
+                   "lease_ttl"),
+    "capacity 0": ('[pool]\nname = "p"\n[supervisor]\ncapacity = 0\n' + GOOD_HANDLER,
+                   "capacity"),
+    "missing handler path": ('[pool]\nname = "p"\n[handlers.h]\npath = "nope.py"\n', "nope.py"),
+    "no handlers": ('[pool]\nname = "p"\n', "handler"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CONFIGS))
+def test_check_rejects_bad_config_with_one_line_and_exit_2(tmp_path: Path, case: str) -> None:
+    text, expected = BAD_CONFIGS[case]
+    result = poolsup("check", "-c", str(write(tmp_path, text)))
+    assert result.returncode == 2, result.stderr
+    assert expected in result.stderr
+    assert "pool.toml" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_check_reports_a_handler_that_fails_to_import(tmp_path: Path) -> None:
+    text = f'[pool]\nname = "p"\n[handlers.b]\npath = "{HANDLERS_DIR / "broken_import.py"}"\n'
+    result = poolsup("check", "-c", str(write(tmp_path, text)))
+    assert result.returncode == 2
+    assert "this_module_does_not_exist" in result.stderr
+
+
+def test_check_accepts_a_good_config(config: Path) -> None:
+    result = poolsup("check", "-c", str(config))
+    assert result.returncode == 0, result.stderr
+
+
+def test_dispatch_then_conflict_then_job_and_jobs(config: Path) -> None:
+    assert poolsup("dispatch", "-c", str(config), "k1", "--payload", '{"a": 1}').returncode == 0
+    again = poolsup("dispatch", "-c", str(config), "k1")
+    assert again.returncode == 3
+    assert "k1" in again.stderr or "live" in again.stderr
+    shown = poolsup("job", "-c", str(config), "k1", "--json")
+    assert shown.returncode == 0
+    record = orjson.loads(shown.stdout)
+    for field in ("key", "handler", "state", "attempts", "token", "supervisor", "payload",
+                  "result", "error", "created_at", "started_at", "finished_at"):
+        assert field in record
+    assert record["payload"] == {"a": 1} and record["state"] == "pending"
+    listed = orjson.loads(poolsup("jobs", "-c", str(config), "--json").stdout)
+    assert [r["key"] for r in listed] == ["k1"]
+
+
+def test_payload_from_stdin(config: Path) -> None:
+    result = poolsup("dispatch", "-c", str(config), "k2", "--payload-file", "-", stdin=b'[1,2]')
+    assert result.returncode == 0, result.stderr
+    assert orjson.loads(poolsup("job", "-c", str(config), "k2", "--json").stdout)["payload"] == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["bad\tkey"], "invalid job key"),
+        (["k", "--payload", "{nope"], "not valid JSON"),
+        (["k", "--handler", "ghost"], "unknown handler"),
+        (["k", "--payload", '"' + "x" * (1024 * 1024 + 10) + '"'], "above the limit"),
+    ],
+)
+def test_dispatch_rejects_bad_input_with_exit_2(config: Path, args: list[str], expected: str) -> None:
+    result = poolsup("dispatch", "-c", str(config), *args)
+    assert result.returncode == 2, result.stderr
+    assert expected in result.stderr
+
+
+def test_unknown_key_exits_4(config: Path) -> None:
+    for command in (["job", "ghost"], ["stop", "ghost"], ["notify", "ghost", "--payload", "1"]):
+        result = poolsup(command[0], "-c", str(config), *command[1:])
+        assert result.returncode == 4, (command, result.stderr)
+
+
+def test_status_json_and_unreachable_store(config: Path, tmp_path: Path, pool_name: str) -> None:
+    result = poolsup("status", "-c", str(config), "--json")
+    assert result.returncode == 0, result.stderr
+    status = orjson.loads(result.stdout)
+    assert status["pool"] == pool_name
+    assert set(status["counts"]) >= {"pending", "running", "succeeded", "failed"}
+    dead = write_pool(tmp_path, store="redis://127.0.0.1:1/0", pool="p", name="dead.toml",
+                      handlers={"echo": {"path": "outcomes.py", "function": "async_echo"}})
+    unreachable = poolsup("status", "-c", str(dead))
+    assert unreachable.returncode == 1
+    assert "unreachable" in unreachable.stderr

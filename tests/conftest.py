@@ -1,0 +1,41 @@
+"""Fixtures for every test layer: the anyio backend, a real Redis, unique pool names."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests.helpers.redis_server import RedisServer
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    # redis.asyncio runs on asyncio only; tests that need trio's MockClock override this.
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    server = RedisServer().start()
+    yield server
+    server.remove()
+
+
+@pytest.fixture(scope="session")
+def redis_url(redis_server: RedisServer) -> str:
+    return redis_server.url
+
+
+@pytest.fixture
+def own_redis() -> Iterator[RedisServer]:
+    """A server of this test's own, to pause, stop or restart."""
+    server = RedisServer().start()
+    yield server
+    server.remove()
+
+
+@pytest.fixture
+def pool_name() -> str:
+    return f"t-{uuid.uuid4().hex[:8]}"

@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from supervisor import Client
+from tests.helpers.pool import SupervisorProcess, write_pool
+
+
+class Pool:
+    """One pool under test: its config, its supervisors, a client."""
+
+    def __init__(self, directory: Path, store: str, name: str) -> None:
+        self.directory = directory
+        self.store = store
+        self.name = name
+        self.supervisors: list[SupervisorProcess] = []
+        self._clients: list[Client] = []
+
+    def config(self, handlers: dict[str, dict[str, Any]], *, file: str = "pool.toml",
+               **supervisor: Any) -> Path:
+        return write_pool(self.directory, store=self.store, pool=self.name, handlers=handlers,
+                          name=file, **supervisor)
+
+    def start(self, config: Path, *, serving: bool = True) -> SupervisorProcess:
+        index = len(self.supervisors)
+        process = SupervisorProcess(config, self.directory / f"supervisor-{index}.log").start()
+        self.supervisors.append(process)
+        if serving:
+            process.wait_serving()
+        return process
+
+    def client(self) -> Client:
+        client = Client(self.store, pool=self.name)
+        self._clients.append(client)
+        return client
+
+    def close(self) -> None:
+        for process in self.supervisors:
+            process.kill()
+        for client in self._clients:
+            client.close()
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.log_path.name}\n{p.log()}" for p in self.supervisors)
+
+
+@pytest.fixture
+def pool(tmp_path: Path, redis_url: str, pool_name: str) -> Iterator[Pool]:
+    pool = Pool(tmp_path, redis_url, pool_name)
+    yield pool
+    pool.close()
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Path:
+    return tmp_path / "ledger.txt"

@@ -1,0 +1,449 @@
+"""The fork server and the job child, as real processes, driven through their sockets."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from itertools import count
+from pathlib import Path
+from typing import Any
+
+import orjson
+import psutil
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+HANDLERS = REPO / "tests" / "handlers"
+BASIC_FUNCTIONS = [
+    "echo", "async_echo", "returns_coroutine", "started_at", "environment", "process_ids",
+    "raises", "fails", "exits", "unserializable", "prints", "sleeps", "stop_aware",
+    "stop_unaware", "async_stop_unaware", "next_notification", "escaped_grandchild",
+    "escaped_grandchild_then_sleep",
+]
+WAIT = 10.0  # generous bound for anything that should take milliseconds
+
+_job_ids = count(1)
+
+
+def handler_specs() -> dict[str, dict[str, str]]:
+    specs = {
+        name: {"path": str(HANDLERS / "basic.py"), "function": name} for name in BASIC_FUNCTIONS
+    }
+    specs["broken"] = {"path": str(HANDLERS / "broken.py"), "function": "run"}
+    return specs
+
+
+class JobHandle:
+    """The supervisor's ends of one job's control and output sockets."""
+
+    def __init__(self, job_id: str, control: socket.socket, output: socket.socket) -> None:
+        self.job_id = job_id
+        self.control = control
+        self.output = output
+        self.pid = 0
+        self._buffer = b""
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.control.sendall(orjson.dumps(message) + b"\n")
+
+    def read_message(self, timeout: float = WAIT) -> dict[str, Any] | None:
+        """The next line from the child, or None when it closed its end."""
+        self.control.settimeout(timeout)
+        while b"\n" not in self._buffer:
+            try:
+                data = self.control.recv(65536)
+            except ConnectionResetError:  # it exited with our messages unread
+                return None
+            if not data:
+                return None
+            self._buffer += data
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        message = orjson.loads(line)
+        assert isinstance(message, dict)
+        return message
+
+    def read_output_line(self, timeout: float = WAIT) -> str:
+        self.output.settimeout(timeout)
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = self.output.recv(1)
+            assert chunk, f"output closed after {data!r}"
+            data += chunk
+        return data.decode()
+
+    def read_output(self, timeout: float = WAIT) -> str:
+        """Everything the job wrote, up to the end of its output."""
+        self.output.settimeout(timeout)
+        chunks = []
+        while chunk := self.output.recv(65536):
+            chunks.append(chunk)
+        return b"".join(chunks).decode()
+
+    def close(self) -> None:
+        self.control.close()
+        self.output.close()
+
+
+class ForkServerHarness:
+    """A fork server and the supervisor's end of its control socket."""
+
+    def __init__(self, handlers: dict[str, dict[str, str]] | None = None) -> None:
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with theirs:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable, "-m", "sandbox.forkserver",
+                    "--control-fd", str(theirs.fileno()),
+                    "--handlers", orjson.dumps(handlers or handler_specs()).decode(),
+                ],
+                pass_fds=[theirs.fileno()],
+                cwd=REPO,
+            )
+        self._unmatched: list[dict[str, Any]] = []
+        self.jobs: list[JobHandle] = []
+        self.ready = self.next_event(lambda event: event["ev"] == "ready")
+
+    def send(self, message: dict[str, Any], fds: list[int] | None = None) -> None:
+        socket.send_fds(self.sock, [orjson.dumps(message)], fds or [])
+
+    def next_event(
+        self, matches: Callable[[dict[str, Any]], bool], timeout: float = WAIT
+    ) -> dict[str, Any]:
+        for event in self._unmatched:
+            if matches(event):
+                self._unmatched.remove(event)
+                return event
+        deadline = time.monotonic() + timeout
+        while True:
+            self.sock.settimeout(max(0.001, deadline - time.monotonic()))
+            data = self.sock.recv(65536)
+            assert data, "the fork server closed its control socket"
+            event = orjson.loads(data)
+            if matches(event):
+                return event  # type: ignore[no-any-return]
+            self._unmatched.append(event)
+
+    def spawn(
+        self,
+        handler: str,
+        payload: Any = None,
+        *,
+        key: str = "k1",
+        token: int = 7,
+        attempt: int = 1,
+        fence_in: float | None = 60.0,
+        start: bool = True,
+    ) -> JobHandle:
+        control, child_control = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        output, child_output = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        job = JobHandle(f"job-{next(_job_ids)}", control, output)
+        self.jobs.append(job)
+        if start:
+            self.start(job, payload, key=key, token=token, attempt=attempt)
+        with child_control, child_output:
+            self.send(
+                {"op": "spawn", "job": job.job_id, "handler": handler},
+                [child_control.fileno(), child_output.fileno()],
+            )
+        if fence_in is not None:
+            self.fence(job, time.monotonic() + fence_in)
+        spawned = self.event(job, "spawned")
+        job.pid = spawned["pid"]
+        return job
+
+    def start(
+        self, job: JobHandle, payload: Any = None, *, key: str = "k1", token: int = 7,
+        attempt: int = 1,
+    ) -> None:
+        job.send({"t": "start", "key": key, "payload": payload, "token": token,
+                  "attempt": attempt})
+
+    def fence(self, job: JobHandle, deadline: float) -> None:
+        self.send({"op": "fence", "jobs": [job.job_id], "deadline": deadline})
+
+    def event(self, job: JobHandle, kind: str, timeout: float = WAIT) -> dict[str, Any]:
+        return self.next_event(
+            lambda event: event.get("job") == job.job_id and event["ev"] == kind, timeout
+        )
+
+    def exited(self, job: JobHandle, timeout: float = WAIT) -> dict[str, Any]:
+        return self.event(job, "exited", timeout)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            with contextlib.suppress(OSError):
+                self.send({"op": "exit"})
+        self.sock.close()
+        try:
+            self.process.wait(timeout=WAIT)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+            for job in self.jobs:
+                job.close()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ForkServerHarness]:
+    harness = ForkServerHarness()
+    yield harness
+    harness.close()
+
+
+@pytest.fixture
+def own_server() -> Iterator[ForkServerHarness]:
+    harness = ForkServerHarness()
+    yield harness
+    harness.close()
+
+
+def wait_until_gone(pid: int, timeout: float) -> bool:
+    """True once `pid` is dead (a zombie counts: nobody may have reaped it yet)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.01)
+    return False
+
+
+# -- start-up
+
+
+def test_ready_lists_handlers_with_their_import_errors(server: ForkServerHarness) -> None:
+    handlers = server.ready["handlers"]
+    assert server.ready["pid"] == server.process.pid
+    assert handlers["echo"] is None
+    assert "poolsup_no_such_module" in handlers["broken"]
+
+
+def test_handler_that_failed_to_import_reports_a_final_error(server: ForkServerHarness) -> None:
+    job = server.spawn("broken")
+    message = job.read_message()
+    assert message is not None
+    assert message["t"] == "error"
+    assert message["final"] is True
+    assert message["error"].startswith("handler file failed to import: ModuleNotFoundError")
+    assert "poolsup_no_such_module" in message["traceback"]
+    assert server.exited(job)["code"] == 1
+
+
+def test_unknown_handler_is_refused(server: ForkServerHarness) -> None:
+    control, output = socket.socketpair()
+    with control, output:
+        server.send({"op": "spawn", "job": "unknown-1", "handler": "nope"},
+                    [control.fileno(), output.fileno()])
+        event = server.next_event(lambda event: event.get("job") == "unknown-1")
+    assert event["ev"] == "spawn_failed"
+    assert "nope" in event["error"]
+
+
+def test_bad_messages_do_not_stop_the_fork_server(server: ForkServerHarness) -> None:
+    server.sock.send(b"not json")
+    server.send({"op": "no_such_op"})
+    server.send({"op": "fence"})
+    job = server.spawn("echo")
+    assert job.read_message() is not None
+    assert server.exited(job)["code"] == 0
+
+
+# -- results and errors
+
+
+def test_sync_handler_result_and_clean_exit(server: ForkServerHarness) -> None:
+    job = server.spawn("echo", {"x": 1}, key="k-sync", token=42, attempt=2)
+    assert job.read_message() == {
+        "t": "result",
+        "value": {"key": "k-sync", "payload": {"x": 1}, "attempt": 2, "token": 42},
+    }
+    exited = server.exited(job)
+    assert exited == {"ev": "exited", "job": job.job_id, "pid": job.pid, "code": 0,
+                      "signal": None, "fenced": False}
+
+
+@pytest.mark.parametrize("handler", ["async_echo", "returns_coroutine"])
+def test_async_handler_result(server: ForkServerHarness, handler: str) -> None:
+    job = server.spawn(handler, key="k-async")
+    assert job.read_message() == {"t": "result", "value": {"key": "k-async", "async": True}}
+    assert server.exited(job)["code"] == 0
+
+
+def test_handler_exception_fails_the_attempt(server: ForkServerHarness) -> None:
+    job = server.spawn("raises")
+    message = job.read_message()
+    assert message is not None
+    assert message["t"] == "error"
+    assert message["error"] == "ValueError: boom"
+    assert message["final"] is False
+    assert 'raise ValueError("boom")' in message["traceback"]
+    assert "sandbox/child.py" not in message["traceback"]
+    assert server.exited(job)["code"] == 0
+
+
+def test_fail_fails_the_job_for_good(server: ForkServerHarness) -> None:
+    job = server.spawn("fails")
+    message = job.read_message()
+    assert message is not None
+    assert (message["t"], message["error"], message["final"]) == ("error", "Fail: bad input", True)
+
+
+def test_sys_exit_is_an_error(server: ForkServerHarness) -> None:
+    job = server.spawn("exits")
+    message = job.read_message()
+    assert message is not None
+    assert (message["error"], message["final"]) == ("handler called sys.exit(3)", False)
+
+
+def test_unserializable_result_is_an_error(server: ForkServerHarness) -> None:
+    job = server.spawn("unserializable")
+    message = job.read_message()
+    assert message is not None
+    assert message["t"] == "error"
+    assert message["error"].startswith("result is not JSON-serializable: ")
+    assert message["final"] is False
+    assert server.exited(job)["code"] == 0
+
+
+# -- the job's process
+
+
+def test_job_environment(server: ForkServerHarness) -> None:
+    job = server.spawn("environment", key="k-env", token=9, attempt=3)
+    assert job.read_message() == {"t": "result", "value": {
+        "POOLSUP_JOB_KEY": "k-env", "POOLSUP_JOB_TOKEN": "9", "POOLSUP_JOB_ATTEMPT": "3",
+    }}
+
+
+def test_job_is_its_own_session_and_process_group_leader(server: ForkServerHarness) -> None:
+    job = server.spawn("process_ids")
+    message = job.read_message()
+    assert message is not None
+    assert message["value"] == {"pid": job.pid, "pgid": job.pid, "sid": job.pid}
+
+
+def test_stdout_and_stderr_go_to_the_output_socket(server: ForkServerHarness) -> None:
+    job = server.spawn("prints")
+    assert job.read_output() == "to stdout\nto stderr\n"
+    assert server.exited(job)["code"] == 0
+
+
+# -- stop, notify
+
+
+def test_stop_aware_handler_sees_stopping_and_returns(server: ForkServerHarness) -> None:
+    job = server.spawn("stop_aware")
+    assert job.read_output_line() == "started\n"
+    job.send({"t": "stop"})
+    server.send({"op": "signal", "job": job.job_id, "signal": signal.SIGTERM})
+    assert job.read_message() == {"t": "result", "value": {"stopped": True, "stopping": True}}
+    assert server.exited(job)["code"] == 0
+
+
+def test_sigterm_alone_wakes_a_stop_aware_handler(server: ForkServerHarness) -> None:
+    job = server.spawn("stop_aware")
+    assert job.read_output_line() == "started\n"
+    server.send({"op": "signal", "job": job.job_id, "signal": signal.SIGTERM})
+    assert job.read_message() == {"t": "result", "value": {"stopped": True, "stopping": True}}
+
+
+@pytest.mark.parametrize("handler", ["stop_unaware", "async_stop_unaware"])
+def test_sigterm_ends_a_stop_unaware_handler(server: ForkServerHarness, handler: str) -> None:
+    job = server.spawn(handler)
+    assert job.read_output_line() == "started\n"
+    job.send({"t": "stop"})
+    server.send({"op": "signal", "job": job.job_id, "signal": signal.SIGTERM})
+    assert job.read_message() is None  # no result, no error
+    assert server.exited(job)["code"] == 143
+
+
+def test_sigterm_before_the_handler_starts_is_not_lost(server: ForkServerHarness) -> None:
+    job = server.spawn("stop_unaware", start=False)
+    server.send({"op": "signal", "job": job.job_id, "signal": signal.SIGTERM})
+    time.sleep(0.05)
+    server.start(job)
+    assert server.exited(job)["code"] == 143
+    assert job.read_output() == ""
+
+
+def test_notification_reaches_the_handler(server: ForkServerHarness) -> None:
+    job = server.spawn("next_notification")
+    job.send({"t": "notify", "payload": {"resize": 2}})
+    assert job.read_message() == {"t": "result", "value": {"notification": {"resize": 2}}}
+
+
+# -- fences and kills
+
+
+def test_fence_in_the_past_kills_the_job(server: ForkServerHarness) -> None:
+    job = server.spawn("sleeps", {"seconds": 60}, fence_in=None)
+    server.fence(job, time.monotonic() - 1)
+    exited = server.exited(job)
+    assert (exited["signal"], exited["fenced"]) == (signal.SIGKILL, True)
+
+
+def test_fence_deadline_kills_the_job_when_it_comes(server: ForkServerHarness) -> None:
+    job = server.spawn("sleeps", {"seconds": 60}, fence_in=0.2)
+    exited = server.exited(job)
+    assert (exited["signal"], exited["fenced"]) == (signal.SIGKILL, True)
+
+
+def test_renewed_fence_keeps_the_job_alive(server: ForkServerHarness) -> None:
+    job = server.spawn("sleeps", {"seconds": 0.5}, fence_in=0.2)
+    server.fence(job, time.monotonic() + 60)
+    exited = server.exited(job)
+    assert (exited["code"], exited["fenced"]) == (0, False)
+
+
+def test_kill_op_kills_the_job(server: ForkServerHarness) -> None:
+    job = server.spawn("sleeps", {"seconds": 60})
+    server.send({"op": "kill", "job": job.job_id})
+    exited = server.exited(job)
+    assert (exited["signal"], exited["fenced"]) == (signal.SIGKILL, False)
+
+
+def test_daemon_left_by_a_finished_job_is_killed(server: ForkServerHarness) -> None:
+    job = server.spawn("escaped_grandchild")
+    message = job.read_message()
+    assert message is not None
+    grandchild = message["value"]
+    assert os.getsid(grandchild) != job.pid  # it escaped the job's session and group
+    assert server.exited(job)["code"] == 0
+    assert wait_until_gone(grandchild, WAIT)
+
+
+# -- the fork server's own end
+
+
+def test_job_dies_within_a_second_of_a_killed_fork_server(own_server: ForkServerHarness) -> None:
+    job = own_server.spawn("sleeps", {"seconds": 60})
+    own_server.process.kill()
+    own_server.process.wait(timeout=WAIT)
+    assert wait_until_gone(job.pid, 1.0)
+
+
+def test_fork_server_kills_its_jobs_and_exits_when_the_supervisor_goes(
+    own_server: ForkServerHarness,
+) -> None:
+    job = own_server.spawn("escaped_grandchild_then_sleep")
+    grandchild = int(job.read_output_line())
+    own_server.sock.close()  # end of stream for the fork server
+    assert own_server.process.wait(timeout=WAIT) == 0
+    assert wait_until_gone(job.pid, WAIT)
+    assert wait_until_gone(grandchild, WAIT)
+
+
+def test_exit_op_kills_jobs_and_reports_them(own_server: ForkServerHarness) -> None:
+    job = own_server.spawn("sleeps", {"seconds": 60})
+    own_server.send({"op": "exit"})
+    assert own_server.exited(job)["signal"] == signal.SIGKILL
+    assert own_server.process.wait(timeout=WAIT) == 0

@@ -1,0 +1,80 @@
+"""Small builders shared by the conformance tests."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+import anyio
+
+from supervisor.store.base import (
+    ClaimBatch,
+    ClaimedJob,
+    DispatchRequest,
+    EventKind,
+    Store,
+    StoreEvent,
+    SupervisorInfo,
+)
+
+OWNER = "sup-a"
+HANDLER = "thumbnail"
+LONG_TTL = 30.0
+SHORT_TTL = 0.5
+EXPIRY_MARGIN = 0.4  # sleep this much past a short TTL before looking
+
+
+def new_job(
+    key: str, *, handler: str = HANDLER, payload: bytes = b'{"n": 1}', max_attempts: int = 3
+) -> DispatchRequest:
+    return DispatchRequest(key=key, handler=handler, payload=payload, max_attempts=max_attempts)
+
+
+async def dispatch_all(store: Store, keys: Sequence[str]) -> None:
+    for key in keys:
+        await store.dispatch(new_job(key))
+
+
+async def claim(
+    store: Store,
+    count: int = 1,
+    *,
+    owner: str = OWNER,
+    handlers: Sequence[str] = (HANDLER,),
+    lease_ttl: float = LONG_TTL,
+    max_lease_losses: int = 3,
+) -> ClaimBatch:
+    return await store.claim(owner, handlers, count, lease_ttl, max_lease_losses)
+
+
+async def claim_one(
+    store: Store, *, owner: str = OWNER, lease_ttl: float = LONG_TTL, max_lease_losses: int = 3
+) -> ClaimedJob:
+    batch = await claim(
+        store, 1, owner=owner, lease_ttl=lease_ttl, max_lease_losses=max_lease_losses
+    )
+    assert len(batch.jobs) == 1, batch
+    return batch.jobs[0]
+
+
+async def wait_for_expiry(ttl: float = SHORT_TTL) -> None:
+    await anyio.sleep(ttl + EXPIRY_MARGIN)
+
+
+def supervisor(
+    id: str = OWNER, *, instance: str = "i-1", lease_ttl: float = LONG_TTL, capacity: int = 4
+) -> SupervisorInfo:
+    return SupervisorInfo(
+        id=id, instance=instance, host=f"host-{id}", pid=4242, capacity=capacity,
+        lease_ttl=lease_ttl, started_at=1_700_000_000.0,
+    )
+
+
+async def next_event(
+    events: AsyncIterator[StoreEvent], kind: EventKind, *, within: float = 5.0
+) -> StoreEvent:
+    """The next event of `kind`, skipping others."""
+    with anyio.fail_after(within):
+        while True:
+            event = await anext(events)
+            if event.kind == kind:
+                return event

@@ -1,0 +1,116 @@
+"""Renewal, and recovery of expired leases."""
+
+from __future__ import annotations
+
+import pytest
+
+from supervisor.store.base import JobStats, Lease, Store
+from tests.store.support import (
+    LONG_TTL,
+    OWNER,
+    SHORT_TTL,
+    claim,
+    claim_one,
+    dispatch_all,
+    new_job,
+    wait_for_expiry,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_renew_extends_the_lease_and_stores_stats(store: Store) -> None:
+    await store.dispatch(new_job("k1"))
+    job = await claim_one(store, lease_ttl=5.0)
+    stats = JobStats(pid=4321, rss_bytes=21_000_000, cpu_percent=99.5)
+
+    result = await store.renew(OWNER, [job.lease], LONG_TTL, {"k1": stats})
+
+    assert result.lost | result.stop_requested | result.notified == frozenset()
+    record = await store.job("k1")
+    assert record.lease_deadline is not None
+    assert record.lease_deadline == pytest.approx(result.store_time + LONG_TTL, abs=0.01)
+    assert record.lease_deadline > job.lease_deadline
+    assert record.stats == stats
+
+
+async def test_renew_without_stats_keeps_the_last_ones(store: Store) -> None:
+    await store.dispatch(new_job("k1"))
+    job = await claim_one(store)
+    await store.renew(OWNER, [job.lease], LONG_TTL, {"k1": JobStats(pid=7)})
+
+    await store.renew(OWNER, [job.lease], LONG_TTL, {})
+
+    assert (await store.job("k1")).stats.pid == 7
+
+
+async def test_renew_reports_leases_it_does_not_hold(store: Store) -> None:
+    await dispatch_all(store, ["a", "b"])
+    a, b = (await claim(store, 2)).jobs
+    await store.complete(b.lease, b"null")
+    before = await store.job("a")
+
+    wrong_token = Lease("a", a.token + 1000, OWNER)
+    result = await store.renew(OWNER, [wrong_token, b.lease, Lease("gone", 1, OWNER)], 60, {})
+    assert result.lost == {"a", "b", "gone"}
+
+    other_owner = await store.renew("sup-b", [Lease("a", a.token, "sup-b")], 60, {})
+    assert other_owner.lost == {"a"}
+    assert await store.job("a") == before
+
+
+async def test_expired_lease_goes_back_to_pending_without_spending_an_attempt(
+    store: Store,
+) -> None:
+    await store.dispatch(new_job("k1"))
+    old = await claim_one(store, lease_ttl=SHORT_TTL)
+    await wait_for_expiry()
+
+    batch = await claim(store, 0)
+
+    assert batch.recovered == 1
+    record = await store.job("k1")
+    assert (record.state, record.attempts, record.lease_losses) == ("pending", 0, 1)
+    assert (await store.renew(OWNER, [old.lease], LONG_TTL, {})).lost == {"k1"}
+    again = await claim_one(store, owner="sup-b")
+    assert (again.attempt, again.owner) == (1, "sup-b")
+    assert again.token > old.token
+
+
+async def test_recovered_job_is_claimed_before_newer_jobs(store: Store) -> None:
+    await store.dispatch(new_job("old"))
+    await claim_one(store, lease_ttl=SHORT_TTL)
+    await dispatch_all(store, ["new-1", "new-2"])
+    await wait_for_expiry()
+
+    batch = await claim(store, 3)
+
+    assert batch.recovered == 1
+    assert [job.key for job in batch.jobs] == ["old", "new-1", "new-2"]
+
+
+async def test_renewed_lease_is_not_recovered(store: Store) -> None:
+    await store.dispatch(new_job("k1"))
+    job = await claim_one(store, lease_ttl=SHORT_TTL)
+    await store.renew(OWNER, [job.lease], LONG_TTL, {})
+    await wait_for_expiry()
+
+    assert (await claim(store, 0)).recovered == 0
+    assert (await store.job("k1")).state == "running"
+
+
+async def test_lease_lost_too_often_fails_the_job(store: Store) -> None:
+    await store.dispatch(new_job("k1"))
+    await claim_one(store, lease_ttl=SHORT_TTL, max_lease_losses=2)
+    await wait_for_expiry()
+    await claim(store, 0, max_lease_losses=2)
+    await claim_one(store, lease_ttl=SHORT_TTL, max_lease_losses=2)
+    await wait_for_expiry()
+
+    batch = await claim(store, 1, max_lease_losses=2)
+
+    assert (batch.recovered, batch.jobs) == (1, ())
+    record = await store.job("k1")
+    assert (record.state, record.lease_losses) == ("failed", 2)
+    assert record.error is not None and "lease" in record.error
+    assert record.finished_at is not None

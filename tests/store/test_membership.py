@@ -1,0 +1,91 @@
+"""Supervisor membership and the pool snapshot."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from supervisor.errors import SupervisorIdTaken
+from supervisor.store.base import JobStats, Store
+from tests.store.support import LONG_TTL, claim, dispatch_all, supervisor
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_registered_supervisor_is_in_the_snapshot(store: Store) -> None:
+    await store.register(supervisor("sup-a"))
+
+    snapshot = await store.snapshot()
+
+    assert snapshot.pool == store.pool
+    assert [s.info for s in snapshot.supervisors] == [supervisor("sup-a")]
+    assert 0 <= snapshot.supervisors[0].last_seen < 2
+    assert snapshot.supervisors[0].running == 0
+
+
+async def test_another_live_instance_cannot_take_the_id(store: Store) -> None:
+    await store.register(supervisor("sup-a", instance="i-1"))
+
+    with pytest.raises(SupervisorIdTaken):
+        await store.register(supervisor("sup-a", instance="i-2"))
+    await store.register(supervisor("sup-a", instance="i-1"))
+
+
+async def test_the_id_is_free_once_the_old_instance_is_silent(store: Store) -> None:
+    await store.register(supervisor("sup-a", instance="i-1", lease_ttl=0.3))
+    await anyio.sleep(0.5)
+
+    await store.register(supervisor("sup-a", instance="i-2"))
+
+    assert [s.info.instance for s in (await store.snapshot()).supervisors] == ["i-2"]
+
+
+async def test_renew_keeps_the_supervisor_seen(store: Store) -> None:
+    await store.register(supervisor("sup-a", instance="i-1", lease_ttl=0.4))
+    await anyio.sleep(0.3)
+    await store.renew("sup-a", [], LONG_TTL, {})
+    await anyio.sleep(0.3)
+
+    with pytest.raises(SupervisorIdTaken):
+        await store.register(supervisor("sup-a", instance="i-2"))
+
+
+async def test_deregister_removes_only_its_own_instance(store: Store) -> None:
+    await store.register(supervisor("sup-a", instance="i-1"))
+
+    await store.deregister("sup-a", "i-other")
+    assert len((await store.snapshot()).supervisors) == 1
+    await store.deregister("sup-a", "i-1")
+    assert (await store.snapshot()).supervisors == ()
+
+
+async def test_snapshot_leaves_out_supervisors_silent_for_three_ttls(store: Store) -> None:
+    await store.register(supervisor("sup-old", lease_ttl=0.2))
+    await store.register(supervisor("sup-new"))
+    await anyio.sleep(0.8)
+
+    assert [s.info.id for s in (await store.snapshot()).supervisors] == ["sup-new"]
+
+
+async def test_snapshot_counts_every_state_and_shows_running_jobs(store: Store) -> None:
+    await store.register(supervisor("sup-a"))
+    await dispatch_all(store, ["ok", "bad", "busy", "halted", "waiting"])
+    ok, bad, busy = (await claim(store, 3, owner="sup-a")).jobs
+    await store.complete(ok.lease, b"1")
+    await store.fail(bad.lease, "broken", final=True, retry_delay=0)
+    stats = JobStats(pid=5151, rss_bytes=2048, cpu_percent=50.0)
+    await store.renew("sup-a", [busy.lease], LONG_TTL, {"busy": stats})
+    await store.stop("halted")
+
+    snapshot = await store.snapshot()
+
+    assert snapshot.counts == {
+        "pending": 1, "running": 1, "succeeded": 1, "failed": 1, "stopped": 1,
+    }
+    assert [(r.key, r.supervisor, r.stats) for r in snapshot.running] == [
+        ("busy", "sup-a", stats)
+    ]
+    running = snapshot.running[0]
+    assert running.lease_deadline is not None
+    assert running.lease_deadline - snapshot.store_time == pytest.approx(LONG_TTL, abs=1)
+    assert [(s.info.id, s.running) for s in snapshot.supervisors] == [("sup-a", 1)]

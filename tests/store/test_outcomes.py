@@ -1,0 +1,115 @@
+"""Complete, fail, release and finish_stopped, and fencing by token."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from supervisor.errors import StaleToken
+from supervisor.store.base import Lease, Store
+from tests.store.support import (
+    OWNER,
+    SHORT_TTL,
+    claim,
+    claim_one,
+    dispatch_all,
+    new_job,
+    wait_for_expiry,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_complete_records_the_result(store: Store) -> None:
+    await store.dispatch(new_job("k1"))
+    job = await claim_one(store)
+
+    await store.complete(job.lease, b'{"ok": true}')
+
+    record = await store.job("k1")
+    assert (record.state, record.result, record.error) == ("succeeded", {"ok": True}, None)
+    assert (record.attempts, record.supervisor, record.lease_deadline) == (1, OWNER, None)
+    assert record.finished_at is not None and record.started_at is not None
+    assert record.finished_at >= record.started_at
+
+
+async def test_a_stale_lease_changes_nothing(store: Store) -> None:
+    await store.dispatch(new_job("k1"))
+    old = await claim_one(store, lease_ttl=SHORT_TTL)
+    await wait_for_expiry()
+    current = await claim_one(store, owner="sup-b")
+    assert current.token > old.token
+    before = await store.job("k1")
+    wrong_owner = Lease("k1", current.token, OWNER)
+
+    for lease in (old.lease, wrong_owner):
+        with pytest.raises(StaleToken):
+            await store.complete(lease, b"1")
+        with pytest.raises(StaleToken):
+            await store.fail(lease, "boom", final=True, retry_delay=0)
+        with pytest.raises(StaleToken):
+            await store.release(lease)
+        with pytest.raises(StaleToken):
+            await store.finish_stopped(lease, "stopped")
+
+    assert await store.job("k1") == before
+
+
+async def test_failed_attempt_is_retried_after_the_delay(store: Store) -> None:
+    await store.dispatch(new_job("k1", max_attempts=3))
+    job = await claim_one(store)
+
+    assert await store.fail(job.lease, "boom", final=False, retry_delay=1.0) == "pending"
+
+    record = await store.job("k1")
+    assert (record.state, record.error, record.attempts) == ("pending", "boom", 1)
+    held_back = await claim(store)
+    assert held_back.jobs == ()
+    assert held_back.next_due_in is not None and 0.5 < held_back.next_due_in <= 1.0
+    await anyio.sleep(held_back.next_due_in + 0.1)
+    again = await claim_one(store)
+    assert again.attempt == 2
+
+
+async def test_no_next_due_in_without_held_back_jobs(store: Store) -> None:
+    await store.dispatch(new_job("k1"))
+    assert (await claim(store, 0)).next_due_in is None
+
+
+async def test_final_failure_ends_the_job(store: Store) -> None:
+    await store.dispatch(new_job("k1", max_attempts=3))
+    job = await claim_one(store)
+
+    assert await store.fail(job.lease, "bad input", final=True, retry_delay=5) == "failed"
+
+    record = await store.job("k1")
+    assert (record.state, record.error, record.attempts) == ("failed", "bad input", 1)
+    assert record.finished_at is not None
+
+
+async def test_failure_of_the_last_attempt_ends_the_job(store: Store) -> None:
+    await store.dispatch(new_job("k1", max_attempts=2))
+    first = await claim_one(store)
+    assert await store.fail(first.lease, "one", final=False, retry_delay=0) == "pending"
+    second = await claim_one(store)
+
+    assert await store.fail(second.lease, "two", final=False, retry_delay=0) == "failed"
+
+    record = await store.job("k1")
+    assert (record.state, record.error, record.attempts) == ("failed", "two", 2)
+
+
+async def test_release_requeues_ahead_of_newer_jobs_without_spending_an_attempt(
+    store: Store,
+) -> None:
+    await store.dispatch(new_job("k1"))
+    job = await claim_one(store)
+    await dispatch_all(store, ["k2", "k3"])
+
+    await store.release(job.lease)
+
+    record = await store.job("k1")
+    assert (record.state, record.attempts, record.lease_deadline) == ("pending", 0, None)
+    batch = await claim(store, 3)
+    assert [j.key for j in batch.jobs] == ["k1", "k2", "k3"]
+    assert batch.jobs[0].attempt == 1

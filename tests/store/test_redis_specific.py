@@ -1,0 +1,198 @@
+"""What only the Redis store has: Lua scripts, the key layout, connection trouble."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import anyio
+import pytest
+from redis.asyncio import Redis
+
+from supervisor.errors import ConfigError, StoreUnavailable
+from supervisor.store import open_store, opened_store
+from supervisor.store.base import Lease, Store, StoreEvent
+from supervisor.store.redis_connection import connect, redact
+from supervisor.store.redis_events import EventFeed
+from supervisor.store.redis_keys import PoolKeys
+from supervisor.store.redis_scripts import Status, commands
+from tests.helpers.redis_server import RedisServer, free_port
+from tests.store.support import (
+    LONG_TTL,
+    OWNER,
+    claim,
+    claim_one,
+    dispatch_all,
+    new_job,
+    next_event,
+    supervisor,
+)
+
+pytestmark = pytest.mark.anyio
+
+EXPECTED_COMMANDS = {
+    "dispatch", "claim", "renew", "complete", "fail", "release", "finish-stopped", "stop",
+    "notify", "take-notifications", "register", "deregister", "members", "forget",
+}
+
+
+@pytest.fixture
+async def raw(redis_url: str) -> AsyncIterator[Redis]:
+    client = Redis.from_url(redis_url)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+async def store(redis_url: str, pool_name: str) -> AsyncIterator[Store]:
+    async with opened_store(redis_url, pool_name) as store:
+        yield store
+
+
+async def test_every_command_script_compiles_and_documents_its_interface(raw: Redis) -> None:
+    assert set(commands()) == EXPECTED_COMMANDS
+    for command in commands().values():
+        header = command.source.split("local OK", 1)[1]  # past _lib.lua's own comments
+        for label in ("-- KEYS:", "-- ARGV:", "-- Returns:"):
+            assert label in header, (command.name, label)
+        await raw.script_load(command.source)
+
+
+def test_status_codes_match_the_lua_library() -> None:
+    source = commands()["dispatch"].source
+    match = re.search(r"local (OK[\w, ]+) = ([\d, ]+)", source)
+    assert match is not None
+    names, values = match.groups()
+    lua = dict(zip(names.split(", "), map(int, values.split(", ")), strict=True))
+    assert lua == {status.name: status.value for status in Status}
+
+
+async def test_all_keys_of_a_pool_share_its_hash_tag(
+    store: Store, raw: Redis, pool_name: str
+) -> None:
+    await store.register(supervisor(OWNER))
+    await dispatch_all(store, ["a", "b", "c"])
+    await store.notify("c", b"{}")
+    a, b = (await claim(store, 2)).jobs
+    await store.renew(OWNER, [a.lease, b.lease], LONG_TTL, {})
+    await store.complete(a.lease, b"1")
+    await store.fail(b.lease, "boom", final=True, retry_delay=0)
+    await store.stop("c")
+
+    names = [name.decode() async for name in raw.scan_iter(match=f"*{pool_name}*")]
+
+    assert len(names) >= 8
+    for name in names:
+        tag = re.search(r"\{([^}]*)\}", name)
+        assert tag is not None and tag[1] == pool_name, name
+        assert name.startswith(PoolKeys(pool_name).prefix), name
+
+
+async def test_finished_records_expire_in_redis(store: Store, raw: Redis, pool_name: str) -> None:
+    await store.dispatch(new_job("k1"))
+    job = await claim_one(store)
+    assert await raw.pttl(PoolKeys(pool_name).job("k1")) == -1
+
+    await store.complete(job.lease, b"1")
+
+    assert 0 < await raw.pttl(PoolKeys(pool_name).job("k1")) <= 86_400_000
+
+
+async def test_unknown_url_scheme_is_a_config_error(pool_name: str) -> None:
+    with pytest.raises(ConfigError, match="mysql"):
+        await open_store("mysql://user:secret@host/db", pool_name)
+
+
+@pytest.mark.parametrize("pool", ["", "a{b", "}x"])
+async def test_pool_names_that_would_break_the_hash_tag_are_refused(
+    redis_url: str, pool: str
+) -> None:
+    with pytest.raises(ConfigError):
+        await open_store(redis_url, pool)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://user:pw@host:6379/0", "redis://user@host:6379/0"),
+        ("rediss://:pw@[::1]:6380/2", "rediss://[::1]:6380/2"),
+        ("unix:///run/redis.sock?db=1&password=pw", "unix:///run/redis.sock?db=1"),
+        ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
+    ],
+)
+def test_urls_in_messages_hide_the_password(url: str, shown: str) -> None:
+    assert redact(url) == shown
+
+
+async def test_an_unreachable_redis_raises_store_unavailable_quickly(pool_name: str) -> None:
+    url = f"redis://:hunter2@127.0.0.1:{free_port()}/0"
+    async with opened_store(url, pool_name) as store:
+        started = time.monotonic()
+        calls: list[Callable[[], Awaitable[object]]] = [
+            lambda: store.dispatch(new_job("k1")),
+            lambda: store.claim(OWNER, ["h"], 1, LONG_TTL, 3),
+            lambda: store.renew(OWNER, [Lease("k1", 1, OWNER)], LONG_TTL, {}),
+            store.ping,
+        ]
+        for call in calls:
+            with pytest.raises(StoreUnavailable, match="unreachable") as caught:
+                await call()
+            assert "hunter2" not in str(caught.value)
+        assert time.monotonic() - started < 2
+
+
+async def test_a_frozen_redis_raises_store_unavailable(
+    own_redis: RedisServer, pool_name: str
+) -> None:
+    async with opened_store(own_redis.url, pool_name) as store:
+        await store.ping()
+        own_redis.pause()
+        try:
+            with anyio.fail_after(10), pytest.raises(StoreUnavailable):
+                await store.claim(OWNER, ["h"], 1, LONG_TTL, 3)
+        finally:
+            own_redis.resume()
+        await store.ping()
+
+
+async def test_events_never_raise_while_redis_is_unreachable(pool_name: str) -> None:
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    async with opened_store(url, pool_name) as store, store.events() as events:
+        with anyio.move_on_after(0.5) as waited:
+            await anext(events)
+        assert waited.cancelled_caught
+
+
+async def test_events_resume_with_a_wake_after_redis_restarts(
+    own_redis: RedisServer, pool_name: str
+) -> None:
+    async with opened_store(own_redis.url, pool_name) as store, store.events() as events:
+        own_redis.stop()
+        own_redis.start()
+
+        assert await next_event(events, "wake", within=10) == StoreEvent("wake")
+        await store.dispatch(new_job("k1"))
+        await store.notify("k1", b"{}")
+        assert await next_event(events, "notify") == StoreEvent("notify", "k1")
+
+
+async def test_events_notice_a_frozen_redis_and_wake_once_it_is_back(
+    own_redis: RedisServer,
+) -> None:
+    client = connect(own_redis.url)
+    feed = EventFeed(client, "poolsup:{probe}:events", probe_after=0.2)
+    try:
+        await feed.start()
+        own_redis.pause()
+        try:
+            with anyio.move_on_after(1.0):
+                await anext(feed)
+        finally:
+            own_redis.resume()
+
+        with anyio.fail_after(10):
+            assert await anext(feed) == StoreEvent("wake")
+    finally:
+        await feed.aclose()
+        await client.aclose()

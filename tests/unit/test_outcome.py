@@ -1,0 +1,62 @@
+import signal
+
+from supervisor.core.outcome import (
+    Abandon,
+    ChildExit,
+    Complete,
+    Fail,
+    Release,
+    Stopped,
+    StopReason,
+    decide_outcome,
+)
+
+
+def exited(*, message=None, result=None, code=0, sig=None, fenced=False) -> ChildExit:  # type: ignore[no-untyped-def]
+    return ChildExit(message=message, result_json=result, exit_code=code, exit_signal=sig,
+                     fenced=fenced)
+
+
+def test_a_result_completes() -> None:
+    assert decide_outcome(exited(result=b"1"), None, timeout=0) == Complete(b"1")
+
+
+def test_lost_lease_writes_nothing_even_with_a_result() -> None:
+    outcome = decide_outcome(exited(result=b"1"), StopReason.LEASE_LOST, timeout=0)
+    assert isinstance(outcome, Abandon)
+
+
+def test_fenced_child_is_released() -> None:
+    outcome = decide_outcome(exited(code=None, sig=9, fenced=True), None, timeout=0)
+    assert isinstance(outcome, Release)
+
+
+def test_user_stop_ends_stopped() -> None:
+    assert isinstance(decide_outcome(exited(code=143), StopReason.USER, timeout=0), Stopped)
+
+
+def test_drain_and_rebalance_release() -> None:
+    for reason in (StopReason.DRAIN, StopReason.REBALANCE):
+        assert isinstance(decide_outcome(exited(code=143), reason, timeout=0), Release)
+
+
+def test_timeout_fails_the_attempt_with_the_limit() -> None:
+    outcome = decide_outcome(exited(code=None, sig=9), StopReason.TIMEOUT, timeout=2)
+    assert outcome == Fail("timeout after 2 s", final=False)
+
+
+def test_handler_error_message_is_kept() -> None:
+    message = {"t": "error", "error": "ValueError: boom", "final": True}
+    assert decide_outcome(exited(message=message, code=0), None, timeout=0) == Fail(
+        "ValueError: boom", final=True
+    )
+
+
+def test_crash_without_message_names_the_signal() -> None:
+    outcome = decide_outcome(exited(code=None, sig=signal.SIGSEGV), None, timeout=0,
+                             signal_name="SIGSEGV")
+    assert outcome == Fail("killed by signal SIGSEGV", final=False)
+
+
+def test_exit_code_without_message() -> None:
+    assert decide_outcome(exited(code=3), None, timeout=0) == Fail("exit code 3", final=False)
