@@ -60,6 +60,7 @@ def wait_for_job(assignment: socket.socket, handlers: Mapping[str, LoadedHandler
     The hand-over is one packet: the handler's name, with the job's control and output
     sockets attached. End of stream means there will be no job.
     """
+    _open_job_stdio()  # now rather than after the hand-over: it takes a while
     data, fds, _, _ = socket.recv_fds(assignment, _ASSIGNMENT_SIZE, 2)
     assignment.close()
     if len(fds) != 2:
@@ -68,14 +69,14 @@ def wait_for_job(assignment: socket.socket, handlers: Mapping[str, LoadedHandler
     os.dup2(output_fd, 1)
     os.dup2(output_fd, 2)
     os.close(output_fd)
-    _open_job_stdio()
     name = data.decode()
     handler = handlers[name]
     return main(control_fd, name, handler.function, handler.error, handler.spec)
 
 
 def _open_job_stdio() -> None:
-    # Line buffered, so that a job's log lines arrive as they are printed.
+    # Line buffered, so that a job's log lines arrive as they are printed. Fds 1 and 2
+    # are only names here: they will be the job's output socket when it writes.
     sys.stdout = open(  # noqa: SIM115
         1, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False
     )
@@ -88,7 +89,7 @@ class ControlChannel:
     """The job's end of its control socket: newline-delimited JSON both ways."""
 
     def __init__(self, fd: int) -> None:
-        self.sock = socket.socket(fileno=fd)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=fd)
         self._buffer = b""
 
     def read_message(self) -> dict[str, Any] | None:

@@ -27,7 +27,7 @@ from supervisor.store.base import FINISHED_STATES, DispatchRequest, JobState, St
 
 T = TypeVar("T")
 
-DEFAULT_MAX_ATTEMPTS = 3
+HANDLER_DEFAULT = 0  # max_attempts 0: the supervisor applies the handler's max_attempts
 STOP_POLL_INTERVAL = 0.05
 
 
@@ -112,12 +112,14 @@ class AsyncClient:
         name = self._resolve_handler(handler)
         if max_attempts is None:
             known = self._handlers.get(name)
-            max_attempts = known.max_attempts if known else DEFAULT_MAX_ATTEMPTS
+            max_attempts = known.max_attempts if known else HANDLER_DEFAULT
+        else:
+            validate_max_attempts(max_attempts)
         request = DispatchRequest(
             key=validate_key(key),
             handler=name,
             payload=validate_payload_size(payload_json, self._max_payload),
-            max_attempts=validate_max_attempts(max_attempts),
+            max_attempts=max_attempts,
         )
         store = await self._opened()
         await store.dispatch(request)

@@ -82,6 +82,12 @@ class Supervisor:
                 settings=self.job_settings,
                 claim_sent_at=claim_sent_at,
             )
+        except Exception:
+            # A bug here must cost one job, not the supervisor: kill its child and
+            # let the lease expire, so the store's recovery runs it again.
+            log.exception("[%s] supervising the job failed", job.key)
+            with anyio.CancelScope(shield=True):
+                await self.fork_server.kill(job.job_id)
         finally:
             self.registry.remove(job)
             self.claimer.wake()

@@ -240,6 +240,7 @@ async def _store_outcome(job: RunningJob, outcome: Outcome, store: Store) -> Non
             log.info("[%s] succeeded", job.key)
         case Fail(error, final):
             delay = backoff_delay(job.claimed.attempt, random.random())
+            final = final or job.claimed.attempt >= job.max_attempts
             state = await store.fail(lease, error, final=final, retry_delay=delay)
             if state == "pending":
                 log.info("[%s] attempt %d failed, retry in %.1f s: %s",

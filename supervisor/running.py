@@ -40,6 +40,11 @@ class RunningJob:
         return str(self.claimed.token)
 
     @property
+    def max_attempts(self) -> int:
+        """The job's own limit, or its handler's when it was dispatched without one."""
+        return self.claimed.max_attempts or self.handler.max_attempts
+
+    @property
     def lease(self) -> Lease:
         return self.claimed.lease
 

@@ -75,12 +75,12 @@ def decide_outcome(
     """The single place that maps a child's end to a store operation."""
     if stop_reason is StopReason.LEASE_LOST:
         return Abandon("lease lost while running")
+    if stop_reason is StopReason.USER:
+        return Stopped("stopped by request")
     if child.result_json is not None:
         return Complete(child.result_json)
     if child.fenced:
         return Release("killed by the fence: the lease could not be renewed in time")
-    if stop_reason is StopReason.USER:
-        return Stopped("stopped by request")
     if stop_reason in (StopReason.DRAIN, StopReason.REBALANCE):
         return Release(f"released ({stop_reason.value})")
     if stop_reason is StopReason.TIMEOUT:

@@ -32,7 +32,8 @@ ALL_STATES: tuple[JobState, ...] = ("pending", "running", "succeeded", "failed",
 
 @dataclass(frozen=True, kw_only=True)
 class DispatchRequest:
-    """A new job.  `payload` is the JSON text, already validated by the caller."""
+    """A new job.  `payload` is the JSON text, already validated by the caller.
+    `max_attempts` 0 means "the handler's max_attempts": the supervisor applies it."""
 
     key: str
     handler: str
@@ -233,7 +234,7 @@ class Store(Protocol):
         job is running under this lease."""
 
     async def fail(self, lease: Lease, error: str, *, final: bool, retry_delay: float) -> JobState:
-        """Fail the attempt.  Unless `final` or attempts >= max_attempts, back to
+        """Fail the attempt.  Unless `final` or attempts >= max_attempts (> 0), back to
         pending, claimable `retry_delay` seconds from now, and returns "pending";
         otherwise "failed".  The error is recorded either way.  If a stop was
         requested, ends "stopped" instead.  Raises `StaleToken` as `complete`."""

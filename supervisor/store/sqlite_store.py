@@ -119,7 +119,7 @@ class SqliteStore:
             job = _held_job(tx, lease)
             if job["stop_requested"]:
                 return _finish(tx, lease.key, "stopped", error)
-            if final or job["attempts"] >= job["max_attempts"]:
+            if final or 0 < job["max_attempts"] <= job["attempts"]:
                 return _finish(tx, lease.key, "failed", error)
             tx.run("requeue_job", key=lease.key, refund=0, error=error,
                    due=tx.now + retry_delay)

@@ -101,7 +101,6 @@ def test_payload_from_stdin(config: Path) -> None:
         (["bad\tkey"], "invalid job key"),
         (["k", "--payload", "{nope"], "not valid JSON"),
         (["k", "--handler", "ghost"], "unknown handler"),
-        (["k", "--payload", '"' + "x" * (1024 * 1024 + 10) + '"'], "above the limit"),
     ],
 )
 def test_dispatch_rejects_bad_input_with_exit_2(config: Path, args: list[str], expected: str) -> None:
@@ -127,3 +126,11 @@ def test_status_json_and_unreachable_store(config: Path, tmp_path: Path, pool_na
     unreachable = poolsup("status", "-c", str(dead))
     assert unreachable.returncode == 1
     assert "unreachable" in unreachable.stderr
+
+
+def test_oversized_payload_is_refused(config: Path) -> None:
+    big = b'"' + b"x" * (1024 * 1024 + 10) + b'"'
+    result = poolsup("dispatch", "-c", str(config), "big", "--payload-file", "-", stdin=big)
+    assert result.returncode == 2, result.stderr
+    assert "above the limit" in result.stderr
+    assert poolsup("job", "-c", str(config), "big").returncode == 4

@@ -16,6 +16,7 @@ HANDLERS: dict[str, dict[str, Any]] = {
     "always_fails": {"path": "outcomes.py", "function": "always_fails", "max_attempts": 2},
     "fails_for_good": {"path": "outcomes.py", "function": "fails_for_good", "max_attempts": 3},
     "sleeps": {"path": "outcomes.py", "function": "sleeps", "timeout": 1, "max_attempts": 1},
+    "naps": {"path": "outcomes.py", "function": "sleeps", "timeout": 0},
     "unserializable": {"path": "outcomes.py", "function": "unserializable", "max_attempts": 1},
     "environment": {"path": "outcomes.py", "function": "environment"},
     "async_echo": {"path": "outcomes.py", "function": "async_echo"},
@@ -140,7 +141,7 @@ def test_drain_on_sigterm_lets_short_jobs_finish_and_exits_0(pool: Pool) -> None
     supervisor = pool.start(pool.config(HANDLERS, capacity=2, drain_timeout=20))
     client = pool.client()
     client.dispatch("short", {"seconds": 1.5}, handler="async_echo")
-    client.dispatch("nap", {"seconds": 2}, handler="sleeps")
+    client.dispatch("nap", {"seconds": 2}, handler="naps")
     wait_for(lambda: client.job("nap")["state"] == "running", 20)
     supervisor.signal(signal.SIGTERM)
     assert supervisor.wait(30) == 0

@@ -113,3 +113,13 @@ async def test_release_requeues_ahead_of_newer_jobs_without_spending_an_attempt(
     batch = await claim(store, 3)
     assert [j.key for j in batch.jobs] == ["k1", "k2", "k3"]
     assert batch.jobs[0].attempt == 1
+
+
+async def test_max_attempts_zero_leaves_the_limit_to_the_supervisor(store: Store) -> None:
+    await store.dispatch(new_job("k1", max_attempts=0))
+    for attempt in range(1, 4):
+        job = await claim_one(store)
+        assert job.attempt == attempt
+        assert await store.fail(job.lease, "again", final=False, retry_delay=0) == "pending"
+    job = await claim_one(store)
+    assert await store.fail(job.lease, "enough", final=True, retry_delay=0) == "failed"

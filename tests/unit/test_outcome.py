@@ -60,3 +60,11 @@ def test_crash_without_message_names_the_signal() -> None:
 
 def test_exit_code_without_message() -> None:
     assert decide_outcome(exited(code=3), None, timeout=0) == Fail("exit code 3", final=False)
+
+
+def test_user_stop_wins_over_a_result_returned_in_response() -> None:
+    assert isinstance(decide_outcome(exited(result=b'"bye"'), StopReason.USER, timeout=0), Stopped)
+
+
+def test_drain_lets_a_finished_job_complete() -> None:
+    assert decide_outcome(exited(result=b"1"), StopReason.DRAIN, timeout=0) == Complete(b"1")

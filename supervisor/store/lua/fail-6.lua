@@ -19,7 +19,9 @@ if f[1] == '1' then
   finish(pool, job, notes, key, 'stopped', error)
   return {OK, 'stopped'}
 end
-if ARGV[5] == '1' or tonumber(f[2]) >= tonumber(f[3]) then
+-- max_attempts 0: the handler's limit applies, and the supervisor passes final
+local max_attempts = tonumber(f[3])
+if ARGV[5] == '1' or (max_attempts > 0 and tonumber(f[2]) >= max_attempts) then
   finish(pool, job, notes, key, 'failed', error)
   return {OK, 'failed'}
 end
