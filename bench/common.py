@@ -32,8 +32,19 @@ def redis_server() -> Iterator[str]:
     port = free_port()
     workdir = tempfile.mkdtemp(prefix="poolsup-bench-")
     process = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no",
-         "--bind", "127.0.0.1", "--dir", workdir],
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            workdir,
+        ],
         stdout=subprocess.DEVNULL,
     )
     try:
@@ -49,13 +60,22 @@ def redis_server() -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def supervisor(directory: Path, store: str, pool: str, *, handlers: dict[str, dict[str, object]],
-               name: str = "pool.toml", **settings: object) -> Iterator[SupervisorProcess]:
+def supervisor(
+    directory: Path,
+    store: str,
+    pool: str,
+    *,
+    handlers: dict[str, dict[str, object]],
+    name: str = "pool.toml",
+    **settings: object,
+) -> Iterator[SupervisorProcess]:
     handler_table = {
-        key: {**value, "path": str(HANDLERS / str(value["path"]))} for key, value in handlers.items()
+        key: {**value, "path": str(HANDLERS / str(value["path"]))}
+        for key, value in handlers.items()
     }
-    config = write_pool(directory, store=store, pool=pool, handlers=handler_table, name=name,
-                        **settings)
+    config = write_pool(
+        directory, store=store, pool=pool, handlers=handler_table, name=name, **settings
+    )
     process = SupervisorProcess(config, directory / f"{name}.log").start()
     try:
         process.wait_serving()

@@ -14,9 +14,8 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,6 +74,7 @@ class ForkServer:
         self._ready = anyio.Event()
         self.handler_errors: dict[str, str | None] = {}
         self.alive = True
+        self.died = anyio.Event()
 
     @property
     def pid(self) -> int:
@@ -185,6 +185,7 @@ class ForkServer:
         if self.alive:
             log.error("fork server (pid %s) exited; its children died with it", self.pid)
         self.alive = False
+        self.died.set()
         self._ready.set()
         for child in list(self._children.values()):
             child.spawn_error = child.spawn_error or "fork server exited"
@@ -196,15 +197,12 @@ class ForkServer:
     async def close(self, timeout: float = 5.0) -> None:
         """Kill every child, stop the fork server and reap it."""
         if self.alive:
-            try:
+            with suppress(ForkServerDied):
                 await self._send({"op": protocol.OP_EXIT})
-            except ForkServerDied:
-                pass
         self._sock.close()
-        deadline = time.monotonic() + timeout
-        while self._process.poll() is None and time.monotonic() < deadline:
-            await anyio.sleep(0.02)
-        if self._process.poll() is None:
+        try:
+            await anyio.to_thread.run_sync(self._process.wait, timeout)
+        except subprocess.TimeoutExpired:
             self._process.kill()
             await anyio.to_thread.run_sync(self._process.wait)
 
@@ -231,7 +229,9 @@ async def open_fork_server(handlers: Mapping[str, HandlerConfig]) -> AsyncIterat
     ]
     # Started from the loop's own thread: PR_SET_PDEATHSIG in the fork server fires
     # when the thread that forked it exits, and this one lives as long as we do.
-    process = subprocess.Popen(command, pass_fds=[child_sock.fileno()], stdin=subprocess.DEVNULL)
+    process = subprocess.Popen(  # noqa: ASYNC220 - a fork+exec, over in milliseconds
+        command, pass_fds=[child_sock.fileno()], stdin=subprocess.DEVNULL
+    )
     child_sock.close()
     parent_sock.setblocking(False)
     server = ForkServer(process, parent_sock)

@@ -144,7 +144,9 @@ class AsyncClient:
     async def jobs(self, state: JobState | None = None) -> list[dict[str, Any]]:
         return [record.to_json() for record in await (await self._opened()).jobs(state)]
 
-    async def stop(self, key: str, *, wait: bool = True, timeout: float | None = None) -> dict[str, Any]:
+    async def stop(
+        self, key: str, *, wait: bool = True, timeout: float | None = None
+    ) -> dict[str, Any]:
         """Stop the job wherever it runs; with `wait`, return once its processes are gone."""
         store = await self._opened()
         await store.stop(key)
@@ -196,7 +198,8 @@ class Client:
         )
 
     def _call(self, method: Callable[..., Coroutine[Any, Any, T]], *args: Any, **kwargs: Any) -> T:
-        return self._portal.call(functools.partial(method, *args, **kwargs))
+        result: T = self._portal.call(functools.partial(method, *args, **kwargs))
+        return result
 
     def dispatch(self, key: str, payload: Any = None, **options: Any) -> dict[str, Any]:
         return self._call(self._async.dispatch, key, payload, **options)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -138,10 +139,8 @@ class Supervisor:
     async def _drain(self) -> None:
         self.claimer.stop()
         self.info = SupervisorInfo(**{**self.info.__dict__, "state": "draining"})
-        try:
+        with contextlib.suppress(StoreUnavailable, SupervisorIdTaken):
             await self.store.register(self.info)
-        except (StoreUnavailable, SupervisorIdTaken):
-            pass
         drain_timeout = self.config.supervisor.drain_timeout
         if len(self.registry):
             log.info("draining %d job(s), up to %g s", len(self.registry), drain_timeout)
@@ -192,8 +191,7 @@ class Supervisor:
                     self._shutdown.set()
 
     async def _watch_fork_server(self) -> None:
-        while self.fork_server.alive:
-            await anyio.sleep(0.5)
+        await self.fork_server.died.wait()
         log.error("fork server died; shutting down")
         self._shutdown.set()
         self._hurry.set()

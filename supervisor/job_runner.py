@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import random
 import signal
+from contextlib import suppress
 from dataclasses import dataclass
 
 import anyio
@@ -65,10 +66,15 @@ async def run_job(
     job.child = child
     log.info(
         "[%s] started %s attempt %d token %d pid %s",
-        claimed.key, claimed.handler, claimed.attempt, claimed.token, child.pid,
+        claimed.key,
+        claimed.handler,
+        claimed.attempt,
+        claimed.token,
+        child.pid,
     )
-    exit_report = await _supervise(job, child, store=store, fork_server=fork_server,
-                                   settings=settings)
+    exit_report = await _supervise(
+        job, child, store=store, fork_server=fork_server, settings=settings
+    )
     status = child.status
     outcome = decide_outcome(
         exit_report,
@@ -150,10 +156,9 @@ async def _supervise(
 
 
 async def _send(child: Child, message: dict[str, object]) -> None:
-    try:
+    # A child that is gone cannot be told anything; its exit tells the rest.
+    with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
         await child.control.send(protocol.encode_line(message))
-    except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-        pass  # the child is gone; its exit tells the rest
 
 
 async def _pump_output(key: str, child: Child) -> None:
@@ -224,7 +229,9 @@ async def _finalize(job: RunningJob, outcome: Outcome, *, store: Store) -> None:
             await _store_outcome(job, outcome, store)
             return
         except StaleToken:
-            log.warning("[%s] lease lost; outcome not stored (token %d)", job.key, job.claimed.token)
+            log.warning(
+                "[%s] lease lost; outcome not stored (token %d)", job.key, job.claimed.token
+            )
             return
         except StoreUnavailable as error:
             log.warning("[%s] cannot store outcome yet: %s", job.key, error)
@@ -243,8 +250,13 @@ async def _store_outcome(job: RunningJob, outcome: Outcome, store: Store) -> Non
             final = final or job.claimed.attempt >= job.max_attempts
             state = await store.fail(lease, error, final=final, retry_delay=delay)
             if state == "pending":
-                log.info("[%s] attempt %d failed, retry in %.1f s: %s",
-                         job.key, job.claimed.attempt, delay, error)
+                log.info(
+                    "[%s] attempt %d failed, retry in %.1f s: %s",
+                    job.key,
+                    job.claimed.attempt,
+                    delay,
+                    error,
+                )
             else:
                 log.info("[%s] %s: %s", job.key, state, error)
         case Release(why):

@@ -80,8 +80,9 @@ def render_status_text(status: dict[str, Any]) -> str:
             cpu = "-" if job["cpu_percent"] is None else f"{job['cpu_percent']:.0f}"
             runtime = "-" if job["runtime"] is None else f"{job['runtime']:.1f}s"
             lease = "-" if job["lease_remaining"] is None else f"{job['lease_remaining']:.1f}s"
+            owner = str(job["supervisor"])[:14]
             lines.append(
-                f"{job['key'][:24]:<24} {job['handler'][:14]:<14} {str(job['supervisor'])[:14]:<14} "
+                f"{job['key'][:24]:<24} {job['handler'][:14]:<14} {owner:<14} "
                 f"{job['pid'] or '-':>7} {job['token']:>6} {job['attempt']:>3} {runtime:>8} "
                 f"{lease:>6} {_size(job['rss_bytes']):>10} {cpu:>6}"
             )

@@ -86,5 +86,7 @@ def decide_outcome(
     if stop_reason is StopReason.TIMEOUT:
         return Fail(f"timeout after {timeout:g} s", final=False)
     if child.message is not None and child.message.get("t") == "error":
-        return Fail(str(child.message.get("error", "handler failed")), bool(child.message.get("final")))
+        return Fail(
+            str(child.message.get("error", "handler failed")), bool(child.message.get("final"))
+        )
     return Fail(describe_exit(child.exit_code, signal_name), final=False)

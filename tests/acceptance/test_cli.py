@@ -25,7 +25,9 @@ def poolsup(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProce
 @pytest.fixture
 def config(tmp_path: Path, redis_url: str, pool_name: str) -> Path:
     return write_pool(
-        tmp_path, store=redis_url, pool=pool_name,
+        tmp_path,
+        store=redis_url,
+        pool=pool_name,
         handlers={"echo": {"path": "outcomes.py", "function": "async_echo"}},
     )
 
@@ -40,12 +42,12 @@ GOOD_HANDLER = f'[handlers.h]\npath = "{HANDLERS_DIR / "outcomes.py"}"\nfunction
 
 BAD_CONFIGS = {
     "malformed": ('[pool]\nname = "p"\ncapacity = = 3\n', "invalid TOML"),
-    "unknown key": ('[pool]\nname = "p"\n[supervisor]\ncapasity = 3\n' + GOOD_HANDLER,
-                    "capasity"),
-    "wrong type": ('[pool]\nname = "p"\n[supervisor]\nlease_ttl = "ten"\n' + GOOD_HANDLER,
-                   "lease_ttl"),
-    "capacity 0": ('[pool]\nname = "p"\n[supervisor]\ncapacity = 0\n' + GOOD_HANDLER,
-                   "capacity"),
+    "unknown key": ('[pool]\nname = "p"\n[supervisor]\ncapasity = 3\n' + GOOD_HANDLER, "capasity"),
+    "wrong type": (
+        '[pool]\nname = "p"\n[supervisor]\nlease_ttl = "ten"\n' + GOOD_HANDLER,
+        "lease_ttl",
+    ),
+    "capacity 0": ('[pool]\nname = "p"\n[supervisor]\ncapacity = 0\n' + GOOD_HANDLER, "capacity"),
     "missing handler path": ('[pool]\nname = "p"\n[handlers.h]\npath = "nope.py"\n', "nope.py"),
     "no handlers": ('[pool]\nname = "p"\n', "handler"),
 }
@@ -81,8 +83,20 @@ def test_dispatch_then_conflict_then_job_and_jobs(config: Path) -> None:
     shown = poolsup("job", "-c", str(config), "k1", "--json")
     assert shown.returncode == 0
     record = orjson.loads(shown.stdout)
-    for field in ("key", "handler", "state", "attempts", "token", "supervisor", "payload",
-                  "result", "error", "created_at", "started_at", "finished_at"):
+    for field in (
+        "key",
+        "handler",
+        "state",
+        "attempts",
+        "token",
+        "supervisor",
+        "payload",
+        "result",
+        "error",
+        "created_at",
+        "started_at",
+        "finished_at",
+    ):
         assert field in record
     assert record["payload"] == {"a": 1} and record["state"] == "pending"
     listed = orjson.loads(poolsup("jobs", "-c", str(config), "--json").stdout)
@@ -90,9 +104,12 @@ def test_dispatch_then_conflict_then_job_and_jobs(config: Path) -> None:
 
 
 def test_payload_from_stdin(config: Path) -> None:
-    result = poolsup("dispatch", "-c", str(config), "k2", "--payload-file", "-", stdin=b'[1,2]')
+    result = poolsup("dispatch", "-c", str(config), "k2", "--payload-file", "-", stdin=b"[1,2]")
     assert result.returncode == 0, result.stderr
-    assert orjson.loads(poolsup("job", "-c", str(config), "k2", "--json").stdout)["payload"] == [1, 2]
+    assert orjson.loads(poolsup("job", "-c", str(config), "k2", "--json").stdout)["payload"] == [
+        1,
+        2,
+    ]
 
 
 @pytest.mark.parametrize(
@@ -103,7 +120,9 @@ def test_payload_from_stdin(config: Path) -> None:
         (["k", "--handler", "ghost"], "unknown handler"),
     ],
 )
-def test_dispatch_rejects_bad_input_with_exit_2(config: Path, args: list[str], expected: str) -> None:
+def test_dispatch_rejects_bad_input_with_exit_2(
+    config: Path, args: list[str], expected: str
+) -> None:
     result = poolsup("dispatch", "-c", str(config), *args)
     assert result.returncode == 2, result.stderr
     assert expected in result.stderr
@@ -121,8 +140,13 @@ def test_status_json_and_unreachable_store(config: Path, tmp_path: Path, pool_na
     status = orjson.loads(result.stdout)
     assert status["pool"] == pool_name
     assert set(status["counts"]) >= {"pending", "running", "succeeded", "failed"}
-    dead = write_pool(tmp_path, store="redis://127.0.0.1:1/0", pool="p", name="dead.toml",
-                      handlers={"echo": {"path": "outcomes.py", "function": "async_echo"}})
+    dead = write_pool(
+        tmp_path,
+        store="redis://127.0.0.1:1/0",
+        pool="p",
+        name="dead.toml",
+        handlers={"echo": {"path": "outcomes.py", "function": "async_echo"}},
+    )
     unreachable = poolsup("status", "-c", str(dead))
     assert unreachable.returncode == 1
     assert "unreachable" in unreachable.stderr

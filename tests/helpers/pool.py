@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 import signal
 import subprocess
@@ -101,10 +103,8 @@ class SupervisorProcess:
 
     def kill(self) -> None:
         if self.process.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(self.process.pid, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
             self.process.kill()
             self.process.wait(10)
 
@@ -146,7 +146,7 @@ def lifetimes(ledger: list[LedgerLine]) -> dict[str, list[tuple[int, int, float,
 def assert_one_process_at_a_time(ledger: list[LedgerLine]) -> None:
     """No two processes of one key were ever seen alive at overlapping times."""
     for key, spans in lifetimes(ledger).items():
-        for earlier, later in zip(spans, spans[1:], strict=False):
+        for earlier, later in itertools.pairwise(spans):
             assert earlier[3] < later[2], (
                 f"key {key}: pid {earlier[0]} (token {earlier[1]}) was alive until "
                 f"{earlier[3]:.3f}, after pid {later[0]} (token {later[1]}) started at "

@@ -43,8 +43,9 @@ def test_guarantee_1_cpu_bound_handlers_on_every_core_keep_their_leases(
     client = pool.client()
     keys = [f"cpu-{i}" for i in range(busy_children)]
     for key in keys:
-        client.dispatch(key, {"ledger": str(ledger), "seconds": 3 * lease_ttl, "busy": True},
-                        handler="ledger")
+        client.dispatch(
+            key, {"ledger": str(ledger), "seconds": 3 * lease_ttl, "busy": True}, handler="ledger"
+        )
     records = wait_for(lambda: all_finished(client, keys), 60, message="jobs to finish")
     for record in records:
         assert record["state"] == "succeeded", record
@@ -56,8 +57,7 @@ def test_guarantee_1_cpu_bound_handlers_on_every_core_keep_their_leases(
 
 def test_guarantee_4_failover_after_sigkill(pool: Pool, ledger: Path) -> None:
     lease_ttl = 2
-    first = pool.start(pool.config(LEDGER, file="a.toml", id="a", capacity=2,
-                                   lease_ttl=lease_ttl))
+    first = pool.start(pool.config(LEDGER, file="a.toml", id="a", capacity=2, lease_ttl=lease_ttl))
     client = pool.client()
     keys = ["fo-1", "fo-2"]
     for key in keys:
@@ -69,9 +69,13 @@ def test_guarantee_4_failover_after_sigkill(pool: Pool, ledger: Path) -> None:
     first.process.kill()
     killed_at = time.monotonic()
     for pid, _, _ in before.values():
-        wait_for(lambda pid=pid: not psutil.pid_exists(pid) or
-                 psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 5,
-                 message=f"child {pid} to die")
+        wait_for(
+            lambda pid=pid: (
+                not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+            ),
+            5,
+            message=f"child {pid} to die",
+        )
     children_dead_after = time.monotonic() - killed_at
     assert children_dead_after < 1.0, f"children outlived the supervisor by {children_dead_after}"
 
@@ -86,7 +90,9 @@ def test_guarantee_4_failover_after_sigkill(pool: Pool, ledger: Path) -> None:
         assert new_token > old_token
         assert new_pid != old_pid
         # the ledger's monotonic stamps share the test's clock
-        assert first_seen - killed_at < lease_ttl + 2, f"{key} restarted after {first_seen - killed_at:.2f} s"
+        assert first_seen - killed_at < lease_ttl + 2, (
+            f"{key} restarted after {first_seen - killed_at:.2f} s"
+        )
     records = wait_for(lambda: all_finished(client, keys), 30, message="jobs to finish")
     for record in records:
         assert record["state"] == "succeeded"
@@ -96,8 +102,7 @@ def test_guarantee_4_failover_after_sigkill(pool: Pool, ledger: Path) -> None:
 
 def test_guarantee_1_frozen_supervisor_never_runs_twice(pool: Pool, ledger: Path) -> None:
     lease_ttl = 2
-    frozen = pool.start(pool.config(LEDGER, file="a.toml", id="a", capacity=2,
-                                    lease_ttl=lease_ttl))
+    frozen = pool.start(pool.config(LEDGER, file="a.toml", id="a", capacity=2, lease_ttl=lease_ttl))
     client = pool.client()
     keys = ["fz-1", "fz-2"]
     for key in keys:
@@ -108,6 +113,7 @@ def test_guarantee_1_frozen_supervisor_never_runs_twice(pool: Pool, ledger: Path
     frozen.signal(signal.SIGSTOP)
     frozen_at = time.monotonic()
     try:
+
         def owned_by_b():  # type: ignore[no-untyped-def]
             return all(client.job(key)["supervisor"] == "b" for key in keys)
 
@@ -131,7 +137,9 @@ def test_guarantee_1_frozen_supervisor_never_runs_twice(pool: Pool, ledger: Path
 
 
 def test_guarantee_1_store_unreachable_kills_children_before_leases_expire(
-    tmp_path: Path, own_redis, pool_name: str  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    own_redis,
+    pool_name: str,  # type: ignore[no-untyped-def]
 ) -> None:
     lease_ttl = 2
     ledger = tmp_path / "ledger.txt"
@@ -148,10 +156,16 @@ def test_guarantee_1_store_unreachable_kills_children_before_leases_expire(
         paused_at = time.monotonic()
         try:
             for pid, _, _ in before.values():
-                wait_for(lambda pid=pid: not psutil.pid_exists(pid), lease_ttl + 2,
-                         message=f"child {pid} to be fenced")
-            last_seen = {span[0]: span[3] for spans in lifetimes(read_ledger(ledger)).values()
-                         for span in spans}
+                wait_for(
+                    lambda pid=pid: not psutil.pid_exists(pid),
+                    lease_ttl + 2,
+                    message=f"child {pid} to be fenced",
+                )
+            last_seen = {
+                span[0]: span[3]
+                for spans in lifetimes(read_ledger(ledger)).values()
+                for span in spans
+            }
             for pid, _, _ in before.values():
                 assert last_seen[pid] < paused_at + lease_ttl, "child outlived its lease"
             time.sleep(lease_ttl)
