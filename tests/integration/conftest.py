@@ -48,9 +48,17 @@ class Pool:
         return "\n".join(f"--- {p.log_path.name}\n{p.log()}" for p in self.supervisors)
 
 
+@pytest.fixture(params=["redis", "sqlite"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path, redis_url: str) -> str:
+    """Every supervisor-level test runs on both stores."""
+    if request.param == "redis":
+        return redis_url
+    return f"sqlite:///{tmp_path}/pool.db"
+
+
 @pytest.fixture
-def pool(tmp_path: Path, redis_url: str, pool_name: str) -> Iterator[Pool]:
-    pool = Pool(tmp_path, redis_url, pool_name)
+def pool(tmp_path: Path, store_url: str, pool_name: str) -> Iterator[Pool]:
+    pool = Pool(tmp_path, store_url, pool_name)
     yield pool
     pool.close()
 
