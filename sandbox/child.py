@@ -129,7 +129,11 @@ def main(
     import_error: str | None,
     spec: HandlerSpec,
 ) -> int:
-    """Run one job; return the process exit code."""
+    """Run one job; return the process exit code.
+
+    0: a result or error message was sent; 1: the job could not run (no start message,
+    the handler failed to import) or the supervisor is gone; 143: stopped by SIGTERM.
+    """
     channel = ControlChannel(control_fd)
     start = channel.read_message()
     if start is None or start.get("t") != protocol.MSG_START:
@@ -149,9 +153,7 @@ def main(
     )
     guard = StopGuard(job, inbox)
     wakeup_fd = guard.install()
-    inbox.start_listening = threading.Thread(
-        target=_read_control, args=(channel, inbox, wakeup_fd), daemon=True
-    ).start
+    inbox.start_listening = lambda: _start_reader(channel, inbox, wakeup_fd)
 
     if function is None and import_error is None:
         try:
@@ -172,7 +174,7 @@ def main(
     except Stopped:
         return EXIT_STOPPED
     except BaseException as exc:
-        return _report(channel, _error_message(exc))
+        return _report(channel, _error_message(exc, function))
     try:
         data = orjson.dumps(value)
     except (TypeError, orjson.JSONEncodeError) as exc:
@@ -234,23 +236,40 @@ def _call(function: Callable[..., Any], job: Job) -> Any:
     return value
 
 
-def _read_control(channel: ControlChannel, inbox: Inbox, wakeup_fd: int) -> None:
+def _start_reader(channel: ControlChannel, inbox: Inbox, wakeup_fd: int) -> None:
+    """Start the reader thread; return once it has taken in what was already sent."""
+    caught_up = threading.Event()
+    threading.Thread(
+        target=_read_control, args=(channel, inbox, wakeup_fd, caught_up), daemon=True
+    ).start()
+    caught_up.wait()
+
+
+def _read_control(
+    channel: ControlChannel, inbox: Inbox, wakeup_fd: int, caught_up: threading.Event
+) -> None:
     """Reader thread: stop and notify messages, SIGTERM wakeups, end of stream."""
-    with selectors.DefaultSelector() as selector:
-        selector.register(channel.sock, selectors.EVENT_READ)
-        selector.register(wakeup_fd, selectors.EVENT_READ)
-        while True:
-            while (message := _next_buffered(channel)) is not None:
-                _dispatch(message, inbox)
-            for key, _ in selector.select():
-                if key.fd == wakeup_fd:
-                    # One byte per signal, its number; this can come before the
-                    # Python-level handler has run in the main thread.
-                    if signal.SIGTERM in os.read(wakeup_fd, 512):
-                        inbox.request_stop()
-                elif not channel.feed():
-                    inbox.request_stop()  # the supervisor is gone
-                    return
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(channel.sock, selectors.EVENT_READ)
+            selector.register(wakeup_fd, selectors.EVENT_READ)
+            while True:
+                while (message := _next_buffered(channel)) is not None:
+                    _dispatch(message, inbox)
+                events = selector.select(None if caught_up.is_set() else 0)
+                if not events:
+                    caught_up.set()
+                for key, _ in events:
+                    if key.fd == wakeup_fd:
+                        # One byte per signal, its number; this can come before the
+                        # Python-level handler has run in the main thread.
+                        if signal.SIGTERM in os.read(wakeup_fd, 512):
+                            inbox.request_stop()
+                    elif not channel.feed():
+                        inbox.request_stop()  # the supervisor is gone
+                        return
+    finally:
+        caught_up.set()
 
 
 def _next_buffered(channel: ControlChannel) -> dict[str, Any] | None:
@@ -269,24 +288,30 @@ def _dispatch(message: dict[str, Any], inbox: Inbox) -> None:
         inbox.deliver(message.get("payload"))
 
 
-def _error_message(exc: BaseException) -> dict[str, Any]:
+def _error_message(exc: BaseException, function: Callable[..., Any]) -> dict[str, Any]:
     if isinstance(exc, SystemExit):
         error = f"handler called sys.exit({exc.code!r})"
     else:
         text = str(exc)
         error = type(exc).__name__ + (f": {text}" if text else "")
+    tb = _from_handler(exc.__traceback__, function)
     return {
         "t": protocol.MSG_ERROR,
         "error": error,
-        "traceback": "".join(
-            traceback.format_exception(type(exc), exc, _handler_frames(exc.__traceback__))
-        ),
+        "traceback": "".join(traceback.format_exception(type(exc), exc, tb)),
         "final": isinstance(exc, Fail),
     }
 
 
-def _handler_frames(tb: TracebackType | None) -> TracebackType | None:
-    """Drop the sandbox's own frames from the top of a traceback."""
+def _from_handler(tb: TracebackType | None, function: Callable[..., Any]) -> TracebackType | None:
+    """The traceback from the handler's first frame on, without the sandbox (and asyncio)
+    frames above it; or, if the handler's file is not in it, without this module's."""
+    code = getattr(function, "__code__", None)
+    entry = tb
+    while entry is not None and code is not None:
+        if entry.tb_frame.f_code.co_filename == code.co_filename:
+            return entry
+        entry = entry.tb_next
     while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
         tb = tb.tb_next
     return tb

@@ -30,10 +30,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-import orjson
-
 from sandbox import child, linux, protocol
-from sandbox.loader import HandlerSpec, LoadedHandler, preload
+from sandbox.loader import LoadedHandler, parse_handler_table, preload
 
 _LOOP_TICK = 0.5  # seconds between checks that the parent is still there
 _SHUTDOWN_TIMEOUT = 2.0
@@ -289,7 +287,7 @@ class ForkServer:
             if job is not None:
                 # While the leader is a zombie its group id cannot be reused: kill the
                 # helpers it left in its group before reaping it.
-                _killpg(job.pid, signal.SIGKILL)
+                _signal_job_process(job.pid, signal.SIGKILL)
             _, status = os.waitpid(info.si_pid, 0)
             reaped = True
             if job is not None:
@@ -318,7 +316,7 @@ class ForkServer:
         children; a process that comes to us is what a dead job left behind.
         """
         warm_pid = self._warm.pid if self._warm is not None else None
-        for pid in _children():
+        for pid in linux.child_pids():
             if pid not in self._jobs_by_pid and pid != warm_pid:
                 _kill(pid, signal.SIGKILL)
 
@@ -330,7 +328,7 @@ class ForkServer:
                 _signal_job_process(job.pid, signal.SIGKILL)
             self._kill_leftovers()
             self._reap()
-            if not _children() or time.monotonic() > deadline:
+            if not linux.child_pids() or time.monotonic() > deadline:
                 break
             time.sleep(0.005)
         self._flush()
@@ -358,17 +356,6 @@ class ForkServer:
             self._selector.modify(self._control, events)
 
 
-def _children() -> list[int]:
-    pids: list[int] = []
-    for task in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{task}/children", "rb") as file:
-                pids.extend(int(pid) for pid in file.read().split())
-        except FileNotFoundError:
-            pass
-    return pids
-
-
 def _signal_job_process(pid: int, signum: int) -> None:
     """Signal a job's process group; or, before the child made its group, the child."""
     try:
@@ -379,11 +366,6 @@ def _signal_job_process(pid: int, signum: int) -> None:
         _kill(pid, signum)
     except PermissionError:
         pass
-
-
-def _killpg(pgid: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signum)
 
 
 def _kill(pid: int, signum: int) -> None:
@@ -430,14 +412,6 @@ def _ensure_standard_fds() -> None:
             os.open(os.devnull, os.O_RDWR)
 
 
-def _parse_handlers(text: str) -> dict[str, HandlerSpec]:
-    raw = orjson.loads(text)
-    return {
-        name: HandlerSpec(path=entry["path"], function=entry.get("function", "run"))
-        for name, entry in raw.items()
-    }
-
-
 def main(argv: list[str] | None = None) -> int:
     parent_pid = os.getppid()
     linux.set_parent_death_signal(signal.SIGTERM)
@@ -450,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     linux.become_child_subreaper()
     control = socket.socket(fileno=args.control_fd)
-    handlers = preload(_parse_handlers(args.handlers))
+    handlers = preload(parse_handler_table(args.handlers))
     gc.freeze()  # children then share, rather than copy, the preloaded objects
     ForkServer(control, handlers, parent_pid).serve()
     return 0

@@ -1,4 +1,4 @@
-"""The two Linux process controls the sandbox needs, through prctl(2)."""
+"""The Linux process controls the sandbox needs: prctl(2) and /proc."""
 
 from __future__ import annotations
 
@@ -27,3 +27,15 @@ def set_parent_death_signal(signum: signal.Signals) -> None:
 def become_child_subreaper() -> None:
     """Adopt orphaned descendants, instead of letting them go to init."""
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+
+
+def child_pids() -> list[int]:
+    """The pids of this process's children, from /proc (one `children` file per thread)."""
+    pids: list[int] = []
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/children", "rb") as file:
+                pids.extend(int(pid) for pid in file.read().split())
+        except FileNotFoundError:
+            pass  # a thread that just ended
+    return pids

@@ -11,11 +11,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 
 @dataclass(frozen=True, kw_only=True)
 class HandlerSpec:
     path: str
     function: str = "run"
+
+
+def parse_handler_table(text: str) -> dict[str, HandlerSpec]:
+    """`{"NAME": {"path": "/abs/file.py", "function": "run"}, ...}` as specs."""
+    table = orjson.loads(text)
+    return {
+        name: HandlerSpec(path=entry["path"], function=entry.get("function", "run"))
+        for name, entry in table.items()
+    }
 
 
 class HandlerLoadError(Exception):

@@ -29,6 +29,10 @@ from supervisor.errors import PoolsupError
 
 log = logging.getLogger("poolsup.children")
 
+# Sent before the fork is confirmed, the first message fits in the socket buffer, so
+# the child finds it waiting; a larger one would block until the child reads it.
+EAGER_SEND_LIMIT = 64 * 1024
+
 
 class ForkServerDied(PoolsupError):
     """The fork server exited; its children were killed with it."""
@@ -80,8 +84,11 @@ class ForkServer:
     def pid(self) -> int:
         return self._process.pid
 
-    async def spawn(self, job_id: str, handler: str, fence_deadline: float) -> Child:
-        """Fork a child for `handler`, fenced from birth at `fence_deadline`."""
+    async def spawn(
+        self, job_id: str, handler: str, fence_deadline: float, *, first_message: bytes
+    ) -> Child:
+        """Fork a child for `handler`, fenced from birth at `fence_deadline`, with
+        `first_message` already waiting on its control socket."""
         if not self.alive:
             raise ForkServerDied()
         await self._ready.wait()
@@ -99,6 +106,8 @@ class ForkServer:
             # Sent before the spawn is confirmed: the fork server handles ops in order,
             # so there is no moment at which the child runs unfenced.
             await self.fence([job_id], fence_deadline)
+            if len(first_message) <= EAGER_SEND_LIMIT:
+                await child.control.send(first_message)
         finally:
             control_child.close()
             output_child.close()
@@ -108,6 +117,8 @@ class ForkServer:
             await child.control.aclose()
             await child.output.aclose()
             raise PoolsupError(f"could not start a child: {child.spawn_error}")
+        if len(first_message) > EAGER_SEND_LIMIT:
+            await child.control.send(first_message)
         return child
 
     async def fence(self, job_ids: list[str], deadline: float) -> None:

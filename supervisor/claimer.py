@@ -52,7 +52,7 @@ class Claimer:
         backoff = 0.1
         while not self.stopped:
             self._wakeup = anyio.Event()
-            free = max(0, self._capacity - len(self._registry))
+            free = max(0, self._capacity - self._registry.busy_slots)
             sent_at = time.monotonic()
             try:
                 batch = await self._store.claim(

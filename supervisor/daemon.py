@@ -64,6 +64,7 @@ class Supervisor:
             lease_ttl=settings.lease_ttl,
             start_job=self._start_job,
         )
+        self.registry.slot_freed = self.claimer.wake
         self._shutdown = anyio.Event()
         self._hurry = anyio.Event()
 
@@ -81,6 +82,7 @@ class Supervisor:
                 store=self.store,
                 fork_server=self.fork_server,
                 settings=self.job_settings,
+                registry=self.registry,
                 claim_sent_at=claim_sent_at,
             )
         except Exception:
@@ -91,7 +93,6 @@ class Supervisor:
                 await self.fork_server.kill(job.job_id)
         finally:
             self.registry.remove(job)
-            self.claimer.wake()
 
     async def serve(self) -> None:
         await self._register()

@@ -27,7 +27,7 @@ from supervisor.core.outcome import (
 )
 from supervisor.core.retry import backoff_delay
 from supervisor.errors import PoolsupError, StaleToken, StoreUnavailable
-from supervisor.running import RunningJob
+from supervisor.running import Registry, RunningJob
 from supervisor.store.base import Store
 
 log = logging.getLogger("poolsup.jobs")
@@ -51,17 +51,28 @@ async def run_job(
     store: Store,
     fork_server: ForkServer,
     settings: JobSettings,
+    registry: Registry,
     claim_sent_at: float,
 ) -> None:
     """Everything between a claim and the stored outcome of one attempt."""
     claimed = job.claimed
+    start = {
+        "t": protocol.MSG_START,
+        "key": job.key,
+        "payload": orjson.Fragment(claimed.payload),
+        "token": claimed.token,
+        "attempt": claimed.attempt,
+    }
     try:
         child = await fork_server.spawn(
-            job.job_id, claimed.handler, fence_deadline(claim_sent_at, settings.lease_ttl)
+            job.job_id,
+            claimed.handler,
+            fence_deadline(claim_sent_at, settings.lease_ttl),
+            first_message=protocol.encode_line(start),
         )
     except PoolsupError as error:
         log.error("[%s] %s", claimed.key, error)
-        await _finalize(job, Release(str(error)), store=store)
+        await _finalize(job, Release(str(error)), store=store, registry=registry)
         return
     job.child = child
     log.info(
@@ -82,7 +93,7 @@ async def run_job(
         timeout=job.handler.timeout,
         signal_name=status.signal_name if status else None,
     )
-    await _finalize(job, outcome, store=store)
+    await _finalize(job, outcome, store=store, registry=registry)
 
 
 class ControlReader:
@@ -122,13 +133,6 @@ async def _supervise(
     settings: JobSettings,
 ) -> ChildExit:
     reader = ControlReader(child)
-    start = {
-        "t": protocol.MSG_START,
-        "key": job.key,
-        "payload": orjson.Fragment(job.claimed.payload),
-        "token": job.claimed.token,
-        "attempt": job.claimed.attempt,
-    }
     async with anyio.create_task_group() as group:
         group.start_soon(reader.run)
         group.start_soon(_pump_output, job.key, child)
@@ -136,7 +140,6 @@ async def _supervise(
         group.start_soon(_deliver_notifications, job, child, store)
         if job.handler.timeout > 0:
             group.start_soon(_watch_timeout, job, job.handler.timeout)
-        await _send(child, start)
         await child.exited.wait()
         # The child wrote its result before exiting; let the socket drain, even if a
         # grandchild still holds it open (then give up after the grace).
@@ -204,7 +207,8 @@ async def _watch_stop(
 
 
 async def _deliver_notifications(job: RunningJob, child: Child, store: Store) -> None:
-    job.notes_waiting.set()  # notes sent while it was pending
+    if job.claimed.has_notes:
+        job.notes_waiting.set()  # notes sent while it was pending
     while True:
         await job.notes_waiting.wait()
         job.notes_waiting = anyio.Event()
@@ -218,9 +222,11 @@ async def _deliver_notifications(job: RunningJob, child: Child, store: Store) ->
             await _send(child, {"t": protocol.MSG_NOTIFY, "payload": orjson.Fragment(note)})
 
 
-async def _finalize(job: RunningJob, outcome: Outcome, *, store: Store) -> None:
+async def _finalize(
+    job: RunningJob, outcome: Outcome, *, store: Store, registry: Registry
+) -> None:
     """Store the outcome, retrying while the store is unreachable and the lease held."""
-    job.finalizing = True
+    registry.mark_finalizing(job)
     delay = 0.1
     while True:
         if job.lease_lost and not isinstance(outcome, Abandon):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import anyio
@@ -84,9 +84,19 @@ class Registry:
     def __init__(self) -> None:
         self._jobs: dict[str, RunningJob] = {}
         self.changed = anyio.Event()
+        self.slot_freed: Callable[[], None] = lambda: None
 
     def __len__(self) -> int:
         return len(self._jobs)
+
+    @property
+    def busy_slots(self) -> int:
+        """Jobs whose child may still run; a job storing its outcome holds no slot."""
+        return sum(1 for job in self._jobs.values() if not job.finalizing)
+
+    def mark_finalizing(self, job: RunningJob) -> None:
+        job.finalizing = True
+        self.slot_freed()
 
     def __iter__(self) -> Iterator[RunningJob]:
         return iter(list(self._jobs.values()))
@@ -109,3 +119,4 @@ class Registry:
             del self._jobs[job.key]
         self.changed.set()
         self.changed = anyio.Event()
+        self.slot_freed()

@@ -62,6 +62,7 @@ class ClaimedJob:
     max_attempts: int
     lease_deadline: float
     owner: str
+    has_notes: bool = False  # notifications were queued while it was pending
 
     @property
     def lease(self) -> Lease:

@@ -104,8 +104,9 @@ class RedisStore:
                 max_attempts=int(max_attempts),
                 lease_deadline=seconds(deadline),
                 owner=owner,
+                has_notes=bool(has_notes),
             )
-            for key, handler, payload, token, attempt, max_attempts, deadline in claimed
+            for key, handler, payload, token, attempt, max_attempts, deadline, has_notes in claimed
         )
         next_due_in = None if next_due is None else max(0.0, seconds(next_due))
         return ClaimBatch(jobs=jobs, recovered=int(recovered), next_due_in=next_due_in)

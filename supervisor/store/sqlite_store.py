@@ -338,7 +338,7 @@ def _claimed_job(row: Any, owner: str) -> ClaimedJob:
     return ClaimedJob(key=row["key"], handler=row["handler"], payload=bytes(row["payload"]),
                       token=row["token"], attempt=row["attempts"],
                       max_attempts=row["max_attempts"], lease_deadline=row["lease_deadline"],
-                      owner=owner)
+                      owner=owner, has_notes=bool(row["has_notes"]))
 
 
 def _job_record(row: Any) -> JobRecord:

@@ -41,6 +41,11 @@ def raises(job: Job) -> None:
     raise ValueError("boom")
 
 
+async def async_raises(job: Job) -> None:
+    await asyncio.sleep(0)
+    raise ValueError("async boom")
+
+
 def fails(job: Job) -> None:
     raise Fail("bad input")
 
@@ -82,6 +87,17 @@ async def async_stop_unaware(job: Job) -> None:
 
 def next_notification(job: Job) -> Any:
     return {"notification": job.next_notification(timeout=30)}
+
+
+def stopping_at_start(job: Job) -> bool:
+    return job.stopping
+
+
+def notifications_until_stop(job: Job) -> list[Any]:
+    notifications = []
+    while (payload := job.next_notification()) is not None:
+        notifications.append(payload)
+    return notifications
 
 
 def escaped_grandchild(job: Job) -> int:

@@ -22,8 +22,9 @@ REPO = Path(__file__).resolve().parents[2]
 HANDLERS = REPO / "tests" / "handlers"
 BASIC_FUNCTIONS = [
     "echo", "async_echo", "returns_coroutine", "started_at", "environment", "process_ids",
-    "raises", "fails", "exits", "unserializable", "prints", "sleeps", "stop_aware",
-    "stop_unaware", "async_stop_unaware", "next_notification", "escaped_grandchild",
+    "raises", "async_raises", "fails", "exits", "unserializable", "prints", "sleeps", "stop_aware",
+    "stop_unaware", "async_stop_unaware", "next_notification", "stopping_at_start",
+    "notifications_until_stop", "escaped_grandchild",
     "escaped_grandchild_then_sleep",
 ]
 WAIT = 10.0  # generous bound for anything that should take milliseconds
@@ -139,13 +140,17 @@ class ForkServerHarness:
         attempt: int = 1,
         fence_in: float | None = 60.0,
         start: bool = True,
+        then_send: tuple[dict[str, Any], ...] = (),
     ) -> JobHandle:
+        """Spawn a job; with `start`, its start message (and `then_send`) already sent."""
         control, child_control = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         output, child_output = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         job = JobHandle(f"job-{next(_job_ids)}", control, output)
         self.jobs.append(job)
         if start:
             self.start(job, payload, key=key, token=token, attempt=attempt)
+            for message in then_send:
+                job.send(message)
         with child_control, child_output:
             self.send(
                 {"op": "spawn", "job": job.job_id, "handler": handler},
@@ -290,6 +295,16 @@ def test_handler_exception_fails_the_attempt(server: ForkServerHarness) -> None:
     assert server.exited(job)["code"] == 0
 
 
+def test_async_handler_traceback_starts_at_the_handler(server: ForkServerHarness) -> None:
+    job = server.spawn("async_raises")
+    message = job.read_message()
+    assert message is not None
+    assert message["error"] == "ValueError: async boom"
+    frames = message["traceback"].split("\n")[1]
+    assert "basic.py" in frames, message["traceback"]
+    assert "asyncio" not in message["traceback"]
+
+
 def test_fail_fails_the_job_for_good(server: ForkServerHarness) -> None:
     job = server.spawn("fails")
     message = job.read_message()
@@ -375,6 +390,19 @@ def test_sigterm_before_the_handler_starts_is_not_lost(server: ForkServerHarness
     assert job.read_output() == ""
 
 
+def test_stop_sent_before_the_first_look_is_seen(server: ForkServerHarness) -> None:
+    job = server.spawn("stopping_at_start", then_send=({"t": "stop"},))
+    assert job.read_message() == {"t": "result", "value": True}
+
+
+def test_notifications_end_with_a_stop(server: ForkServerHarness) -> None:
+    job = server.spawn("notifications_until_stop")
+    job.send({"t": "notify", "payload": 1})
+    job.send({"t": "notify", "payload": {"two": 2}})
+    job.send({"t": "stop"})
+    assert job.read_message() == {"t": "result", "value": [1, {"two": 2}]}
+
+
 def test_notification_reaches_the_handler(server: ForkServerHarness) -> None:
     job = server.spawn("next_notification")
     job.send({"t": "notify", "payload": {"resize": 2}})
@@ -421,14 +449,45 @@ def test_daemon_left_by_a_finished_job_is_killed(server: ForkServerHarness) -> N
     assert wait_until_gone(grandchild, WAIT)
 
 
+def test_daemon_of_a_running_job_lives_until_that_job_ends(server: ForkServerHarness) -> None:
+    job = server.spawn("escaped_grandchild_then_sleep")
+    daemon = psutil.Process(int(job.read_output_line()))
+    other = server.spawn("echo")
+    assert server.exited(other)["code"] == 0  # the fork server looks for leftovers now
+    server.spawn("echo")  # ...and has, once it answers this
+    time.sleep(0.1)
+    assert daemon.status() != psutil.STATUS_ZOMBIE
+    server.send({"op": "kill", "job": job.job_id})
+    assert server.exited(job)["signal"] == signal.SIGKILL
+    assert wait_until_gone(daemon.pid, WAIT)
+
+
 # -- the fork server's own end
 
 
-def test_job_dies_within_a_second_of_a_killed_fork_server(own_server: ForkServerHarness) -> None:
+def test_a_spawn_survives_the_death_of_the_child_forked_ahead(
+    own_server: ForkServerHarness,
+) -> None:
+    waiting = psutil.Process(own_server.process.pid).children()
+    assert len(waiting) == 1  # forked ahead, waiting for a job
+    waiting[0].kill()
+    waiting[0].wait(timeout=WAIT)  # reaped by the fork server
+    job = own_server.spawn("echo")
+    assert job.pid != waiting[0].pid
+    assert job.read_message() is not None
+    assert own_server.exited(job)["code"] == 0
+
+
+def test_children_die_within_a_second_of_a_killed_fork_server(
+    own_server: ForkServerHarness,
+) -> None:
     job = own_server.spawn("sleeps", {"seconds": 60})
+    children = psutil.Process(own_server.process.pid).children()
+    assert job.pid in {child.pid for child in children}
     own_server.process.kill()
     own_server.process.wait(timeout=WAIT)
-    assert wait_until_gone(job.pid, 1.0)
+    for child in children:  # the job and the child forked ahead
+        assert wait_until_gone(child.pid, 1.0)
 
 
 def test_fork_server_kills_its_jobs_and_exits_when_the_supervisor_goes(

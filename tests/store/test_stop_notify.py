@@ -88,6 +88,7 @@ async def test_notifications_wait_until_the_job_takes_them(store: Store) -> None
     await store.notify("k1", b'{"n": 1}')
     await store.notify("k1", b'{"n": 2}')
     job = await claim_one(store)
+    assert job.has_notes
 
     renewal = await store.renew(OWNER, [job.lease], LONG_TTL, {})
     assert renewal.notified == {"k1"}
@@ -99,6 +100,7 @@ async def test_notifications_wait_until_the_job_takes_them(store: Store) -> None
 async def test_a_stale_lease_takes_no_notifications(store: Store) -> None:
     await store.dispatch(new_job("k1"))
     job = await claim_one(store)
+    assert not job.has_notes
     await store.notify("k1", b'{"n": 1}')
 
     assert await store.take_notifications(Lease("k1", job.token + 1, OWNER)) == []

@@ -3,7 +3,8 @@
 -- ARGV: 1 key prefix, 2 owner, 3 count, 4 lease ttl (ms), 5 max lease losses (0: no
 --       limit), 6 retention (ms), 7 events channel, 8... handlers this owner runs
 -- Returns: {OK, recovered, next due in (ms) or false, store time (ms),
---           {key, handler, payload, token, attempt, max_attempts, lease deadline}...}
+--           {key, handler, payload, token, attempt, max_attempts, lease deadline,
+--            has notes (0/1)}...}
 
 local RECOVER_BATCH = 100
 local SCAN_EXTRA = 200  -- pending jobs of other handlers we look past
@@ -67,7 +68,8 @@ if count > 0 then
       redis.call('HDEL', job, 'due', 'pid', 'rss_bytes', 'cpu_percent')
       redis.call('ZREM', pool.pending, key)
       redis.call('ZADD', pool.running, deadline, key)
-      claimed[#claimed + 1] = {key, f[2], f[3], token, attempt, f[4], fmt(deadline)}
+      local has_notes = redis.call('EXISTS', notes_key(prefix, key))
+      claimed[#claimed + 1] = {key, f[2], f[3], token, attempt, f[4], fmt(deadline), has_notes}
     end
   end
 end

@@ -95,7 +95,8 @@ UPDATE jobs SET state = 'running', supervisor = :owner, token = :token,
     attempts = attempts + 1, started_at = :now, lease_deadline = :now + :lease_ttl,
     due = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
 WHERE pool = :pool AND key = :key
-RETURNING key, handler, payload, token, attempts, max_attempts, lease_deadline;
+RETURNING key, handler, payload, token, attempts, max_attempts, lease_deadline,
+    EXISTS (SELECT 1 FROM notes WHERE notes.pool = :pool AND notes.key = :key) AS has_notes;
 
 -- name: next_due
 SELECT min(due) FROM jobs WHERE pool = :pool AND state = 'pending' AND due > :now;
