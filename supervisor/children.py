@@ -78,6 +78,7 @@ class ForkServer:
         self._ready = anyio.Event()
         self.handler_errors: dict[str, str | None] = {}
         self.alive = True
+        self._closing = False
         self.died = anyio.Event()
 
     @property
@@ -193,7 +194,7 @@ class ForkServer:
             child.exited.set()
 
     def _on_death(self) -> None:
-        if self.alive:
+        if self.alive and not self._closing:
             log.error("fork server (pid %s) exited; its children died with it", self.pid)
         self.alive = False
         self.died.set()
@@ -207,6 +208,7 @@ class ForkServer:
 
     async def close(self, timeout: float = 5.0) -> None:
         """Kill every child, stop the fork server and reap it."""
+        self._closing = True
         if self.alive:
             with suppress(ForkServerDied):
                 await self._send({"op": protocol.OP_EXIT})
