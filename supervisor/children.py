@@ -85,6 +85,11 @@ class ForkServer:
     def pid(self) -> int:
         return self._process.pid
 
+    @property
+    def child_count(self) -> int:
+        """Children spawned and not yet seen to exit."""
+        return len(self._children)
+
     async def spawn(
         self, job_id: str, handler: str, fence_deadline: float, *, first_message: bytes
     ) -> Child:

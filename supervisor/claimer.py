@@ -34,7 +34,7 @@ class Claimer:
         self._store = store
         self._registry = registry
         self._owner = owner
-        self._handlers = list(handlers)
+        self.handlers = list(handlers)
         self._capacity = capacity
         self._lease_ttl = lease_ttl
         self._start_job = start_job
@@ -56,7 +56,7 @@ class Claimer:
             sent_at = time.monotonic()
             try:
                 batch = await self._store.claim(
-                    self._owner, self._handlers, free, self._lease_ttl, MAX_LEASE_LOSSES
+                    self._owner, self.handlers, free, self._lease_ttl, MAX_LEASE_LOSSES
                 )
             except StoreUnavailable as error:
                 log.warning("cannot claim, retrying in %.1f s: %s", backoff, error)

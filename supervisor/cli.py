@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -92,6 +93,8 @@ def run(config_path: str | None, log_level: str) -> None:
     from supervisor.daemon import serve
 
     config = read_config(config_path, require_handlers=True)
+    # Until the supervisor's own handler is in place, a reload request must not kill it.
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     logging.basicConfig(
         level=log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

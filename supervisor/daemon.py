@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -13,12 +14,12 @@ import uuid
 import anyio
 import anyio.abc
 
-from supervisor.children import ForkServer, open_fork_server
 from supervisor.claimer import Claimer
-from supervisor.config import Config
+from supervisor.config import Config, load_config
 from supervisor.core.outcome import StopReason
 from supervisor.core.stats import percentile
-from supervisor.errors import StoreUnavailable, SupervisorIdTaken
+from supervisor.errors import ConfigError, StoreUnavailable, SupervisorIdTaken
+from supervisor.fork_servers import ForkServers
 from supervisor.job_runner import JobSettings, run_job
 from supervisor.lease_keeper import LeaseKeeper
 from supervisor.running import Registry, RunningJob
@@ -27,13 +28,15 @@ from supervisor.store.base import ClaimedJob, Store, SupervisorInfo
 
 log = logging.getLogger("poolsup")
 
+MAX_FORK_SERVER_RESTARTS = 5
+
 
 class Supervisor:
-    def __init__(self, config: Config, store: Store, fork_server: ForkServer) -> None:
+    def __init__(self, config: Config, store: Store) -> None:
         self.config = config
         self.store = store
-        self.fork_server = fork_server
         self.registry = Registry()
+        self._fork_servers: ForkServers | None = None
         settings = config.supervisor
         self.info = SupervisorInfo(
             id=settings.id,
@@ -49,7 +52,6 @@ class Supervisor:
         )
         self.keeper = LeaseKeeper(
             store=store,
-            fork_server=fork_server,
             registry=self.registry,
             owner=settings.id,
             lease_ttl=settings.lease_ttl,
@@ -68,8 +70,17 @@ class Supervisor:
         self._shutdown = anyio.Event()
         self._hurry = anyio.Event()
 
+    @property
+    def fork_servers(self) -> ForkServers:
+        assert self._fork_servers is not None
+        return self._fork_servers
+
     def _start_job(self, claimed: ClaimedJob, claim_sent_at: float) -> None:
-        job = RunningJob(claimed=claimed, handler=self.config.handlers[claimed.handler])
+        job = RunningJob(
+            claimed=claimed,
+            handler=self.config.handlers[claimed.handler],
+            fork_server=self.fork_servers.current,
+        )
         if not self.registry.add(job):
             return  # already running here: starting it again must be a no-op
         assert self._jobs_group is not None
@@ -80,7 +91,7 @@ class Supervisor:
             await run_job(
                 job,
                 store=self.store,
-                fork_server=self.fork_server,
+                fork_server=job.fork_server,
                 settings=self.job_settings,
                 registry=self.registry,
                 claim_sent_at=claim_sent_at,
@@ -90,28 +101,33 @@ class Supervisor:
             # let the lease expire, so the store's recovery runs it again.
             log.exception("[%s] supervising the job failed", job.key)
             with anyio.CancelScope(shield=True):
-                await self.fork_server.kill(job.job_id)
+                await job.fork_server.kill(job.job_id)
         finally:
             self.registry.remove(job)
 
     async def serve(self) -> None:
         await self._register()
-        log.info(
-            "supervisor %s serving pool %s (capacity %d, lease_ttl %g s, handlers: %s)",
-            self.info.id, self.config.pool.name, self.info.capacity, self.info.lease_ttl,
-            ", ".join(self.config.handlers),
-        )
-        async with anyio.create_task_group() as jobs_group:
-            self._jobs_group = jobs_group
-            async with anyio.create_task_group() as background:
-                background.start_soon(self.keeper.run)
-                background.start_soon(self.claimer.run)
-                background.start_soon(self._listen)
-                background.start_soon(self._watch_signals)
-                background.start_soon(self._watch_fork_server)
-                await self._shutdown.wait()
-                await self._drain()
-                background.cancel_scope.cancel()
+        async with anyio.create_task_group() as servers_group:
+            self._fork_servers = ForkServers(servers_group)
+            await self.fork_servers.start(self.config.handlers)
+            async with anyio.create_task_group() as jobs_group:
+                self._jobs_group = jobs_group
+                async with anyio.create_task_group() as background:
+                    await background.start(self._watch_signals)
+                    log.info(
+                        "supervisor %s serving pool %s (capacity %d, lease_ttl %g s, "
+                        "handlers: %s)",
+                        self.info.id, self.config.pool.name, self.info.capacity,
+                        self.info.lease_ttl, ", ".join(self.config.handlers),
+                    )
+                    background.start_soon(self.keeper.run)
+                    background.start_soon(self.claimer.run)
+                    background.start_soon(self._listen)
+                    background.start_soon(self._replace_dead_fork_servers)
+                    await self._shutdown.wait()
+                    await self._drain()
+                    background.cancel_scope.cancel()
+            servers_group.cancel_scope.cancel()
         try:
             await self.store.deregister(self.info.id, self.info.instance)
         except StoreUnavailable as error:
@@ -178,32 +194,56 @@ class Supervisor:
         elif kind == "notify":
             job.notes_waiting.set()
 
-    async def _watch_signals(self) -> None:
+    async def _watch_signals(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            task_status.started()
             async for signum in signals:
                 if signum == signal.SIGHUP:
-                    log.info("SIGHUP: handler reload is not supported yet; ignoring")
-                    continue
-                if self._shutdown.is_set():
+                    await self._reload()
+                elif self._shutdown.is_set():
                     log.info("second %s: stopping running jobs now", signal.Signals(signum).name)
                     self._hurry.set()
                 else:
                     log.info("%s: draining", signal.Signals(signum).name)
                     self._shutdown.set()
 
-    async def _watch_fork_server(self) -> None:
-        await self.fork_server.died.wait()
-        log.error("fork server died; shutting down")
-        self._shutdown.set()
-        self._hurry.set()
+    async def _reload(self) -> None:
+        """SIGHUP: re-read the handlers and load them into a fresh fork server.  Running
+        jobs finish with the code they started with; [pool] and [supervisor] changes
+        need a restart."""
+        try:
+            fresh = load_config(self.config.path, require_handlers=True)
+        except ConfigError as error:
+            log.error("SIGHUP: config not reloaded, keeping the running one: %s", error.message)
+            return
+        if (fresh.pool, fresh.supervisor) != (self.config.pool, self.config.supervisor):
+            log.warning("SIGHUP: [pool] and [supervisor] changes take effect after a restart")
+        self.config = dataclasses.replace(self.config, handlers=fresh.handlers)
+        self.claimer.handlers = list(fresh.handlers)
+        server = await self.fork_servers.start(fresh.handlers)
+        log.info("SIGHUP: handlers reloaded (%s) in fork server %d",
+                 ", ".join(fresh.handlers), server.pid)
+
+    async def _replace_dead_fork_servers(self) -> None:
+        failures = 0
+        while True:
+            current = self.fork_servers.current
+            await current.died.wait()
+            if current is not self.fork_servers.current:
+                continue  # a retired one died; nothing new to start
+            failures += 1
+            if failures > MAX_FORK_SERVER_RESTARTS:
+                log.error("fork server keeps dying; shutting down")
+                self._shutdown.set()
+                self._hurry.set()
+                return
+            log.error("fork server %d died; starting a new one", current.pid)
+            await anyio.sleep(min(5.0, 0.1 * 2**failures))
+            await self.fork_servers.start(self.config.handlers)
 
 
 async def serve(config: Config) -> None:
     async with opened_store(
         config.pool.store, config.pool.name, retention=config.pool.retention
-    ) as store, open_fork_server(config.handlers) as fork_server:
-        for name, error in fork_server.handler_errors.items():
-            if error:
-                log.error("handler %s failed to import; its jobs will fail: %s", name,
-                          error.strip().splitlines()[-1])
-        await Supervisor(config, store, fork_server).serve()
+    ) as store:
+        await Supervisor(config, store).serve()

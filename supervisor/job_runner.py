@@ -27,13 +27,13 @@ from supervisor.core.outcome import (
 )
 from supervisor.core.retry import backoff_delay
 from supervisor.errors import PoolsupError, StaleToken, StoreUnavailable
+from supervisor.output import OutputPump
 from supervisor.running import Registry, RunningJob
 from supervisor.store.base import Store
 
 log = logging.getLogger("poolsup.jobs")
-output_log = logging.getLogger("poolsup.output")
 
-MAX_OUTPUT_LINE = 4096
+MAX_TRACEBACK = 8192
 RESULT_READ_GRACE = 2.0
 FINALIZE_RETRY_MAX = 2.0
 
@@ -83,7 +83,7 @@ async def run_job(
         claimed.token,
         child.pid,
     )
-    exit_report = await _supervise(
+    exit_report, details = await _supervise(
         job, child, store=store, fork_server=fork_server, settings=settings
     )
     status = child.status
@@ -93,7 +93,20 @@ async def run_job(
         timeout=job.handler.timeout,
         signal_name=status.signal_name if status else None,
     )
+    outcome = _explained(outcome, details, killed_after_grace=job.killed_after_grace)
     await _finalize(job, outcome, store=store, registry=registry)
+
+
+def _explained(outcome: Outcome, details: str, *, killed_after_grace: bool) -> Outcome:
+    """The error a user reads: the reason on the first line, then what helps act on it."""
+    suffix = "; did not stop within stop_grace, killed" if killed_after_grace else ""
+    match outcome:
+        case Fail(error, final):
+            text = error + suffix
+            return Fail(f"{text}\n\n{details}" if details else text, final)
+        case Stopped(why):
+            return Stopped(why + suffix)
+    return outcome
 
 
 class ControlReader:
@@ -103,6 +116,7 @@ class ControlReader:
         self._child = child
         self.last_message: dict[str, object] | None = None
         self.result_json: bytes | None = None
+        self.traceback = ""
         self.closed = anyio.Event()
 
     async def run(self) -> None:
@@ -122,6 +136,8 @@ class ControlReader:
         self.last_message = message
         if message.get("t") == protocol.MSG_RESULT:
             self.result_json = orjson.dumps(message.get("value"))
+        elif message.get("t") == protocol.MSG_ERROR:
+            self.traceback = str(message.get("traceback") or "")[-MAX_TRACEBACK:]
 
 
 async def _supervise(
@@ -131,11 +147,13 @@ async def _supervise(
     store: Store,
     fork_server: ForkServer,
     settings: JobSettings,
-) -> ChildExit:
+) -> tuple[ChildExit, str]:
+    """Watch the child until it has exited; its exit, and details for an error record."""
     reader = ControlReader(child)
+    output = OutputPump(job.key, child.output)
     async with anyio.create_task_group() as group:
         group.start_soon(reader.run)
-        group.start_soon(_pump_output, job.key, child)
+        group.start_soon(output.run)
         group.start_soon(_watch_stop, job, child, fork_server, settings.stop_grace)
         group.start_soon(_deliver_notifications, job, child, store)
         if job.handler.timeout > 0:
@@ -146,38 +164,27 @@ async def _supervise(
         with anyio.move_on_after(RESULT_READ_GRACE):
             await reader.closed.wait()
         group.cancel_scope.cancel()
+    output.flush()
     await child.control.aclose()
     await child.output.aclose()
     status = child.status
-    return ChildExit(
+    exit_report = ChildExit(
         message=reader.last_message,
         result_json=reader.result_json,
         exit_code=status.code if status else None,
         exit_signal=status.signal if status else None,
         fenced=status.fenced if status else False,
     )
+    details = [reader.traceback.rstrip()]
+    if tail := output.tail().rstrip():
+        details.append("last output:\n" + tail)
+    return exit_report, "\n\n".join(part for part in details if part)
 
 
 async def _send(child: Child, message: dict[str, object]) -> None:
     # A child that is gone cannot be told anything; its exit tells the rest.
     with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
         await child.control.send(protocol.encode_line(message))
-
-
-async def _pump_output(key: str, child: Child) -> None:
-    buffer = b""
-    try:
-        while True:
-            buffer += await child.output.receive()
-            *lines, buffer = buffer.split(b"\n")
-            for line in lines:
-                output_log.info("[%s] %s", key, line[:MAX_OUTPUT_LINE].decode(errors="replace"))
-            if len(buffer) > MAX_OUTPUT_LINE:
-                output_log.info("[%s] %s", key, buffer[:MAX_OUTPUT_LINE].decode(errors="replace"))
-                buffer = b""
-    except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
-        if buffer:
-            output_log.info("[%s] %s", key, buffer[:MAX_OUTPUT_LINE].decode(errors="replace"))
 
 
 async def _watch_timeout(job: RunningJob, timeout: float) -> None:

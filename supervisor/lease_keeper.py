@@ -38,13 +38,11 @@ class LeaseKeeper:
         self,
         *,
         store: Store,
-        fork_server: ForkServer,
         registry: Registry,
         owner: str,
         lease_ttl: float,
     ) -> None:
         self._store = store
-        self._fork_server = fork_server
         self._registry = registry
         self._owner = owner
         self._lease_ttl = lease_ttl
@@ -81,11 +79,13 @@ class LeaseKeeper:
             log.info("lease renewal works again after %.1f s", sent_at - self._store_down_since)
             self._store_down_since = None
         self.stats.renewals += 1
-        held = [job for job in jobs if job.key not in result.lost]
-        await self._fork_server.fence(
-            [job.job_id for job in held if job.child is not None],
-            fence_deadline(sent_at, self._lease_ttl),
-        )
+        deadline = fence_deadline(sent_at, self._lease_ttl)
+        held_by_server: dict[ForkServer, list[str]] = {}
+        for job in jobs:
+            if job.key not in result.lost and job.child is not None:
+                held_by_server.setdefault(job.fork_server, []).append(job.job_id)
+        for fork_server, job_ids in held_by_server.items():
+            await fork_server.fence(job_ids, deadline)
         for job in jobs:
             if job.key in result.lost:
                 if job.finalizing:

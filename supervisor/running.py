@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import anyio
 import psutil
 
-from supervisor.children import Child
+from supervisor.children import Child, ForkServer
 from supervisor.config import HandlerConfig
 from supervisor.core.outcome import StopReason
 from supervisor.store.base import ClaimedJob, JobStats, Lease
@@ -23,6 +23,7 @@ class RunningJob:
 
     claimed: ClaimedJob
     handler: HandlerConfig
+    fork_server: ForkServer
     child: Child | None = None
     stop_reason: StopReason | None = None
     stop_wanted: anyio.Event = field(default_factory=anyio.Event)
