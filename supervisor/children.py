@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import array
 import logging
+import os
 import signal
 import socket
 import subprocess
@@ -29,6 +30,11 @@ from supervisor.errors import PoolsupError
 
 log = logging.getLogger("poolsup.children")
 
+# What the fork server keeps of our environment when no handler inherits it all: what
+# the interpreter needs to start and find its packages, and the locale.
+_FORK_SERVER_VARIABLES = frozenset({"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "VIRTUAL_ENV"})
+_FORK_SERVER_PREFIXES = ("LC_", "PYTHON")
+
 # Sent before the fork is confirmed, the first message fits in the socket buffer, so
 # the child finds it waiting; a larger one would block until the child reads it.
 EAGER_SEND_LIMIT = 64 * 1024
@@ -43,6 +49,7 @@ class ExitStatus:
     code: int | None
     signal: int | None
     fenced: bool
+    reason: str | None = None  # a limit the fork server ended the child for
 
     @property
     def signal_name(self) -> str | None:
@@ -79,6 +86,7 @@ class ForkServer:
         self.handler_errors: dict[str, str | None] = {}
         self.alive = True
         self._closing = False
+        self._send_lock = anyio.Lock()
         self.died = anyio.Event()
 
     @property
@@ -147,6 +155,10 @@ class ForkServer:
         ancillary = []
         if fds:
             ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
+        async with self._send_lock:  # one writer at a time: anyio allows one waiter
+            await self._send_packet(data, ancillary)
+
+    async def _send_packet(self, data: bytes, ancillary: list[Any]) -> None:
         while True:
             try:
                 self._sock.sendmsg([data], ancillary)
@@ -192,7 +204,10 @@ class ForkServer:
             child.spawned.set()
         elif kind == protocol.EV_EXITED:
             child.status = ExitStatus(
-                code=event.get("code"), signal=event.get("signal"), fenced=bool(event.get("fenced"))
+                code=event.get("code"),
+                signal=event.get("signal"),
+                fenced=bool(event.get("fenced")),
+                reason=event.get("reason"),
             )
             self._children.pop(child.job_id, None)
             child.spawned.set()
@@ -225,32 +240,77 @@ class ForkServer:
             await anyio.to_thread.run_sync(self._process.wait)
 
 
-def handler_table(handlers: Mapping[str, HandlerConfig]) -> dict[str, dict[str, str]]:
+def handler_table(handlers: Mapping[str, HandlerConfig]) -> dict[str, dict[str, Any]]:
+    """What the fork server needs of each handler (see `sandbox.protocol`)."""
     return {
-        name: {"path": str(handler.path), "function": handler.function}
+        name: {
+            "path": str(handler.path),
+            "function": handler.function,
+            "memory_limit": handler.memory_limit,
+            "cpu_limit": handler.cpu_limit,
+            "nice": handler.nice,
+            "cwd": None if handler.cwd is None else str(handler.cwd),
+            "env": handler.env,
+            "inherit_env": handler.inherit_env,
+            "user": handler.user,
+            "group": handler.group,
+        }
         for name, handler in handlers.items()
     }
+
+
+def fork_server_environment(
+    handlers: Mapping[str, HandlerConfig], environ: Mapping[str, str]
+) -> dict[str, str]:
+    """The fork server's environment: without our own (which may hold store
+    credentials), unless a handler asks to inherit it.
+
+    The fork server builds each job's environment from this one; keeping the rest out
+    of it, rather than only out of the jobs, keeps it out of their memory too.
+    """
+    if any(handler.inherit_env for handler in handlers.values()):
+        return dict(environ)
+    return {
+        name: value
+        for name, value in environ.items()
+        if name in _FORK_SERVER_VARIABLES or name.startswith(_FORK_SERVER_PREFIXES)
+    }
+
+
+def _handler_table_file(handlers: Mapping[str, HandlerConfig]) -> int:
+    """An anonymous file holding the handler table, read from the start."""
+    fd = os.memfd_create("poolsup-handlers", 0)
+    os.write(fd, orjson.dumps(handler_table(handlers)))
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 @asynccontextmanager
 async def open_fork_server(handlers: Mapping[str, HandlerConfig]) -> AsyncIterator[ForkServer]:
     """Start a fork server preloaded with `handlers`; kill it and its children on exit."""
     parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    table_fd = _handler_table_file(handlers)
     command = [
         sys.executable,
         "-m",
         "sandbox.forkserver",
         "--control-fd",
         str(child_sock.fileno()),
-        "--handlers",
-        orjson.dumps(handler_table(handlers)).decode(),
+        "--handlers-fd",
+        str(table_fd),
     ]
     # Started from the loop's own thread: PR_SET_PDEATHSIG in the fork server fires
     # when the thread that forked it exits, and this one lives as long as we do.
-    process = subprocess.Popen(  # noqa: ASYNC220 - a fork+exec, over in milliseconds
-        command, pass_fds=[child_sock.fileno()], stdin=subprocess.DEVNULL
-    )
-    child_sock.close()
+    try:
+        process = subprocess.Popen(  # noqa: ASYNC220 - a fork+exec, over in milliseconds
+            command,
+            pass_fds=[child_sock.fileno(), table_fd],
+            stdin=subprocess.DEVNULL,
+            env=fork_server_environment(handlers, os.environ),
+        )
+    finally:
+        os.close(table_fd)
+        child_sock.close()
     parent_sock.setblocking(False)
     server = ForkServer(process, parent_sock)
     async with anyio.create_task_group() as group:
