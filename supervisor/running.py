@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import anyio
-import psutil
 
+from supervisor import procfs
 from supervisor.children import Child, ForkServer
 from supervisor.config import HandlerConfig
 from supervisor.core.outcome import StopReason
@@ -30,7 +30,7 @@ class RunningJob:
     notes_waiting: anyio.Event = field(default_factory=anyio.Event)
     killed_after_grace: bool = False
     finalizing: bool = False
-    _process: psutil.Process | None = None
+    _last_sample: procfs.ProcessSample | None = None
 
     @property
     def key(self) -> str:
@@ -65,18 +65,15 @@ class RunningJob:
         pid = self.child.pid if self.child is not None else None
         if pid is None:
             return JobStats()
-        try:
-            if self._process is None or self._process.pid != pid:
-                self._process = psutil.Process(pid)
-                self._process.cpu_percent(None)
-            with self._process.oneshot():
-                return JobStats(
-                    pid=pid,
-                    rss_bytes=self._process.memory_info().rss,
-                    cpu_percent=self._process.cpu_percent(None),
-                )
-        except psutil.Error:
+        current = procfs.sample(pid)
+        if current is None:
             return JobStats(pid=pid)
+        previous, self._last_sample = self._last_sample, current
+        return JobStats(
+            pid=pid,
+            rss_bytes=current.rss_bytes,
+            cpu_percent=procfs.cpu_percent(previous, current) if previous else None,
+        )
 
 
 class Registry:

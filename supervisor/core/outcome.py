@@ -24,6 +24,8 @@ class ChildExit:
     exit_code: int | None
     exit_signal: int | None
     fenced: bool  # killed by the fork server because the lease could not be renewed
+    # Ended by the fork server for a limit of its handler, e.g. "cpu limit 2 s exceeded".
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,9 @@ def decide_outcome(
         return Complete(child.result_json)
     if child.fenced:
         return Release("killed by the fence: the lease could not be renewed in time")
+    if child.reason is not None:
+        # Whatever else was under way (a drain, a timeout): the limit is what ended it.
+        return Fail(child.reason, final=False)
     if stop_reason in (StopReason.DRAIN, StopReason.REBALANCE):
         return Release(f"released ({stop_reason.value})")
     if stop_reason is StopReason.TIMEOUT:
