@@ -68,6 +68,10 @@ class SqliteDatabase:
         return await anyio.to_thread.run_sync(self._run, work, False, limiter=self._limiter)
 
     @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
     def closed(self) -> bool:
         return self._conn is None
 
