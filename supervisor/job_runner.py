@@ -75,6 +75,7 @@ async def run_job(
         await _finalize(job, Release(str(error)), store=store, registry=registry)
         return
     job.child = child
+    job.stats()  # the first sample, so the first renewal can report CPU use
     log.info(
         "[%s] started %s attempt %d token %d pid %s",
         claimed.key,
