@@ -100,7 +100,7 @@ def run(config_path: str | None, log_level: str) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    anyio.run(serve, config)
+    sys.exit(anyio.run(serve, config))
 
 
 @main.command()

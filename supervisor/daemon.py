@@ -69,6 +69,7 @@ class Supervisor:
         self.registry.slot_freed = self.claimer.wake
         self._shutdown = anyio.Event()
         self._hurry = anyio.Event()
+        self.exit_code = 0
 
     @property
     def fork_servers(self) -> ForkServers:
@@ -234,6 +235,7 @@ class Supervisor:
             failures += 1
             if failures > MAX_FORK_SERVER_RESTARTS:
                 log.error("fork server keeps dying; shutting down")
+                self.exit_code = 1
                 self._shutdown.set()
                 self._hurry.set()
                 return
@@ -242,8 +244,11 @@ class Supervisor:
             await self.fork_servers.start(self.config.handlers)
 
 
-async def serve(config: Config) -> None:
+async def serve(config: Config) -> int:
+    """Run until SIGTERM/SIGINT; the process exit code."""
     async with opened_store(
         config.pool.store, config.pool.name, retention=config.pool.retention
     ) as store:
-        await Supervisor(config, store).serve()
+        supervisor = Supervisor(config, store)
+        await supervisor.serve()
+        return supervisor.exit_code
