@@ -40,9 +40,26 @@ def reports_errors(command: F) -> F:
             return command(*args, **kwargs)
         except PoolsupError as error:
             fail(error)
+        except BaseExceptionGroup as group:
+            # Task groups wrap what their tasks raise; report ours like any other.
+            error = first_poolsup_error(group)
+            if error is None:
+                raise
+            fail(error)
         except KeyboardInterrupt:
             sys.exit(130)
     return wrapper  # type: ignore[return-value]
+
+
+def first_poolsup_error(group: BaseExceptionGroup[BaseException]) -> PoolsupError | None:
+    for error in group.exceptions:
+        if isinstance(error, PoolsupError):
+            return error
+        if isinstance(error, BaseExceptionGroup):
+            found = first_poolsup_error(error)
+            if found is not None:
+                return found
+    return None
 
 
 def read_config(config_path: str | None, *, require_handlers: bool = False) -> Config:
