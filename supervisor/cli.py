@@ -42,10 +42,10 @@ def reports_errors(command: F) -> F:
             fail(error)
         except BaseExceptionGroup as group:
             # Task groups wrap what their tasks raise; report ours like any other.
-            error = first_poolsup_error(group)
-            if error is None:
+            wrapped = first_poolsup_error(group)
+            if wrapped is None:
                 raise
-            fail(error)
+            fail(wrapped)
         except KeyboardInterrupt:
             sys.exit(130)
     return wrapper  # type: ignore[return-value]
