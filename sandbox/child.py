@@ -22,7 +22,8 @@ from typing import Any
 
 import orjson
 
-from sandbox import linux, protocol
+from sandbox import confinement, linux, protocol
+from sandbox.confinement import Confinement, ConfinementError
 from sandbox.context import Fail, Inbox, Job, Stopped
 from sandbox.loader import HandlerSpec, LoadedHandler, load_handler
 
@@ -54,8 +55,14 @@ def become_job_process(*, server_pid: int, keep_fd: int, devnull_fd: int) -> Non
     os.closerange(keep_fd + 1, os.sysconf("SC_OPEN_MAX"))
 
 
-def wait_for_job(assignment: socket.socket, handlers: Mapping[str, LoadedHandler]) -> int:
-    """Wait for the fork server to hand over a job, then run it; return the exit code.
+def wait_for_job(
+    assignment: socket.socket,
+    handlers: Mapping[str, LoadedHandler],
+    confinements: Mapping[str, Confinement],
+    server_pid: int,
+) -> int:
+    """Wait for the fork server to hand over a job, confine this process as the job's
+    handler wants, then run the job; return the exit code.
 
     The hand-over is one packet: the handler's name, with the job's control and output
     sockets attached. End of stream means there will be no job.
@@ -71,7 +78,21 @@ def wait_for_job(assignment: socket.socket, handlers: Mapping[str, LoadedHandler
     os.close(output_fd)
     name = data.decode()
     handler = handlers[name]
-    return main(control_fd, name, handler.function, handler.error, handler.spec)
+    setup_error = _confine(confinements[name], server_pid)
+    return main(
+        control_fd, name, handler.function, handler.error, handler.spec, setup_error=setup_error
+    )
+
+
+def _confine(settings: Confinement, server_pid: int) -> str | None:
+    """Apply the handler's limits and isolation; why it cannot run, if it cannot."""
+    if settings.error is not None:
+        return settings.error
+    try:
+        confinement.apply(settings, server_pid=server_pid)
+    except ConfinementError as error:
+        return str(error)
+    return None
 
 
 def _open_job_stdio() -> None:
@@ -128,11 +149,14 @@ def main(
     function: Callable[..., Any] | None,
     import_error: str | None,
     spec: HandlerSpec,
+    *,
+    setup_error: str | None = None,
 ) -> int:
     """Run one job; return the process exit code.
 
     0: a result or error message was sent; 1: the job could not run (no start message,
-    the handler failed to import) or the supervisor is gone; 143: stopped by SIGTERM.
+    the handler failed to import or could not be confined) or the supervisor is gone;
+    143: stopped by SIGTERM.
     """
     channel = ControlChannel(control_fd)
     start = channel.read_message()
@@ -142,6 +166,14 @@ def main(
     os.environ["POOLSUP_JOB_KEY"] = str(start["key"])
     os.environ["POOLSUP_JOB_TOKEN"] = str(start["token"])
     os.environ["POOLSUP_JOB_ATTEMPT"] = str(start["attempt"])
+
+    if setup_error is not None:
+        return _report(channel, {
+            "t": protocol.MSG_ERROR,
+            "error": f"handler cannot run: {setup_error}",
+            "traceback": "",
+            "final": True,
+        }, code=1)
 
     inbox = Inbox()
     job = Job(

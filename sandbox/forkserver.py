@@ -1,12 +1,14 @@
 """The fork server: one per supervisor, it forks a fresh child for every job.
 
-Run as `python -m sandbox.forkserver --control-fd FD --handlers JSON`; see
-`sandbox.protocol` for the messages. It imports the sandbox and every handler file
-once, so a forked child starts its handler without importing anything. It keeps one
-child forked ahead, waiting, so that a spawn does not wait for fork either.
+Run as `python -m sandbox.forkserver --control-fd FD --handlers-fd FD` (or
+`--handlers JSON`); see `sandbox.protocol` for the messages. It imports the sandbox and
+every handler file once, so a forked child starts its handler without importing
+anything. It keeps one child forked ahead, waiting, so that a spawn does not wait for
+fork either.
 
-It also enforces fences: at a job's deadline (CLOCK_MONOTONIC) it kills the job's
-process group itself, so enforcement does not depend on the supervisor's event loop.
+It also enforces what must not depend on the supervisor's event loop: fences (at a
+job's deadline, CLOCK_MONOTONIC, it kills the job) and each handler's memory and CPU
+limits (`sandbox.limits`), and it kills whatever a job leaves behind (`sandbox.jobs`).
 
 The supervisor must start it from its main thread: the parent-death signal fires when
 the *thread* that started a process exits, not only the process.
@@ -17,7 +19,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
-import heapq
 import os
 import selectors
 import signal
@@ -30,19 +31,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from sandbox import child, linux, protocol
+from sandbox import child, confinement, linux, protocol
+from sandbox.confinement import Confinement
+from sandbox.jobs import Jobs
 from sandbox.loader import LoadedHandler, parse_handler_table, preload
 
 _LOOP_TICK = 0.5  # seconds between checks that the parent is still there
 _SHUTDOWN_TIMEOUT = 2.0
-
-
-@dataclass(eq=False, kw_only=True)
-class RunningJob:
-    job_id: str
-    pid: int  # also its process group and session id
-    deadline: float | None = None
-    fenced: bool = False
 
 
 @dataclass(eq=False, kw_only=True)
@@ -59,15 +54,18 @@ class SpawnRefused(Exception):
 
 class ForkServer:
     def __init__(
-        self, control: socket.socket, handlers: dict[str, LoadedHandler], parent_pid: int
+        self,
+        control: socket.socket,
+        handlers: dict[str, LoadedHandler],
+        confinements: dict[str, Confinement],
+        parent_pid: int,
     ) -> None:
         self._control = control
         self._handlers = handlers
+        self._confinements = confinements
         self._parent_pid = parent_pid
         self._pid = os.getpid()
-        self._jobs: dict[str, RunningJob] = {}
-        self._jobs_by_pid: dict[int, RunningJob] = {}
-        self._fences: list[tuple[float, str]] = []  # a heap; stale entries are skipped
+        self._jobs = Jobs()
         self._outbox: deque[bytes] = deque()
         self._selector = selectors.DefaultSelector()
         self._devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
@@ -82,11 +80,15 @@ class ForkServer:
         self._selector.register(self._control, selectors.EVENT_READ)
         self._selector.register(self._wakeup_fd, selectors.EVENT_READ)
         self._fork_ahead()
-        errors = {name: handler.error for name, handler in self._handlers.items()}
+        errors = {
+            name: handler.error or self._confinements[name].error
+            for name, handler in self._handlers.items()
+        }
         self._send({"ev": protocol.EV_READY, "pid": self._pid, "handlers": errors})
         while not self._should_exit():
             for key, mask in self._selector.select(self._select_timeout()):
-                self._enforce_fences()  # before a late fence message could extend one
+                # Before a late fence message could extend one.
+                self._jobs.enforce_fences(time.monotonic())
                 if key.fd == self._wakeup_fd:
                     _drain(self._wakeup_fd)
                     continue
@@ -94,7 +96,9 @@ class ForkServer:
                     self._flush()
                 if mask & selectors.EVENT_READ:
                     self._receive()
-            self._enforce_fences()
+            now = time.monotonic()
+            self._jobs.enforce_fences(now)
+            self._jobs.enforce_limits(now)
             self._reap()
         self._shutdown()
 
@@ -115,9 +119,10 @@ class ForkServer:
         return self._exiting or self._terminated or os.getppid() != self._parent_pid
 
     def _select_timeout(self) -> float:
-        if not self._fences:
+        due = self._jobs.next_due()
+        if due is None:
             return _LOOP_TICK
-        return min(_LOOP_TICK, max(0.0, self._fences[0][0] - time.monotonic()))
+        return min(_LOOP_TICK, max(0.0, due - time.monotonic()))
 
     # -- messages from the supervisor
 
@@ -156,12 +161,12 @@ class ForkServer:
         if op == protocol.OP_FENCE:
             deadline = float(message["deadline"])
             for job_id in message["jobs"]:
-                self._set_fence(job_id, deadline)
-            self._enforce_fences()
+                self._jobs.set_fence(job_id, deadline)
+            self._jobs.enforce_fences(time.monotonic())
         elif op == protocol.OP_SIGNAL:
-            self._signal_job(message["job"], int(message["signal"]))
+            self._jobs.signal(message["job"], int(message["signal"]))
         elif op == protocol.OP_KILL:
-            self._signal_job(message["job"], signal.SIGKILL)
+            self._jobs.kill(message["job"])
         elif op == protocol.OP_EXIT:
             self._exiting = True
         else:
@@ -185,9 +190,7 @@ class ForkServer:
             return
         finally:
             _close_all(fds)
-        job = RunningJob(job_id=job_id, pid=pid)
-        self._jobs[job_id] = job
-        self._jobs_by_pid[pid] = job
+        self._jobs.add(job_id, pid, self._handlers[name].spec, time.monotonic())
         self._send({"ev": protocol.EV_SPAWNED, "job": job_id, "pid": pid})
         self._fork_ahead()
 
@@ -236,7 +239,9 @@ class ForkServer:
             child.become_job_process(
                 server_pid=self._pid, keep_fd=assignment.fileno(), devnull_fd=self._devnull
             )
-            code = child.wait_for_job(assignment, self._handlers)
+            code = child.wait_for_job(
+                assignment, self._handlers, self._confinements, self._pid
+            )
         except BaseException:
             with contextlib.suppress(BaseException):
                 traceback.print_exc()
@@ -249,84 +254,21 @@ class ForkServer:
             self._warm.assignment.close()  # end of stream: it exits
             self._warm = None
 
-    def _signal_job(self, job_id: str, signum: int) -> None:
-        job = self._jobs.get(job_id)
-        if job is not None:
-            _signal_job_process(job.pid, signum)
-
-    # -- fences
-
-    def _set_fence(self, job_id: str, deadline: float) -> None:
-        job = self._jobs.get(job_id)
-        if job is not None:
-            job.deadline = deadline
-            heapq.heappush(self._fences, (deadline, job_id))
-
-    def _enforce_fences(self) -> None:
-        now = time.monotonic()
-        while self._fences and self._fences[0][0] <= now:
-            _, job_id = heapq.heappop(self._fences)
-            job = self._jobs.get(job_id)
-            if job is None or job.fenced or job.deadline is None or job.deadline > now:
-                continue
-            job.fenced = True
-            _signal_job_process(job.pid, signal.SIGKILL)
-
     # -- children
 
     def _reap(self) -> None:
-        reaped = False
-        while True:
-            try:
-                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-            except ChildProcessError:
-                break
-            if info is None:
-                break
-            job = self._jobs_by_pid.get(info.si_pid)
-            if job is not None:
-                # While the leader is a zombie its group id cannot be reused: kill the
-                # helpers it left in its group before reaping it.
-                _signal_job_process(job.pid, signal.SIGKILL)
-            _, status = os.waitpid(info.si_pid, 0)
-            reaped = True
-            if job is not None:
-                self._job_exited(job, status)
-            elif self._warm is not None and info.si_pid == self._warm.pid:
-                self._discard_warm_child()
-        if reaped:
-            self._kill_leftovers()
-
-    def _job_exited(self, job: RunningJob, status: int) -> None:
-        del self._jobs[job.job_id]
-        del self._jobs_by_pid[job.pid]
-        self._send({
-            "ev": protocol.EV_EXITED,
-            "job": job.job_id,
-            "pid": job.pid,
-            "code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
-            "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-            "fenced": job.fenced,
-        })
-
-    def _kill_leftovers(self) -> None:
-        """Kill our children that are not jobs.
-
-        Jobs are subreapers, so while a job lives its orphaned descendants are its
-        children; a process that comes to us is what a dead job left behind.
-        """
         warm_pid = self._warm.pid if self._warm is not None else None
-        for pid in linux.child_pids():
-            if pid not in self._jobs_by_pid and pid != warm_pid:
-                _kill(pid, signal.SIGKILL)
+        events, warm_died = self._jobs.reap(warm_pid)
+        if warm_died:
+            self._discard_warm_child()
+        for event in events:
+            self._send(event)
 
     def _shutdown(self) -> None:
         self._discard_warm_child()
         deadline = time.monotonic() + _SHUTDOWN_TIMEOUT
         while True:
-            for job in self._jobs.values():
-                _signal_job_process(job.pid, signal.SIGKILL)
-            self._kill_leftovers()
+            self._jobs.kill_all()
             self._reap()
             if not linux.child_pids() or time.monotonic() > deadline:
                 break
@@ -354,23 +296,6 @@ class ForkServer:
         events = selectors.EVENT_READ | (selectors.EVENT_WRITE if self._outbox else 0)
         if self._control.fileno() in self._selector.get_map():
             self._selector.modify(self._control, events)
-
-
-def _signal_job_process(pid: int, signum: int) -> None:
-    """Signal a job's process group; or, before the child made its group, the child."""
-    try:
-        os.killpg(pid, signum)
-    except ProcessLookupError:
-        # Nothing else can be in its group yet, and its pid, our unreaped child's,
-        # cannot have been reused.
-        _kill(pid, signum)
-    except PermissionError:
-        pass
-
-
-def _kill(pid: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.kill(pid, signum)
 
 
 def _close_all(fds: Iterable[int]) -> None:
@@ -420,14 +345,24 @@ def main(argv: list[str] | None = None) -> int:
     _ensure_standard_fds()
     parser = argparse.ArgumentParser(prog="python -m sandbox.forkserver")
     parser.add_argument("--control-fd", type=int, required=True)
-    parser.add_argument("--handlers", required=True, help="JSON: {name: {path, function}}")
+    table = parser.add_mutually_exclusive_group(required=True)
+    # By fd, because a handler's `env` table may hold secrets and argv is public.
+    table.add_argument("--handlers-fd", type=int, help="a file holding the handler table")
+    table.add_argument("--handlers", help="JSON: {name: {path, function, ...}}")
     args = parser.parse_args(argv)
     linux.become_child_subreaper()
     control = socket.socket(fileno=args.control_fd)
-    handlers = preload(parse_handler_table(args.handlers))
+    specs = parse_handler_table(args.handlers or _read_fd(args.handlers_fd))
+    confinements = {name: confinement.prepare(spec, os.environ) for name, spec in specs.items()}
+    handlers = preload(specs)
     gc.freeze()  # children then share, rather than copy, the preloaded objects
-    ForkServer(control, handlers, parent_pid).serve()
+    ForkServer(control, handlers, confinements, parent_pid).serve()
     return 0
+
+
+def _read_fd(fd: int) -> str:
+    with open(fd, "rb") as file:
+        return file.read().decode()
 
 
 if __name__ == "__main__":

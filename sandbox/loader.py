@@ -7,8 +7,8 @@ import os
 import re
 import sys
 import traceback
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -16,17 +16,44 @@ import orjson
 
 @dataclass(frozen=True, kw_only=True)
 class HandlerSpec:
+    """A handler as the fork server is told about it: where it is and how it runs."""
+
     path: str
     function: str = "run"
+    memory_limit: int | None = None  # bytes, the job's whole process tree
+    cpu_limit: float | None = None  # CPU seconds per attempt, the whole tree
+    nice: int | None = None
+    cwd: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    inherit_env: bool = False
+    user: str | None = None
+    group: str | None = None
 
 
 def parse_handler_table(text: str) -> dict[str, HandlerSpec]:
-    """`{"NAME": {"path": "/abs/file.py", "function": "run"}, ...}` as specs."""
+    """`{"NAME": {"path": "/abs/file.py", "function": "run", ...}, ...}` as specs; every
+    key but `path` may be left out."""
     table = orjson.loads(text)
-    return {
-        name: HandlerSpec(path=entry["path"], function=entry.get("function", "run"))
-        for name, entry in table.items()
-    }
+    return {name: _spec(entry) for name, entry in table.items()}
+
+
+def _spec(entry: dict[str, Any]) -> HandlerSpec:
+    def optional(key: str, kind: Callable[[Any], Any]) -> Any:
+        value = entry.get(key)
+        return None if value is None else kind(value)
+
+    return HandlerSpec(
+        path=str(entry["path"]),
+        function=str(entry.get("function") or "run"),
+        memory_limit=optional("memory_limit", int),
+        cpu_limit=optional("cpu_limit", float),
+        nice=optional("nice", int),
+        cwd=entry.get("cwd"),
+        env={str(name): str(value) for name, value in (entry.get("env") or {}).items()},
+        inherit_env=bool(entry.get("inherit_env", False)),
+        user=entry.get("user"),
+        group=entry.get("group"),
+    )
 
 
 class HandlerLoadError(Exception):

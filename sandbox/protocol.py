@@ -7,6 +7,14 @@ Two channels:
   objects, small (never a payload).  `spawn` carries two file descriptors by
   SCM_RIGHTS: the child's control socket and its output socket.
 
+  The handler table is given once, at start, in a file passed by descriptor
+  (`--handlers-fd`; argv is readable by every user of the host):
+    {NAME: {"path": ABS_PATH, "function": NAME, "memory_limit": BYTES|null,
+            "cpu_limit": SECONDS|null, "nice": N|null, "cwd": ABS_PATH|null,
+            "env": {NAME: VALUE}, "inherit_env": BOOL, "user": NAME|null,
+            "group": NAME|null}}
+  Every key but "path" may be left out.
+
   supervisor -> fork server
     {"op": "spawn", "job": JOB_ID, "handler": NAME}          + fds [control, output]
     {"op": "fence", "jobs": [JOB_ID, ...], "deadline": MONO}  kill at CLOCK_MONOTONIC >= MONO
@@ -18,7 +26,12 @@ Two channels:
     {"ev": "spawned", "job": JOB_ID, "pid": PID}
     {"ev": "spawn_failed", "job": JOB_ID, "error": TEXT}
     {"ev": "exited", "job": JOB_ID, "pid": PID, "code": N|null, "signal": N|null,
-     "fenced": BOOL}
+     "fenced": BOOL, "reason": TEXT}
+      "reason" is there only when the fork server itself ended the job for a limit
+      of its handler: "memory limit 100 MiB exceeded (peak 131 MiB)" or
+      "cpu limit 2 s exceeded" (also when the kernel's RLIMIT_CPU ended it).
+    In "ready", a handler's error is its import traceback, or why its jobs cannot
+    run (an unknown user or group, a user switch without root).
 
   JOB_ID is a string chosen by the supervisor, unique per spawn.
 

@@ -138,7 +138,7 @@ def check(config_path: str | None) -> None:
     for name, error in broken.items():
         last_line = error.strip().splitlines()[-1] if error.strip() else "unknown error"
         path = config.handlers[name].path
-        click.echo(f"poolsup: handler {name} ({path}) failed to import: {last_line}", err=True)
+        click.echo(f"poolsup: handler {name} ({path}) cannot run: {last_line}", err=True)
     if broken:
         sys.exit(2)
     click.echo(f"ok: pool {config.pool.name}, {len(config.handlers)} handler(s)")

@@ -41,7 +41,7 @@ class ForkServers:
         for name, error in server.handler_errors.items():
             if error:
                 last_line = error.strip().splitlines()[-1] if error.strip() else "?"
-                log.error("handler %s failed to import; its jobs will fail: %s", name, last_line)
+                log.error("handler %s cannot run; its jobs will fail: %s", name, last_line)
         return server
 
     async def _generation(

@@ -175,6 +175,7 @@ async def _supervise(
         exit_code=status.code if status else None,
         exit_signal=status.signal if status else None,
         fenced=status.fenced if status else False,
+        reason=status.reason if status else None,
     )
     details = [reader.traceback.rstrip()]
     if tail := output.tail().rstrip():

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import grp
 import os
+import pwd
+import re
+import resource
 import signal
 import socket
 import subprocess
@@ -17,6 +21,9 @@ from typing import Any
 import orjson
 import psutil
 import pytest
+
+from sandbox import confinement
+from sandbox.loader import HandlerSpec
 
 REPO = Path(__file__).resolve().parents[2]
 HANDLERS = REPO / "tests" / "handlers"
@@ -92,20 +99,37 @@ class JobHandle:
 
 
 class ForkServerHarness:
-    """A fork server and the supervisor's end of its control socket."""
+    """A fork server and the supervisor's end of its control socket.
 
-    def __init__(self, handlers: dict[str, dict[str, str]] | None = None) -> None:
+    The handler table goes on the command line, or with `table_by_fd` in a file passed
+    by descriptor, as the supervisor passes it."""
+
+    def __init__(
+        self,
+        handlers: dict[str, dict[str, Any]] | None = None,
+        *,
+        table_by_fd: bool = False,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        table = orjson.dumps(handlers or handler_specs())
+        table_fd = os.memfd_create("handlers")
+        os.write(table_fd, table)
+        os.lseek(table_fd, 0, os.SEEK_SET)
+        table_args = ["--handlers-fd", str(table_fd)] if table_by_fd else [
+            "--handlers", table.decode()
+        ]
         with theirs:
             self.process = subprocess.Popen(
                 [
                     sys.executable, "-m", "sandbox.forkserver",
-                    "--control-fd", str(theirs.fileno()),
-                    "--handlers", orjson.dumps(handlers or handler_specs()).decode(),
+                    "--control-fd", str(theirs.fileno()), *table_args,
                 ],
-                pass_fds=[theirs.fileno()],
+                pass_fds=[theirs.fileno(), table_fd],
                 cwd=REPO,
+                env={**os.environ, **(env or {})},
             )
+        os.close(table_fd)
         self._unmatched: list[dict[str, Any]] = []
         self.jobs: list[JobHandle] = []
         self.ready = self.next_event(lambda event: event["ev"] == "ready")
@@ -506,3 +530,157 @@ def test_exit_op_kills_jobs_and_reports_them(own_server: ForkServerHarness) -> N
     own_server.send({"op": "exit"})
     assert own_server.exited(job)["signal"] == signal.SIGKILL
     assert own_server.process.wait(timeout=WAIT) == 0
+
+
+# -- limits and isolation
+
+SECRET = "hunter2"
+
+
+def limited_specs() -> dict[str, dict[str, Any]]:
+    snoops = str(HANDLERS / "hostile_snoops.py")
+    return {
+        "memory_hog": {"path": str(HANDLERS / "hostile_memory.py"), "memory_limit": 100 << 20},
+        "cpu_burner": {"path": str(HANDLERS / "hostile_cpu.py"), "cpu_limit": 1},
+        "snoops": {"path": snoops, "env": {"FROM_TABLE": "yes"}},
+        "inherits": {"path": snoops, "inherit_env": True},
+        "confined": {"path": snoops, "function": "identity", "user": "nobody",
+                     "group": "nogroup", "cwd": "/tmp", "nice": 5, "cpu_limit": 1.5},
+        "unconfined": {"path": snoops, "function": "identity"},
+        "ghost": {"path": snoops, "user": "poolsup-no-such-user"},
+    }
+
+
+@pytest.fixture(scope="module")
+def limited() -> Iterator[ForkServerHarness]:
+    """A fork server started the way the supervisor starts one, with a secret in its
+    environment, as if the supervisor had passed it its own."""
+    harness = ForkServerHarness(
+        limited_specs(), table_by_fd=True, env={"POOLSUP_TEST_SECRET": SECRET}
+    )
+    yield harness
+    harness.close()
+
+
+def recorded_pids(path: Path) -> list[int]:
+    return [int(line) for line in path.read_text().split()] if path.exists() else []
+
+
+def test_memory_limit_kills_the_job_and_says_why(
+    limited: ForkServerHarness, tmp_path: Path
+) -> None:
+    pids = tmp_path / "pids"
+    job = limited.spawn("memory_hog", {"pids": str(pids)})
+    exited = limited.exited(job)
+    assert exited["signal"] == signal.SIGKILL
+    match = re.fullmatch(r"memory limit 100 MiB exceeded \(peak (\d+(?:\.\d)?) MiB\)",
+                         exited["reason"])
+    assert match, exited
+    # Caught on the way: the handler would have gone on to 300 MB.
+    assert 100 < float(match[1]) < 200
+    assert all(wait_until_gone(pid, WAIT) for pid in recorded_pids(pids))
+
+
+def test_cpu_limit_counts_the_whole_tree(limited: ForkServerHarness, tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    started = time.monotonic()
+    job = limited.spawn("cpu_burner", {"pids": str(pids), "children": 3})
+    exited = limited.exited(job)
+    elapsed = time.monotonic() - started
+    assert exited["reason"] == "cpu limit 1 s exceeded"
+    # Four burners: RLIMIT_CPU alone, per process, would take 1 s of CPU each.
+    assert elapsed < 1.5 * max(1, 4 / (os.cpu_count() or 1)), elapsed
+    assert len(recorded_pids(pids)) == 4
+    assert all(wait_until_gone(pid, WAIT) for pid in recorded_pids(pids))
+
+
+def test_cpu_limit_ends_a_single_burner(limited: ForkServerHarness, tmp_path: Path) -> None:
+    job = limited.spawn("cpu_burner", {"pids": str(tmp_path / "pids")})
+    exited = limited.exited(job)
+    # Whichever came first: RLIMIT_CPU's SIGXCPU or the fork server's own sample.
+    assert exited["signal"] in (signal.SIGXCPU, signal.SIGKILL)
+    assert exited["reason"] == "cpu limit 1 s exceeded"
+
+
+def test_environment_is_minimal_plus_the_handler_table(limited: ForkServerHarness) -> None:
+    job = limited.spawn("snoops", key="k-env")
+    message = job.read_message()
+    assert message is not None, limited.exited(job)
+    found = message["value"]
+    environ = found["environ"]
+    assert set(environ) <= {
+        "PATH", "LANG", "LANGUAGE", "TZ", "HOME", "USER", "LOGNAME", "FROM_TABLE",
+        "POOLSUP_JOB_KEY", "POOLSUP_JOB_TOKEN", "POOLSUP_JOB_ATTEMPT",
+    } | {name for name in environ if name.startswith("LC_")}
+    assert environ["FROM_TABLE"] == "yes"
+    assert environ["POOLSUP_JOB_KEY"] == "k-env"
+    assert environ["PATH"] == os.environ["PATH"]
+    for place in ("environ", "posix_environ", "proc_environ", "cmdline"):
+        assert SECRET not in str(found[place]), place
+    assert "FROM_TABLE" not in found["cmdline"]  # the table is not on the command line
+
+
+def test_inherit_env_passes_the_whole_environment(limited: ForkServerHarness) -> None:
+    job = limited.spawn("inherits")
+    message = job.read_message()
+    assert message is not None
+    assert message["value"]["environ"]["POOLSUP_TEST_SECRET"] == SECRET
+
+
+def test_every_job_gets_core_dumps_off_and_a_bound_on_open_files(
+    limited: ForkServerHarness,
+) -> None:
+    job = limited.spawn("unconfined")
+    message = job.read_message()
+    assert message is not None
+    found = message["value"]
+    assert found["core"] == [0, 0]
+    assert found["nofile"][0] == found["nofile"][1] <= 4096
+    assert found["cpu"] == [resource.RLIM_INFINITY] * 2
+    assert found["uid"] == os.geteuid()
+    assert found["parent_death_signal"] == signal.SIGKILL
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
+def test_user_group_cwd_nice_and_cpu_rlimit(limited: ForkServerHarness) -> None:
+    job = limited.spawn("confined")
+    message = job.read_message()
+    assert message is not None, limited.exited(job)
+    nobody = pwd.getpwnam("nobody")
+    assert message["value"] == {
+        "uid": nobody.pw_uid, "gid": grp.getgrnam("nogroup").gr_gid,
+        "groups": sorted(os.getgrouplist("nobody", grp.getgrnam("nogroup").gr_gid)),
+        "home": nobody.pw_dir, "user": "nobody", "cwd": "/tmp", "nice": 5,
+        "core": [0, 0], "nofile": [4096, 4096], "cpu": [2, 3],
+        # A change of user clears it: the child must arm it again.
+        "parent_death_signal": signal.SIGKILL,
+    }
+    assert limited.exited(job)["code"] == 0
+
+
+def test_unknown_user_fails_the_handler_like_an_import_error(
+    limited: ForkServerHarness,
+) -> None:
+    assert limited.ready["handlers"]["ghost"] == "user 'poolsup-no-such-user' does not exist"
+    job = limited.spawn("ghost")
+    assert job.read_message() == {
+        "t": "error", "error": "handler cannot run: user 'poolsup-no-such-user' does not exist",
+        "traceback": "", "final": True,
+    }
+    assert limited.exited(job)["code"] == 1
+
+
+def test_switching_user_without_root_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 12345)
+    prepared = confinement.prepare(HandlerSpec(path="x.py", user="root"), {})
+    assert prepared.error == (
+        "running as user 'root' needs the supervisor to run as root (it runs as uid 12345)"
+    )
+
+
+def test_fence_kills_a_daemon_of_the_fenced_job(server: ForkServerHarness) -> None:
+    job = server.spawn("escaped_grandchild_then_sleep", fence_in=None)
+    daemon = int(job.read_output_line())
+    server.fence(job, time.monotonic())
+    assert server.exited(job)["fenced"] is True
+    assert wait_until_gone(daemon, WAIT)

@@ -12,9 +12,12 @@ from supervisor.core.outcome import (
 )
 
 
-def exited(*, message=None, result=None, code=0, sig=None, fenced=False) -> ChildExit:  # type: ignore[no-untyped-def]
+def exited(*, message=None, result=None, code=0, sig=None, fenced=False, reason=None) -> ChildExit:  # type: ignore[no-untyped-def]
     return ChildExit(message=message, result_json=result, exit_code=code, exit_signal=sig,
-                     fenced=fenced)
+                     fenced=fenced, reason=reason)
+
+
+MEMORY = "memory limit 100 MiB exceeded (peak 131 MiB)"
 
 
 def test_a_result_completes() -> None:
@@ -68,3 +71,31 @@ def test_user_stop_wins_over_a_result_returned_in_response() -> None:
 
 def test_drain_lets_a_finished_job_complete() -> None:
     assert decide_outcome(exited(result=b"1"), StopReason.DRAIN, timeout=0) == Complete(b"1")
+
+
+def test_a_limit_the_fork_server_enforced_fails_the_attempt_with_its_reason() -> None:
+    for reason in (MEMORY, "cpu limit 2 s exceeded"):
+        outcome = decide_outcome(exited(code=None, sig=9, reason=reason), None, timeout=0,
+                                 signal_name="SIGKILL")
+        assert outcome == Fail(reason, final=False)
+
+
+def test_a_limit_is_the_reason_even_during_a_timeout_or_a_drain() -> None:
+    for stop in (StopReason.TIMEOUT, StopReason.DRAIN, StopReason.REBALANCE):
+        outcome = decide_outcome(exited(code=None, sig=9, reason=MEMORY), stop, timeout=2)
+        assert outcome == Fail(MEMORY, final=False)
+
+
+def test_a_limit_does_not_override_a_stop_a_fence_a_lost_lease_or_a_result() -> None:
+    limited = exited(code=None, sig=9, reason=MEMORY)
+    assert isinstance(decide_outcome(limited, StopReason.USER, timeout=0), Stopped)
+    assert isinstance(decide_outcome(limited, StopReason.LEASE_LOST, timeout=0), Abandon)
+    fenced = exited(code=None, sig=9, fenced=True, reason=MEMORY)
+    assert isinstance(decide_outcome(fenced, None, timeout=0), Release)
+    returned = exited(result=b"1", code=None, sig=9, reason=MEMORY)
+    assert decide_outcome(returned, None, timeout=0) == Complete(b"1")
+
+
+def test_exit_without_a_result_or_a_message() -> None:
+    outcome = decide_outcome(exited(code=0), None, timeout=0)
+    assert outcome == Fail("exited without a result (exit code 0)", final=False)

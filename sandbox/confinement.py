@@ -1,0 +1,184 @@
+"""What a job's child does to itself before its handler runs: resource limits, niceness,
+environment, user and group, working directory.
+
+`prepare` runs in the fork server, once per handler at start: user and group names are
+resolved there (a lookup can be slow, and an unknown name is an error of the handler,
+reported like an import error). `apply` runs in the job's child once it was handed its
+job, before the handler starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import grp
+import math
+import os
+import posix
+import pwd
+import resource
+import signal
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from sandbox import linux
+from sandbox.loader import HandlerSpec
+
+MAX_OPEN_FILES = 4096
+# What a job's environment keeps of the fork server's, unless its handler inherits all.
+_KEPT_VARIABLES = ("PATH", "LANG", "LANGUAGE", "TZ")
+_KEPT_PREFIXES = ("LC_",)
+
+
+class ConfinementError(Exception):
+    """The handler's isolation options cannot be applied."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Identity:
+    uid: int
+    gid: int
+    groups: tuple[int, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Confinement:
+    environ: Mapping[str, str] = field(default_factory=dict)  # without POOLSUP_JOB_*
+    inherit_env: bool = False
+    cwd: str | None = None
+    nice: int | None = None
+    cpu_limit: float | None = None
+    identity: Identity | None = None  # None: stay who the fork server is
+    error: str | None = None  # why jobs of this handler cannot run
+
+
+def prepare(spec: HandlerSpec, environ: Mapping[str, str]) -> Confinement:
+    """Resolve `spec`'s options, in the fork server whose environment is `environ`."""
+    try:
+        identity, account = _resolve_identity(spec.user, spec.group)
+    except ConfinementError as error:
+        return Confinement(error=str(error))
+    job_environ = dict(environ) if spec.inherit_env else minimal_environment(environ, account)
+    job_environ.update(spec.env)
+    return Confinement(
+        environ=job_environ,
+        inherit_env=spec.inherit_env,
+        cwd=spec.cwd,
+        nice=spec.nice,
+        cpu_limit=spec.cpu_limit,
+        identity=identity,
+    )
+
+
+def minimal_environment(
+    environ: Mapping[str, str], account: pwd.struct_passwd | None
+) -> dict[str, str]:
+    kept = {
+        name: value
+        for name, value in environ.items()
+        if name in _KEPT_VARIABLES or name.startswith(_KEPT_PREFIXES)
+    }
+    kept.setdefault("PATH", os.defpath)
+    if account is not None:
+        kept.update(HOME=account.pw_dir, USER=account.pw_name, LOGNAME=account.pw_name)
+    elif "HOME" in environ:
+        kept["HOME"] = environ["HOME"]
+    return kept
+
+
+def _resolve_identity(
+    user: str | None, group: str | None
+) -> tuple[Identity | None, pwd.struct_passwd | None]:
+    """Who a job runs as (None: as the fork server), and the account it runs under."""
+    account: pwd.struct_passwd | None
+    if user is None and group is None:
+        return None, _own_account()
+    if user is not None:
+        account = _account(user)
+        uid = account.pw_uid
+        gid = _group_id(group) if group is not None else account.pw_gid
+        groups = tuple(os.getgrouplist(account.pw_name, gid))
+    else:
+        account = _own_account()
+        uid, gid = os.geteuid(), _group_id(group or "")
+        groups = (gid,)
+    if os.geteuid() != 0:
+        if (uid, gid) == (os.geteuid(), os.getegid()):
+            return None, account  # already that user and group
+        wanted = f"user {user!r}" if user is not None else f"group {group!r}"
+        raise ConfinementError(
+            f"running as {wanted} needs the supervisor to run as root "
+            f"(it runs as uid {os.geteuid()})"
+        )
+    return Identity(uid=uid, gid=gid, groups=groups), account
+
+
+def _account(user: str) -> pwd.struct_passwd:
+    try:
+        return pwd.getpwuid(int(user)) if user.isdigit() else pwd.getpwnam(user)
+    except KeyError:
+        raise ConfinementError(f"user {user!r} does not exist") from None
+
+
+def _own_account() -> pwd.struct_passwd | None:
+    try:
+        return pwd.getpwuid(os.geteuid())
+    except KeyError:
+        return None  # a uid without an entry, as in some containers
+
+
+def _group_id(group: str) -> int:
+    try:
+        return int(group) if group.isdigit() else grp.getgrnam(group).gr_gid
+    except KeyError:
+        raise ConfinementError(f"group {group!r} does not exist") from None
+
+
+def apply(confinement: Confinement, *, server_pid: int) -> None:
+    """In the job's child: confine it. Raises ConfinementError saying what failed."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    files = MAX_OPEN_FILES if hard == resource.RLIM_INFINITY else min(hard, MAX_OPEN_FILES)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (files, files))
+    if confinement.cpu_limit is not None:
+        # SIGXCPU at the limit, SIGKILL a second later for a handler that catches it.
+        seconds = math.ceil(confinement.cpu_limit)
+        resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 1))
+    if confinement.nice is not None:
+        what = f"cannot set nice {confinement.nice}"
+        _attempt(what, os.setpriority, os.PRIO_PROCESS, 0, confinement.nice)
+    replace_environment(confinement.environ, hide_inherited=not confinement.inherit_env)
+    if confinement.identity is not None:
+        _switch_identity(confinement.identity, server_pid)
+    if confinement.cwd is not None:
+        _attempt(f"cannot change to directory {confinement.cwd}", os.chdir, confinement.cwd)
+
+
+def replace_environment(environ: Mapping[str, str], *, hide_inherited: bool) -> None:
+    """Make `environ` the whole environment: in `os.environ`, `posix.environ` and the C
+    library; with `hide_inherited`, also blank the one the fork server was started
+    with, which /proc/self/environ shows."""
+    os.environ.clear()
+    posix.environ.clear()
+    linux.clear_c_environment()
+    if hide_inherited:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            linux.wipe_startup_environment()
+    os.environ.update(environ)
+
+
+def _switch_identity(identity: Identity, server_pid: int) -> None:
+    what = f"cannot switch to uid {identity.uid} gid {identity.gid}"
+    _attempt(what, os.setgroups, list(identity.groups))
+    _attempt(what, os.setgid, identity.gid)
+    _attempt(what, os.setuid, identity.uid)
+    # A change of credentials clears the parent-death signal: arm it again.
+    linux.set_parent_death_signal(signal.SIGKILL)
+    if os.getppid() != server_pid:
+        os._exit(1)
+
+
+def _attempt(what: str, action: Callable[..., object], *args: object) -> None:
+    try:
+        action(*args)
+    except OSError as error:
+        raise ConfinementError(f"{what}: {error.strerror or error}") from None

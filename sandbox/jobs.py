@@ -1,0 +1,196 @@
+"""The fork server's running jobs: their fences, their limits, their ends.
+
+Each job's child is the leader of its own session and process group, and a
+subreaper; the fork server is a subreaper too. So a process a job leaves behind (a
+daemon that called setsid, a double-forked grandchild) comes to the fork server when
+the job's child dies, and `reap` kills every child that is not a job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import os
+import signal
+from dataclasses import dataclass
+from typing import Any
+
+from sandbox import linux, proctree, protocol
+from sandbox.limits import TreeWatch, cpu_reason, slow_interval
+from sandbox.loader import HandlerSpec
+
+
+@dataclass(eq=False, kw_only=True)
+class RunningJob:
+    job_id: str
+    pid: int  # also its process group and session id
+    cpu_limit: float | None = None
+    watch: TreeWatch | None = None  # when it has a memory or CPU limit
+    deadline: float | None = None
+    fenced: bool = False
+    reason: str | None = None  # why the fork server ended it, if it did
+
+
+class Jobs:
+    def __init__(self) -> None:
+        self._by_id: dict[str, RunningJob] = {}
+        self._by_pid: dict[int, RunningJob] = {}
+        self._fences: list[tuple[float, str]] = []  # a heap; stale entries are skipped
+
+    def __contains__(self, job_id: object) -> bool:
+        return job_id in self._by_id
+
+    def __bool__(self) -> bool:
+        return bool(self._by_id)
+
+    def add(self, job_id: str, pid: int, spec: HandlerSpec, now: float) -> RunningJob:
+        job = RunningJob(job_id=job_id, pid=pid, cpu_limit=spec.cpu_limit)
+        if spec.memory_limit is not None or spec.cpu_limit is not None:
+            job.watch = TreeWatch(
+                memory_limit=spec.memory_limit, cpu_limit=spec.cpu_limit, due=now
+            )
+        self._by_id[job_id] = job
+        self._by_pid[pid] = job
+        return job
+
+    def signal(self, job_id: str, signum: int) -> None:
+        """Signal the job's process group (a graceful stop reaches only that)."""
+        job = self._by_id.get(job_id)
+        if job is not None:
+            _signal_group(job.pid, signum)
+
+    def kill(self, job_id: str) -> None:
+        """SIGKILL the job's whole process tree."""
+        job = self._by_id.get(job_id)
+        if job is not None:
+            proctree.kill_tree(job.pid)
+
+    def kill_all(self) -> None:
+        for job in self._by_id.values():
+            proctree.kill_tree(job.pid)
+
+    def next_due(self) -> float | None:
+        """When a fence or a limit sample is next due (CLOCK_MONOTONIC), if ever."""
+        dues = [
+            job.watch.due
+            for job in self._by_id.values()
+            if job.watch is not None and job.reason is None  # a killed job waits for reap
+        ]
+        if self._fences:
+            dues.append(self._fences[0][0])
+        return min(dues, default=None)
+
+    # -- fences
+
+    def set_fence(self, job_id: str, deadline: float) -> None:
+        job = self._by_id.get(job_id)
+        if job is not None:
+            job.deadline = deadline
+            heapq.heappush(self._fences, (deadline, job_id))
+
+    def enforce_fences(self, now: float) -> None:
+        while self._fences and self._fences[0][0] <= now:
+            _, job_id = heapq.heappop(self._fences)
+            job = self._by_id.get(job_id)
+            if job is None or job.fenced or job.deadline is None or job.deadline > now:
+                continue
+            job.fenced = True
+            proctree.kill_tree(job.pid)
+
+    # -- limits
+
+    def enforce_limits(self, now: float) -> None:
+        watched = [(job, job.watch) for job in self._by_id.values() if job.watch is not None]
+        slowest = slow_interval(len(watched))
+        for job, watch in watched:
+            if job.reason is not None or watch.due > now:
+                continue
+            reason = watch.observe(proctree.usage(job.pid), now, slowest)
+            if reason is not None:
+                job.reason = reason
+                proctree.kill_tree(job.pid)
+
+    # -- ends
+
+    def reap(self, warm_pid: int | None) -> tuple[list[dict[str, Any]], bool]:
+        """Reap every child that has exited and kill what jobs left behind.
+
+        Returns the `exited` events of jobs that ended, and whether the child forked
+        ahead (`warm_pid`) died.
+        """
+        events: list[dict[str, Any]] = []
+        warm_died = False
+        reaped = False
+        while True:
+            try:
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                break
+            if info is None:
+                break
+            job = self._by_pid.get(info.si_pid)
+            if job is not None:
+                # While the leader is a zombie its group id cannot be reused: kill the
+                # helpers it left in its group before reaping it.
+                _signal_group(job.pid, signal.SIGKILL)
+            _, status, rusage = os.wait4(info.si_pid, 0)
+            reaped = True
+            if job is not None:
+                events.append(self._exited(job, status, rusage.ru_utime + rusage.ru_stime))
+            elif info.si_pid == warm_pid:
+                warm_died = True
+        if reaped:
+            self._kill_leftovers(None if warm_died else warm_pid)
+        return events, warm_died
+
+    def _exited(self, job: RunningJob, status: int, cpu_seconds: float) -> dict[str, Any]:
+        del self._by_id[job.job_id]
+        del self._by_pid[job.pid]
+        signum = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+        event: dict[str, Any] = {
+            "ev": protocol.EV_EXITED,
+            "job": job.job_id,
+            "pid": job.pid,
+            "code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+            "signal": signum,
+            "fenced": job.fenced,
+        }
+        reason = job.reason
+        if reason is None and job.cpu_limit is not None and _by_rlimit_cpu(
+            signum, job.cpu_limit, cpu_seconds
+        ):
+            reason = cpu_reason(job.cpu_limit)
+        if reason is not None:
+            event["reason"] = reason
+        return event
+
+    def _kill_leftovers(self, warm_pid: int | None) -> None:
+        """Kill our children that are not jobs.
+
+        Jobs are subreapers, so while a job lives its orphaned descendants are its
+        children; a process that comes to us is what a dead job left behind.
+        """
+        for pid in linux.child_pids():
+            if pid not in self._by_pid and pid != warm_pid:
+                proctree.kill_tree(pid)
+
+
+def _by_rlimit_cpu(signum: int | None, limit: float, cpu_seconds: float) -> bool:
+    """Whether the kernel ended a process for RLIMIT_CPU: SIGXCPU at the soft limit, or
+    SIGKILL at the hard one for a process that caught SIGXCPU."""
+    if signum == signal.SIGXCPU:
+        return True
+    return signum == signal.SIGKILL and cpu_seconds >= limit
+
+
+def _signal_group(pid: int, signum: int) -> None:
+    """Signal a job's process group; or, before the child made its group, the child."""
+    try:
+        os.killpg(pid, signum)
+    except ProcessLookupError:
+        # Nothing else can be in its group yet, and its pid, our unreaped child's,
+        # cannot have been reused.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signum)
+    except PermissionError:
+        pass
