@@ -191,6 +191,8 @@ class ForkServer:
         finally:
             _close_all(fds)
         self._jobs.add(job_id, pid, self._handlers[name].spec, time.monotonic())
+        if "deadline" in message:
+            self._jobs.set_fence(job_id, float(message["deadline"]))
         self._send({"ev": protocol.EV_SPAWNED, "job": job_id, "pid": pid})
         self._fork_ahead()
 

@@ -16,7 +16,9 @@ Two channels:
   Every key but "path" may be left out.
 
   supervisor -> fork server
-    {"op": "spawn", "job": JOB_ID, "handler": NAME}          + fds [control, output]
+    {"op": "spawn", "job": JOB_ID, "handler": NAME, "deadline": MONO}
+                                                              + fds [control, output]
+                                                              (the first fence; optional)
     {"op": "fence", "jobs": [JOB_ID, ...], "deadline": MONO}  kill at CLOCK_MONOTONIC >= MONO
     {"op": "signal", "job": JOB_ID, "signal": N}              to the job's process group
     {"op": "kill", "job": JOB_ID}                             SIGKILL the whole job

@@ -115,11 +115,14 @@ class ForkServer:
                 output=await anyio.abc.UNIXSocketStream.from_socket(output_parent),
             )
             self._children[job_id] = child
-            message = {"op": protocol.OP_SPAWN, "job": job_id, "handler": handler}
+            # The first fence travels with the spawn: the child never runs unfenced.
+            message = {
+                "op": protocol.OP_SPAWN,
+                "job": job_id,
+                "handler": handler,
+                "deadline": fence_deadline,
+            }
             await self._send(message, fds=[control_child.fileno(), output_child.fileno()])
-            # Sent before the spawn is confirmed: the fork server handles ops in order,
-            # so there is no moment at which the child runs unfenced.
-            await self.fence([job_id], fence_deadline)
             if len(first_message) <= EAGER_SEND_LIMIT:
                 await child.control.send(first_message)
         finally:

@@ -449,6 +449,23 @@ def test_fence_deadline_kills_the_job_when_it_comes(server: ForkServerHarness) -
     assert (exited["signal"], exited["fenced"]) == (signal.SIGKILL, True)
 
 
+def test_a_deadline_in_the_spawn_message_fences_from_birth(server: ForkServerHarness) -> None:
+    control, child_control = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    output, child_output = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    job = JobHandle(f"job-{next(_job_ids)}", control, output)
+    server.jobs.append(job)
+    server.start(job, {"seconds": 60})
+    with child_control, child_output:
+        server.send(
+            {"op": "spawn", "job": job.job_id, "handler": "sleeps",
+             "deadline": time.monotonic() + 0.2},
+            [child_control.fileno(), child_output.fileno()],
+        )
+    job.pid = server.event(job, "spawned")["pid"]
+    exited = server.exited(job)
+    assert (exited["signal"], exited["fenced"]) == (signal.SIGKILL, True)
+
+
 def test_renewed_fence_keeps_the_job_alive(server: ForkServerHarness) -> None:
     job = server.spawn("sleeps", {"seconds": 0.5}, fence_in=0.2)
     server.fence(job, time.monotonic() + 60)
