@@ -49,7 +49,7 @@ def main() -> None:
             status = client.status()
             client.close()
     used = (after.user - before.user) + (after.system - before.system)
-    print(f"store={args.store} running={status['counts']['running']} jobs (all started in "
+    print(f"store={args.store} running={status['counts']['running']} jobs (all claimed in "
           f"{ramp:.1f} s); supervisor CPU {100 * used / args.seconds:.1f}% of one core over "
           f"{args.seconds:.0f} s; supervisor RSS {rss / 2**20:.0f} MiB")
 

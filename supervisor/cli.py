@@ -14,7 +14,7 @@ import anyio
 import click
 import orjson
 
-from supervisor.client import AsyncClient, parse_payload
+from supervisor.client import AsyncClient, client_options, parse_payload
 from supervisor.config import Config, load_config, resolve_config_path
 from supervisor.errors import PoolsupError, UsageError
 from supervisor.status import render_status_text
@@ -67,13 +67,8 @@ def read_config(config_path: str | None, *, require_handlers: bool = False) -> C
 
 
 def client_for(config: Config) -> AsyncClient:
-    return AsyncClient(
-        config.pool.store,
-        pool=config.pool.name,
-        retention=config.pool.retention,
-        handlers=config.handlers,
-        max_payload=config.pool.max_payload,
-    )
+    store, options = client_options(config)
+    return AsyncClient(store, **options)
 
 
 def with_client(config_path: str | None, action: Callable[[AsyncClient], Any]) -> Any:

@@ -13,7 +13,7 @@ import anyio
 import anyio.from_thread
 import orjson
 
-from supervisor.config import HandlerConfig, load_config
+from supervisor.config import Config, HandlerConfig, load_config
 from supervisor.core.validation import (
     DEFAULT_MAX_PAYLOAD,
     validate_key,
@@ -50,6 +50,16 @@ def parse_payload(text: str | bytes, limit: int = DEFAULT_MAX_PAYLOAD) -> bytes:
     return data.strip()
 
 
+def client_options(config: Config) -> tuple[str, dict[str, Any]]:
+    """The store URL and client options of a pool's config."""
+    return config.pool.store, {
+        "pool": config.pool.name,
+        "retention": config.pool.retention,
+        "handlers": config.handlers,
+        "max_payload": config.pool.max_payload,
+    }
+
+
 class AsyncClient:
     """Talks to a pool's store directly; needs no running supervisor."""
 
@@ -75,14 +85,8 @@ class AsyncClient:
 
     @classmethod
     def from_config(cls, path: str | Path) -> AsyncClient:
-        config = load_config(Path(path))
-        return cls(
-            config.pool.store,
-            pool=config.pool.name,
-            retention=config.pool.retention,
-            handlers=config.handlers,
-            max_payload=config.pool.max_payload,
-        )
+        store, options = client_options(load_config(Path(path)))
+        return cls(store, **options)
 
     async def _opened(self) -> Store:
         if self._store is None:
@@ -188,14 +192,8 @@ class Client:
 
     @classmethod
     def from_config(cls, path: str | Path) -> Client:
-        config = load_config(Path(path))
-        return cls(
-            config.pool.store,
-            pool=config.pool.name,
-            retention=config.pool.retention,
-            handlers=config.handlers,
-            max_payload=config.pool.max_payload,
-        )
+        store, options = client_options(load_config(Path(path)))
+        return cls(store, **options)
 
     def _call(self, method: Callable[..., Coroutine[Any, Any, T]], *args: Any, **kwargs: Any) -> T:
         result: T = self._portal.call(functools.partial(method, *args, **kwargs))

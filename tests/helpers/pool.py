@@ -152,3 +152,12 @@ def assert_one_process_at_a_time(ledger: list[LedgerLine]) -> None:
                 f"{earlier[3]:.3f}, after pid {later[0]} (token {later[1]}) started at "
                 f"{later[2]:.3f}"
             )
+
+
+FINISHED = ("succeeded", "failed", "stopped")
+
+
+def finished(client: Any, key: str) -> dict[str, Any] | None:
+    """The job's record once it has ended, else None (for `wait_for`)."""
+    record: dict[str, Any] = client.job(key)
+    return record if record["state"] in FINISHED else None

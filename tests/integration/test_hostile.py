@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from supervisor import Client
-from tests.helpers.pool import SupervisorProcess, wait_for
+from tests.helpers.pool import SupervisorProcess, finished, wait_for
 from tests.integration.conftest import Pool
 
 HANDLERS: dict[str, dict[str, Any]] = {
@@ -99,11 +99,6 @@ def hostile_pool(pool: Pool) -> Pool:
 @pytest.fixture
 def client(hostile_pool: Pool) -> Client:
     return hostile_pool.client()
-
-
-def finished(client: Client, key: str) -> dict[str, Any] | None:
-    record = client.job(key)
-    return record if record["state"] in ("succeeded", "failed", "stopped") else None
 
 
 def reason(record: dict[str, Any]) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.pool import wait_for
+from tests.helpers.pool import finished, wait_for
 from tests.integration.conftest import Pool
 
 HANDLERS: dict[str, dict[str, Any]] = {
@@ -32,10 +32,6 @@ def running_pool(pool: Pool) -> Pool:
     pool.start(pool.config(HANDLERS, capacity=8, lease_ttl=2, stop_grace=2))
     return pool
 
-
-def finished(client, key):  # type: ignore[no-untyped-def]
-    record = client.job(key)
-    return record if record["state"] in ("succeeded", "failed", "stopped") else None
 
 
 def test_retries_with_backoff_until_success(running_pool: Pool) -> None:

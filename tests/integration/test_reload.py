@@ -8,7 +8,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.helpers.pool import wait_for
+from tests.helpers.pool import finished, wait_for
 from tests.integration.conftest import Pool
 
 VERSIONED = '''
@@ -19,10 +19,6 @@ def run(job):
     return "{version}"
 '''
 
-
-def finished(client, key):  # type: ignore[no-untyped-def]
-    record = client.job(key)
-    return record if record["state"] in ("succeeded", "failed", "stopped") else None
 
 
 def test_sighup_loads_new_handler_code_and_running_jobs_keep_theirs(
