@@ -7,7 +7,6 @@ server, so a child reaches its handler without importing anything.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import os
 import selectors
@@ -261,11 +260,19 @@ class StopGuard:
 
 def _call(function: Callable[..., Any], job: Job) -> Any:
     if inspect.iscoroutinefunction(function):
-        return asyncio.run(function(job))
+        return _run_coroutine(function(job))
     value = function(job)
     if inspect.iscoroutine(value):
-        return asyncio.run(value)
+        return _run_coroutine(value)
     return value
+
+
+def _run_coroutine(coroutine: Any) -> Any:
+    # Imported here, not at the top: a fork server with asyncio loaded forks slower, so
+    # it is preloaded only when some handler is async (loader.preload).
+    import asyncio
+
+    return asyncio.run(coroutine)
 
 
 def _start_reader(channel: ControlChannel, inbox: Inbox, wakeup_fd: int) -> None:

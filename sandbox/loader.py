@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import inspect
 import os
 import re
 import sys
@@ -110,4 +112,6 @@ def preload(specs: dict[str, HandlerSpec]) -> dict[str, LoadedHandler]:
             handlers[name] = LoadedHandler(spec=spec, function=None, error=traceback.format_exc())
         else:
             handlers[name] = LoadedHandler(spec=spec, function=function, error=None)
+            if inspect.iscoroutinefunction(function):
+                importlib.import_module("asyncio")  # children then need not import it
     return handlers
