@@ -16,6 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from supervisor.core.stats import percentile  # noqa: E402, F401 - shared with the benches
 from tests.helpers.pool import SupervisorProcess, write_pool  # noqa: E402
 
 HANDLERS = Path(__file__).resolve().parent / "handlers"
@@ -84,9 +85,3 @@ def supervisor(
         if process.process.poll() is None:
             os.kill(process.pid, signal.SIGTERM)
             process.wait(60)
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
-    return ordered[index]

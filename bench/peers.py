@@ -43,6 +43,7 @@ import peers_tasks
 from common import percentile, redis_server, supervisor
 
 from supervisor import Client
+from tests.helpers.pool import wait_for
 
 BENCH = Path(__file__).resolve().parent
 RESULTS = BENCH / "results"
@@ -55,18 +56,6 @@ TARGET_VS_RQ = 4.0
 TARGET_VS_CELERY = 1.0
 TARGET_P50_MS = 5.0
 TARGET_P99_MS = 10.0
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float, what: str,
-               interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
 
 
 def stop_processes(processes: list[subprocess.Popen[bytes]], grace: float = 15.0) -> None:
@@ -157,8 +146,8 @@ def poolsup_throughput(url: str, args: argparse.Namespace, directory: Path) -> d
         launched = time.time()
         with supervisor(directory, url, pool, handlers=handlers, name="throughput.toml",
                         capacity=args.workers, lease_ttl=10):
-            wait_until(lambda: client.status()["counts"]["succeeded"] >= args.jobs,
-                       args.timeout, "poolsup jobs")
+            wait_for(lambda: client.status()["counts"]["succeeded"] >= args.jobs,
+                     args.timeout, message="poolsup jobs")
             records = client.jobs(state="succeeded")
     finally:
         client.close()
@@ -184,7 +173,7 @@ def poolsup_latency(url: str, args: argparse.Namespace, directory: Path) -> dict
                     if record["state"] in ("failed", "stopped"):
                         raise RuntimeError(f"poolsup job {key} {record['state']}: {record}")
                     return record if record["state"] == "succeeded" else None
-                record = wait_until(finished, args.timeout, f"poolsup job {key}", POLL)
+                record = wait_for(finished, args.timeout, POLL, message=f"poolsup job {key}")
                 return float(record["result"]["started"])
 
             return sample_latency(dispatch, started, args.samples, args.warmup)
@@ -224,8 +213,8 @@ def rq_throughput(url: str, args: argparse.Namespace, directory: Path) -> dict[s
         launched = time.time()
         with workers(rq_worker_commands(url, queue.name, args.workers, burst=True),
                      directory / "rq-throughput.log", url) as processes:
-            wait_until(lambda: all(p.poll() is not None for p in processes), args.timeout,
-                       "RQ burst workers to drain the queue", 0.1)
+            wait_for(lambda: all(p.poll() is not None for p in processes), args.timeout,
+                     0.1, message="RQ burst workers to drain the queue")
         records = [job for job in Job.fetch_many(ids, connection=connection) if job]
         done = [job for job in records if job.get_status(refresh=False) == JobStatus.FINISHED]
         if len(done) != args.jobs:
@@ -247,8 +236,8 @@ def rq_latency(url: str, args: argparse.Namespace, directory: Path) -> dict[str,
     try:
         with workers(rq_worker_commands(url, queue.name, args.workers, burst=False),
                      directory / "rq-latency.log", url):
-            wait_until(lambda: Worker.count(connection=connection, queue=queue) >= args.workers,
-                       60, "RQ workers to register")
+            wait_for(lambda: Worker.count(connection=connection, queue=queue) >= args.workers,
+                     60, message="RQ workers to register")
 
             def dispatch(index: int) -> Job:
                 return queue.enqueue(peers_tasks.STARTED, result_ttl=3600)
@@ -259,7 +248,7 @@ def rq_latency(url: str, args: argparse.Namespace, directory: Path) -> dict[str,
                     if status in (JobStatus.FAILED, JobStatus.STOPPED, JobStatus.CANCELED):
                         raise RuntimeError(f"RQ job {job.id} {status}")
                     return status == JobStatus.FINISHED
-                wait_until(finished, args.timeout, f"RQ job {job.id}", POLL)
+                wait_for(finished, args.timeout, POLL, message=f"RQ job {job.id}")
                 return float(job.return_value(refresh=True))
 
             return sample_latency(dispatch, started, args.samples, args.warmup)
@@ -296,7 +285,7 @@ def celery_throughput(url: str, args: argparse.Namespace, directory: Path) -> di
         launched = time.time()
         with workers(celery_worker_command(queue, args.workers),
                      directory / "celery-throughput.log", url):
-            wait_until(stored, args.timeout, "Celery results", 0.1)
+            wait_for(stored, args.timeout, 0.1, message="Celery results")
         metas = [json.loads(raw) for i in range(0, len(keys), 1000)
                  for raw in connection.mget(keys[i:i + 1000])]
         failed = [meta for meta in metas if meta["status"] != "SUCCESS"]
@@ -326,7 +315,7 @@ def celery_latency(url: str, args: argparse.Namespace, directory: Path) -> dict[
                         raise RuntimeError(f"Celery task {result.id} {state}")
                     return bool(state == "SUCCESS")
                 # The first warm-up sample also waits for the worker to boot.
-                wait_until(finished, max(args.timeout, 60), f"Celery task {result.id}", POLL)
+                wait_for(finished, max(args.timeout, 60), POLL, message=f"Celery task {result.id}")
                 return float(result.result)
 
             return sample_latency(dispatch, started, args.samples, args.warmup)

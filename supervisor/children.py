@@ -93,6 +93,10 @@ class ForkServer:
     def pid(self) -> int:
         return self._process.pid
 
+    async def wait_ready(self) -> None:
+        """Until the fork server has preloaded the handlers (or died trying)."""
+        await self._ready.wait()
+
     @property
     def child_count(self) -> int:
         """Children spawned and not yet seen to exit."""
@@ -105,7 +109,7 @@ class ForkServer:
         `first_message` already waiting on its control socket."""
         if not self.alive:
             raise ForkServerDied()
-        await self._ready.wait()
+        await self.wait_ready()
         control_parent, control_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         output_parent, output_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -149,9 +153,6 @@ class ForkServer:
     async def kill(self, job_id: str) -> None:
         if self.alive:
             await self._send({"op": protocol.OP_KILL, "job": job_id})
-
-    def forget(self, job_id: str) -> None:
-        self._children.pop(job_id, None)
 
     async def _send(self, message: dict[str, Any], fds: list[int] | None = None) -> None:
         data = protocol.encode(message)
@@ -320,7 +321,7 @@ async def open_fork_server(handlers: Mapping[str, HandlerConfig]) -> AsyncIterat
         await group.start(server.serve)
         try:
             with anyio.fail_after(30):
-                await server._ready.wait()
+                await server.wait_ready()
             if not server.alive:
                 raise ForkServerDied("fork server failed to start")
             yield server

@@ -210,27 +210,21 @@ def notify(config_path: str | None, key: str, payload: str) -> None:
 @reports_errors
 def status(config_path: str | None, as_json: bool, watch: bool) -> None:
     """The pool at a glance.  Exit 1 if the store is unreachable."""
-    config = read_config(config_path)
 
-    async def main_loop() -> None:
-        client = client_for(config)
-        try:
-            while True:
-                snapshot = await client.status()
-                if as_json:
-                    print_json(snapshot)
-                else:
-                    if watch:
-                        click.clear()
-                    click.echo(render_status_text(snapshot))
-                if not watch:
-                    return
-                await anyio.sleep(1.0)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await client.close()
+    async def show(client: AsyncClient) -> None:
+        while True:
+            snapshot = await client.status()
+            if as_json:
+                print_json(snapshot)
+            else:
+                if watch:
+                    click.clear()
+                click.echo(render_status_text(snapshot))
+            if not watch:
+                return
+            await anyio.sleep(1.0)
 
-    anyio.run(main_loop)
+    with_client(config_path, show)
 
 
 @main.command()

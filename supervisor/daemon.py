@@ -48,7 +48,7 @@ class Supervisor:
             started_at=time.time(),
         )
         self.job_settings = JobSettings(
-            owner=settings.id, lease_ttl=settings.lease_ttl, stop_grace=settings.stop_grace
+            lease_ttl=settings.lease_ttl, stop_grace=settings.stop_grace
         )
         self.keeper = LeaseKeeper(
             store=store,
@@ -92,7 +92,6 @@ class Supervisor:
             await run_job(
                 job,
                 store=self.store,
-                fork_server=job.fork_server,
                 settings=self.job_settings,
                 registry=self.registry,
                 claim_sent_at=claim_sent_at,
@@ -156,7 +155,7 @@ class Supervisor:
 
     async def _drain(self) -> None:
         self.claimer.stop()
-        self.info = SupervisorInfo(**{**self.info.__dict__, "state": "draining"})
+        self.info = dataclasses.replace(self.info, state="draining")
         with contextlib.suppress(StoreUnavailable, SupervisorIdTaken):
             await self.store.register(self.info)
         drain_timeout = self.config.supervisor.drain_timeout

@@ -12,7 +12,7 @@ import anyio
 import orjson
 
 from sandbox import protocol
-from supervisor.children import Child, ForkServer
+from supervisor.children import Child
 from supervisor.core.leases import fence_deadline
 from supervisor.core.outcome import (
     Abandon,
@@ -40,7 +40,6 @@ FINALIZE_RETRY_MAX = 2.0
 
 @dataclass(frozen=True, kw_only=True)
 class JobSettings:
-    owner: str
     lease_ttl: float
     stop_grace: float
 
@@ -49,12 +48,12 @@ async def run_job(
     job: RunningJob,
     *,
     store: Store,
-    fork_server: ForkServer,
     settings: JobSettings,
     registry: Registry,
     claim_sent_at: float,
 ) -> None:
-    """Everything between a claim and the stored outcome of one attempt."""
+    """Everything between a claim and the stored outcome of one attempt, in a child
+    of the job's fork server."""
     claimed = job.claimed
     start = {
         "t": protocol.MSG_START,
@@ -64,7 +63,7 @@ async def run_job(
         "attempt": claimed.attempt,
     }
     try:
-        child = await fork_server.spawn(
+        child = await job.fork_server.spawn(
             job.job_id,
             claimed.handler,
             fence_deadline(claim_sent_at, settings.lease_ttl),
@@ -84,9 +83,7 @@ async def run_job(
         claimed.token,
         child.pid,
     )
-    exit_report, details = await _supervise(
-        job, child, store=store, fork_server=fork_server, settings=settings
-    )
+    exit_report, details = await _supervise(job, child, store=store, settings=settings)
     status = child.status
     outcome = decide_outcome(
         exit_report,
@@ -146,7 +143,6 @@ async def _supervise(
     child: Child,
     *,
     store: Store,
-    fork_server: ForkServer,
     settings: JobSettings,
 ) -> tuple[ChildExit, str]:
     """Watch the child until it has exited; its exit, and details for an error record."""
@@ -155,7 +151,7 @@ async def _supervise(
     async with anyio.create_task_group() as group:
         group.start_soon(reader.run)
         group.start_soon(output.run)
-        group.start_soon(_watch_stop, job, child, fork_server, settings.stop_grace)
+        group.start_soon(_watch_stop, job, child, settings.stop_grace)
         group.start_soon(_deliver_notifications, job, child, store)
         if job.handler.timeout > 0:
             group.start_soon(_watch_timeout, job, job.handler.timeout)
@@ -194,11 +190,10 @@ async def _watch_timeout(job: RunningJob, timeout: float) -> None:
     job.request_stop(StopReason.TIMEOUT)
 
 
-async def _watch_stop(
-    job: RunningJob, child: Child, fork_server: ForkServer, stop_grace: float
-) -> None:
+async def _watch_stop(job: RunningJob, child: Child, stop_grace: float) -> None:
     """Graceful stop: tell the handler, SIGTERM the group, SIGKILL after the grace.
     A lost lease skips the grace: someone else may be starting the job already."""
+    fork_server = job.fork_server
     await job.stop_wanted.wait()
     if job.lease_lost:
         await fork_server.kill(child.job_id)

@@ -48,10 +48,7 @@ class OutputPump:
         if self._pending:
             self._line(self._pending)
             self._pending = b""
-        if self.suppressed:
-            output_log.warning("[%s] %d output line(s) not logged: over %d lines/s",
-                               self._key, self.suppressed, LINES_PER_SECOND)
-            self.suppressed = 0
+        self._report_suppressed()
 
     def tail(self) -> str:
         text = b"\n".join(self._tail).decode(errors="replace")
@@ -89,7 +86,8 @@ class OutputPump:
         self._refilled_at = now
 
     def _report_suppressed(self) -> None:
-        if self.suppressed and self._tokens >= 1:
+        """Say how many lines were dropped, once logging resumes (or at the end)."""
+        if self.suppressed:
             output_log.warning(
                 "[%s] %d output line(s) not logged: over %d lines/s",
                 self._key, self.suppressed, LINES_PER_SECOND,
