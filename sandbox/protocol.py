@@ -52,6 +52,7 @@ Two channels:
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import orjson
@@ -74,6 +75,13 @@ MSG_STOP = "stop"
 MSG_NOTIFY = "notify"
 MSG_RESULT = "result"
 MSG_ERROR = "error"
+
+
+def fence_clock() -> float:
+    """The clock of every fence deadline, on both sides of the socket: CLOCK_BOOTTIME,
+    which neither steps with the wall clock nor stops while the host is suspended (a
+    lease in the store runs on through a suspend, so the fence must too)."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
 def encode(message: dict[str, Any]) -> bytes:

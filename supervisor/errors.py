@@ -32,16 +32,21 @@ class InvalidJob(UsageError):
     """The job key, handler or payload is invalid."""
 
 
-class StoreUnavailable(PoolsupError):
+class StoreFailure(PoolsupError):
+    """The store failed: unreachable, or it answered with an error.
+
+    Long-lived loops catch this one class, retry with backoff and never exit for it.
+    """
+
+    exit_code = 1
+
+
+class StoreUnavailable(StoreFailure):
     """The store cannot be reached."""
 
-    exit_code = 1
 
-
-class StoreError(PoolsupError):
-    """The store refused the request."""
-
-    exit_code = 1
+class StoreError(StoreFailure):
+    """The store refused the request (out of memory, read-only replica, failover, ...)."""
 
 
 class JobExists(PoolsupError):

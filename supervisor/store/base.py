@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 JobState = Literal["pending", "running", "succeeded", "failed", "stopped"]
+MembershipState = Literal["ok", "missing", "taken"]
 LIVE_STATES: frozenset[str] = frozenset({"pending", "running"})
 FINISHED_STATES: frozenset[str] = frozenset({"succeeded", "failed", "stopped"})
 ALL_STATES: tuple[JobState, ...] = ("pending", "running", "succeeded", "failed", "stopped")
@@ -99,12 +100,35 @@ class RenewResult:
     finished, expired and recovered, or gone): their children must be killed now.
     `stop_requested`: held keys that `stop` was asked for.
     `notified`: held keys with notifications waiting to be taken.
+    `membership`: the owner's entry: "ok" (this instance's; marked seen), "missing"
+    (gone: register again), "taken" (another instance holds the id: this one must drain).
     """
 
     lost: frozenset[str]
     stop_requested: frozenset[str]
     notified: frozenset[str]
     store_time: float
+    membership: MembershipState = "ok"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Note:
+    """A notification: `seq` grows strictly per key, in the order they were sent."""
+
+    seq: int
+    payload: bytes
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreHealth:
+    """Whether the store takes writes, as `status` shows it.
+
+    `since`: when the store last started taking writes ("ok"), or when it last took
+    one ("failing"), store epoch seconds."""
+
+    state: Literal["ok", "failing"]
+    since: float
+    error: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -181,6 +205,7 @@ class PoolSnapshot:
     supervisors: tuple[SupervisorStatus, ...]
     counts: dict[str, int]
     running: tuple[JobRecord, ...]
+    store: StoreHealth
 
 
 EventKind = Literal["wake", "stop", "notify"]
@@ -222,13 +247,17 @@ class Store(Protocol):
     async def renew(
         self,
         owner: str,
+        instance: str,
         leases: Sequence[Lease],
         lease_ttl: float,
         stats: dict[str, JobStats],
     ) -> RenewResult:
         """In one round trip: extend every lease whose job is running with this owner
         and token to store time + `lease_ttl`, store its stats, and mark the owner as
-        seen.  Leases that do not match change nothing and come back in `lost`."""
+        seen if its membership entry is this `instance`'s.  Leases that do not match
+        change nothing and come back in `lost`.  A job that has held this lease for
+        3 x `lease_ttl` or more has its `lease_losses` reset to 0 (losses count only
+        in a row)."""
 
     async def complete(self, lease: Lease, result: bytes) -> None:
         """running -> succeeded with the result JSON.  Raises `StaleToken` unless the
@@ -240,10 +269,11 @@ class Store(Protocol):
         otherwise "failed".  The error is recorded either way.  If a stop was
         requested, ends "stopped" instead.  Raises `StaleToken` as `complete`."""
 
-    async def release(self, lease: Lease) -> None:
+    async def release(self, lease: Lease, *, delay: float = 0.0) -> None:
         """running -> pending without spending the attempt (attempts - 1), claimable at
-        once, ahead of newer jobs.  If a stop was requested, ends `stopped` instead.
-        Raises `StaleToken` as `complete`."""
+        once, ahead of newer jobs; with `delay` > 0, claimable `delay` seconds from
+        now instead.  If a stop was requested, ends `stopped` instead.  Raises
+        `StaleToken` as `complete`."""
 
     async def finish_stopped(self, lease: Lease, reason: str) -> None:
         """running -> stopped, after the job's processes are gone.  Raises `StaleToken`
@@ -258,8 +288,15 @@ class Store(Protocol):
         """Queue a message for the job (kept until it runs).  Raises `JobNotFound`;
         a finished job raises `JobNotFound` too."""
 
-    async def take_notifications(self, lease: Lease) -> list[bytes]:
-        """Pop every queued message of a job this lease holds, oldest first."""
+    async def take_notifications(self, lease: Lease, after: int = 0) -> list[Note]:
+        """The queued messages of a job this lease holds whose seq is above `after`,
+        oldest first.  Nothing is removed: a message stays until acknowledged, so a
+        run that ends before its handler took it leaves it to the next run.  A lease
+        not held gets []."""
+
+    async def ack_notifications(self, lease: Lease, upto: int) -> None:
+        """Remove the job's messages with seq <= `upto` (the handler has taken them).
+        Does nothing for a lease not held."""
 
     async def register(self, info: SupervisorInfo) -> None:
         """Add or refresh the supervisor's membership entry and mark it seen.  Raises
@@ -276,7 +313,9 @@ class Store(Protocol):
         """Every retained record, or those in one state, oldest first."""
 
     async def snapshot(self) -> PoolSnapshot:
-        """Supervisors seen within 3 x their lease_ttl, counts per state, running jobs."""
+        """Supervisors seen within 3 x their lease_ttl, counts per state, running jobs,
+        and the store's health.  Works while the store refuses writes (health then
+        says "failing"); never removes a supervisor's entry that may still be live."""
 
     def events(self) -> AbstractAsyncContextManager[AsyncIterator[StoreEvent]]:
         """Subscribe to change hints (wake, stop KEY, notify KEY)."""
