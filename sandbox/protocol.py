@@ -75,6 +75,7 @@ MSG_STOP = "stop"
 MSG_NOTIFY = "notify"
 MSG_RESULT = "result"
 MSG_ERROR = "error"
+MSG_ACK = "ack"
 
 
 def fence_clock() -> float:

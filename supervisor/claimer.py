@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import anyio
 
+from sandbox.protocol import fence_clock
 from supervisor.core.leases import MAX_LEASE_LOSSES
-from supervisor.errors import StoreUnavailable
+from supervisor.errors import StoreFailure
 from supervisor.running import Registry
 from supervisor.store.base import ClaimedJob, Store
+from supervisor.store_failures import StoreFailures
 
 log = logging.getLogger("poolsup.claimer")
 
 POLL_INTERVAL = 0.5  # also how often expired leases of the pool are recovered
-MAX_BACKOFF = 5.0
 
 
 class Claimer:
@@ -30,6 +30,7 @@ class Claimer:
         capacity: int,
         lease_ttl: float,
         start_job: Callable[[ClaimedJob, float], None],
+        spawn_ready: Callable[[], Awaitable[None]],
     ) -> None:
         self._store = store
         self._registry = registry
@@ -38,7 +39,9 @@ class Claimer:
         self._capacity = capacity
         self._lease_ttl = lease_ttl
         self._start_job = start_job
+        self._spawn_ready = spawn_ready
         self._wakeup = anyio.Event()
+        self.failures = StoreFailures("claim")
         self.stopped = False
 
     def wake(self) -> None:
@@ -49,21 +52,21 @@ class Claimer:
         self.wake()
 
     async def run(self) -> None:
-        backoff = 0.1
         while not self.stopped:
             self._wakeup = anyio.Event()
+            # No claim while no fork server could start it: a claim would only be
+            # released again.
+            await self._spawn_ready()
             free = max(0, self._capacity - self._registry.busy_slots)
-            sent_at = time.monotonic()
+            sent_at = fence_clock()
             try:
                 batch = await self._store.claim(
                     self._owner, self.handlers, free, self._lease_ttl, MAX_LEASE_LOSSES
                 )
-            except StoreUnavailable as error:
-                log.warning("cannot claim, retrying in %.1f s: %s", backoff, error)
-                await self._sleep(backoff)
-                backoff = min(MAX_BACKOFF, backoff * 2)
+            except StoreFailure as error:
+                await anyio.sleep(self.failures.failed(error))  # not cut short by wake-ups
                 continue
-            backoff = 0.1
+            self.failures.succeeded()
             if batch.recovered:
                 log.info("recovered %d job(s) with expired leases", batch.recovered)
             for claimed in batch.jobs:

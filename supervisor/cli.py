@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import logging
 import signal
 import sys
 import time
@@ -17,6 +16,7 @@ import orjson
 from supervisor.client import AsyncClient, client_options, parse_payload
 from supervisor.config import Config, load_config, resolve_config_path
 from supervisor.errors import PoolsupError, UsageError
+from supervisor.logs import logging_to_stderr
 from supervisor.status import render_status_text
 from supervisor.store.base import ALL_STATES
 
@@ -107,12 +107,9 @@ def run(config_path: str | None, log_level: str) -> None:
     config = read_config(config_path, require_handlers=True)
     # Until the supervisor's own handler is in place, a reload request must not kill it.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    logging.basicConfig(
-        level=log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    sys.exit(anyio.run(serve, config))
+    with logging_to_stderr(log_level):
+        code = anyio.run(serve, config)
+    sys.exit(code)
 
 
 @main.command()

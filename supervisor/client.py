@@ -40,7 +40,8 @@ def encode_payload(payload: Any, limit: int = DEFAULT_MAX_PAYLOAD) -> bytes:
 
 
 def parse_payload(text: str | bytes, limit: int = DEFAULT_MAX_PAYLOAD) -> bytes:
-    """Validate JSON text from the command line without re-encoding it."""
+    """Validate JSON text (the command line's, or a caller's) without re-encoding it:
+    what reaches the store is always valid JSON."""
     data = text.encode() if isinstance(text, str) else text
     validate_payload_size(data, limit)
     try:
@@ -112,22 +113,10 @@ class AsyncClient:
         handler: str | None = None,
         max_attempts: int | None = None,
     ) -> dict[str, Any]:
-        """Dispatch with the payload given as JSON text (already validated)."""
-        name = self._resolve_handler(handler)
-        if max_attempts is None:
-            known = self._handlers.get(name)
-            max_attempts = known.max_attempts if known else HANDLER_DEFAULT
-        else:
-            validate_max_attempts(max_attempts)
-        request = DispatchRequest(
-            key=validate_key(key),
-            handler=name,
-            payload=validate_payload_size(payload_json, self._max_payload),
-            max_attempts=max_attempts,
-        )
-        store = await self._opened()
-        await store.dispatch(request)
-        return (await store.job(key)).to_json()
+        """Dispatch with the payload given as JSON text (checked: invalid JSON never
+        reaches the store)."""
+        return await self._dispatch(key, parse_payload(payload_json, self._max_payload),
+                                    handler=handler, max_attempts=max_attempts)
 
     async def dispatch(
         self,
@@ -138,8 +127,24 @@ class AsyncClient:
         max_attempts: int | None = None,
     ) -> dict[str, Any]:
         """Add a job.  Raises `JobExists` if the key is live."""
-        data = encode_payload(payload, self._max_payload)
-        return await self.dispatch_json(key, data, handler=handler, max_attempts=max_attempts)
+        return await self._dispatch(key, encode_payload(payload, self._max_payload),
+                                    handler=handler, max_attempts=max_attempts)
+
+    async def _dispatch(
+        self, key: str, payload_json: bytes, *, handler: str | None, max_attempts: int | None
+    ) -> dict[str, Any]:
+        name = self._resolve_handler(handler)
+        if max_attempts is None:
+            known = self._handlers.get(name)
+            max_attempts = known.max_attempts if known else HANDLER_DEFAULT
+        else:
+            validate_max_attempts(max_attempts)
+        request = DispatchRequest(
+            key=validate_key(key), handler=name, payload=payload_json, max_attempts=max_attempts
+        )
+        store = await self._opened()
+        await store.dispatch(request)
+        return (await store.job(key)).to_json()
 
     async def job(self, key: str) -> dict[str, Any]:
         """Raises `JobNotFound`."""
@@ -165,6 +170,7 @@ class AsyncClient:
         await (await self._opened()).notify(key, encode_payload(payload, self._max_payload))
 
     async def notify_json(self, key: str, payload_json: bytes) -> None:
+        payload_json = parse_payload(payload_json, self._max_payload)
         await (await self._opened()).notify(key, payload_json)
 
     async def status(self) -> dict[str, Any]:

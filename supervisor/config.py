@@ -48,6 +48,7 @@ class PoolConfig:
     store: str
     retention: float = 86400.0
     max_payload: int = 1048576
+    max_result: int = 1048576  # bytes of a handler's JSON result; larger fails the attempt
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -167,6 +168,7 @@ def _read_pool(t: TomlTable, base: Path, environ: Mapping[str, str]) -> PoolConf
         store=store or f"sqlite:///{base / 'poolsup.db'}",
         retention=t.seconds("retention", 86400.0, low=0, above=True),
         max_payload=t.size("max_payload", 1048576),
+        max_result=t.size("max_result", 1048576),
     )
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import os
@@ -10,33 +9,38 @@ import signal
 import socket
 import time
 import uuid
+from collections.abc import Awaitable
 
 import anyio
 import anyio.abc
 
 from supervisor.claimer import Claimer
 from supervisor.config import Config, load_config
+from supervisor.core.admission import Admission
+from supervisor.core.leases import fence_deadline
 from supervisor.core.outcome import StopReason
 from supervisor.core.stats import percentile
-from supervisor.errors import ConfigError, StoreUnavailable, SupervisorIdTaken
+from supervisor.errors import ConfigError, StaleToken, StoreFailure, SupervisorIdTaken
 from supervisor.fork_servers import ForkServers
-from supervisor.job_runner import JobSettings, run_job
+from supervisor.job_runner import SPAWN_RETRY_DELAY, JobServices, JobSettings, run_job
 from supervisor.lease_keeper import LeaseKeeper
 from supervisor.running import Registry, RunningJob
 from supervisor.store import opened_store
-from supervisor.store.base import ClaimedJob, Store, SupervisorInfo
+from supervisor.store.base import ClaimedJob, MembershipState, Store, SupervisorInfo
+from supervisor.store_failures import StoreFailures
 
 log = logging.getLogger("poolsup")
 
 MAX_FORK_SERVER_RESTARTS = 5
+# Membership writes at shutdown wait at most this long for a failing store.
+SHUTDOWN_WRITE_TIMEOUT = 2.0
+SPAWN_READY_POLL = 0.05
 
 
 class Supervisor:
     def __init__(self, config: Config, store: Store) -> None:
         self.config = config
         self.store = store
-        self.registry = Registry()
-        self._fork_servers: ForkServers | None = None
         settings = config.supervisor
         self.info = SupervisorInfo(
             id=settings.id,
@@ -47,16 +51,15 @@ class Supervisor:
             lease_ttl=settings.lease_ttl,
             started_at=time.time(),
         )
-        self.job_settings = JobSettings(
-            lease_ttl=settings.lease_ttl, stop_grace=settings.stop_grace
-        )
+        self.registry = Registry(slot_freed=lambda: self.claimer.wake())
         self.keeper = LeaseKeeper(
             store=store,
             registry=self.registry,
             owner=settings.id,
+            instance=self.info.instance,
             lease_ttl=settings.lease_ttl,
+            on_membership=self._on_membership,
         )
-        self._jobs_group: anyio.abc.TaskGroup | None = None
         self.claimer = Claimer(
             store=store,
             registry=self.registry,
@@ -65,10 +68,24 @@ class Supervisor:
             capacity=settings.capacity,
             lease_ttl=settings.lease_ttl,
             start_job=self._start_job,
+            spawn_ready=self._spawn_ready,
         )
-        self.registry.slot_freed = self.claimer.wake
+        self.job_services = JobServices(
+            store=store,
+            registry=self.registry,
+            settings=JobSettings(lease_ttl=settings.lease_ttl, stop_grace=settings.stop_grace,
+                                 max_result=config.pool.max_result),
+            outcome_failures=StoreFailures("storing outcomes"),
+            note_failures=StoreFailures("notifications"),
+        )
+        self.membership_failures = StoreFailures("membership")
+        self._fork_servers: ForkServers | None = None
+        self._jobs_group: anyio.abc.TaskGroup | None = None
+        self._background: anyio.abc.TaskGroup | None = None
         self._shutdown = anyio.Event()
         self._hurry = anyio.Event()
+        self._registering = False
+        self.outcomes_left_to_recovery = 0
         self.exit_code = 0
 
     @property
@@ -77,33 +94,55 @@ class Supervisor:
         return self._fork_servers
 
     def _start_job(self, claimed: ClaimedJob, claim_sent_at: float) -> None:
+        assert self._jobs_group is not None
+        handler = self.config.handlers.get(claimed.handler)
+        if handler is None:  # claimed just before a reload removed its handler
+            self._jobs_group.start_soon(self._hand_back, claimed, name=f"release {claimed.key}")
+            return
         job = RunningJob(
             claimed=claimed,
-            handler=self.config.handlers[claimed.handler],
+            handler=handler,
             fork_server=self.fork_servers.current,
+            fence_at=fence_deadline(claim_sent_at, self.info.lease_ttl),
         )
-        if not self.registry.add(job):
+        admission = self.registry.add(job)
+        if admission is Admission.DUPLICATE:
             return  # already running here: starting it again must be a no-op
-        assert self._jobs_group is not None
-        self._jobs_group.start_soon(self._run_job, job, claim_sent_at, name=f"job {claimed.key}")
+        if admission is Admission.STALE:
+            log.warning("[%s] ignored an outdated claim (token %d)", job.key, job.token)
+            return
+        self._jobs_group.start_soon(self._run_job, job, name=f"job {claimed.key}")
 
-    async def _run_job(self, job: RunningJob, claim_sent_at: float) -> None:
+    async def _hand_back(self, claimed: ClaimedJob) -> None:
+        log.warning("[%s] handler %r is no longer configured here; released (token %d)",
+                    claimed.key, claimed.handler, claimed.token)
         try:
-            await run_job(
-                job,
-                store=self.store,
-                settings=self.job_settings,
-                registry=self.registry,
-                claim_sent_at=claim_sent_at,
-            )
+            await self.store.release(claimed.lease, delay=SPAWN_RETRY_DELAY)
+        except (StoreFailure, StaleToken) as error:
+            log.warning("[%s] could not release: %s", claimed.key, error)
+
+    async def _run_job(self, job: RunningJob) -> None:
+        try:
+            stored = await run_job(job, self.job_services)
+            if not stored and self._shutdown.is_set():
+                self.outcomes_left_to_recovery += 1
         except Exception:
             # A bug here must cost one job, not the supervisor: kill its child and
             # let the lease expire, so the store's recovery runs it again.
-            log.exception("[%s] supervising the job failed", job.key)
+            log.exception("[%s] supervising the job failed (token %d)", job.key, job.token)
             with anyio.CancelScope(shield=True):
-                await job.fork_server.kill(job.job_id)
+                try:
+                    await job.fork_server.kill(job.job_id)
+                except Exception:
+                    log.exception("[%s] could not kill its child", job.key)
         finally:
             self.registry.remove(job)
+
+    async def _spawn_ready(self) -> None:
+        """Until the current fork server is alive (a dead one is being replaced)."""
+        # Polled, and only in the moments while a dead fork server is being replaced.
+        while not self.fork_servers.current.alive:  # noqa: ASYNC110
+            await anyio.sleep(SPAWN_READY_POLL)
 
     async def serve(self) -> None:
         await self._register()
@@ -113,6 +152,7 @@ class Supervisor:
             async with anyio.create_task_group() as jobs_group:
                 self._jobs_group = jobs_group
                 async with anyio.create_task_group() as background:
+                    self._background = background
                     await background.start(self._watch_signals)
                     log.info(
                         "supervisor %s serving pool %s (capacity %d, lease_ttl %g s, "
@@ -128,10 +168,13 @@ class Supervisor:
                     await self._drain()
                     background.cancel_scope.cancel()
             servers_group.cancel_scope.cancel()
-        try:
-            await self.store.deregister(self.info.id, self.info.instance)
-        except StoreUnavailable as error:
-            log.warning("could not deregister: %s", error)
+        await self._bounded_membership_write(
+            "deregister", self.store.deregister(self.info.id, self.info.instance)
+        )
+        if self.outcomes_left_to_recovery:
+            log.warning("%d outcome(s) could not be stored and are left to the store's "
+                        "recovery; exiting 1", self.outcomes_left_to_recovery)
+            self.exit_code = 1
         stats = self.keeper.stats
         log.info(
             "renewals: %d ok, %d failed, %d lease(s) lost; lag p50 %.1f ms p99 %.1f ms "
@@ -143,21 +186,55 @@ class Supervisor:
         log.info("supervisor %s stopped", self.info.id)
 
     async def _register(self) -> None:
-        deadline = time.monotonic() + self.info.lease_ttl + 1.0
+        """Join the pool's membership: retried while the store fails, forever; an id
+        held by another live instance is waited on for one lease, then an error."""
+        taken_deadline: float | None = None
+        failures = self.membership_failures
         while True:
             try:
                 await self.store.register(self.info)
+                failures.succeeded()
                 return
             except SupervisorIdTaken:
-                if time.monotonic() > deadline:
+                if taken_deadline is None:
+                    taken_deadline = time.monotonic() + self.info.lease_ttl + 1.0
+                if time.monotonic() > taken_deadline:
                     raise
                 await anyio.sleep(0.5)
+            except StoreFailure as error:
+                await anyio.sleep(failures.failed(error))
+
+    def _on_membership(self, state: MembershipState) -> None:
+        if state == "taken":
+            log.error("supervisor id %r was taken by another instance (a partition, or a "
+                      "second process with this id); draining", self.info.id)
+            self.exit_code = 1
+            self._shutdown.set()
+        elif state == "missing" and not self._registering and self._background is not None:
+            log.warning("our membership entry is gone; registering again")
+            self._registering = True
+            self._background.start_soon(self._register_again)
+
+    async def _register_again(self) -> None:
+        try:
+            await self._register()
+        except SupervisorIdTaken:
+            self._on_membership("taken")
+        finally:
+            self._registering = False
+
+    async def _bounded_membership_write(self, what: str, write: Awaitable[None]) -> None:
+        try:
+            with anyio.move_on_after(SHUTDOWN_WRITE_TIMEOUT):
+                await write
+        except (StoreFailure, SupervisorIdTaken) as error:
+            log.warning("could not %s: %s", what, error)
 
     async def _drain(self) -> None:
         self.claimer.stop()
         self.info = dataclasses.replace(self.info, state="draining")
-        with contextlib.suppress(StoreUnavailable, SupervisorIdTaken):
-            await self.store.register(self.info)
+        await self._bounded_membership_write("mark this supervisor draining",
+                                             self.store.register(self.info))
         drain_timeout = self.config.supervisor.drain_timeout
         if len(self.registry):
             log.info("draining %d job(s), up to %g s", len(self.registry), drain_timeout)
@@ -173,14 +250,15 @@ class Supervisor:
                 await self.registry.changed.wait()
 
     async def _listen(self) -> None:
+        failures = StoreFailures("events")
         while True:
             try:
                 async with self.store.events() as events:
+                    failures.succeeded()
                     async for event in events:
                         self._on_event(event.kind, event.key)
-            except StoreUnavailable as error:
-                log.warning("event subscription lost: %s", error)
-                await anyio.sleep(1.0)
+            except StoreFailure as error:
+                await anyio.sleep(max(1.0, failures.failed(error)))
 
     def _on_event(self, kind: str, key: str | None) -> None:
         if kind == "wake":
@@ -208,9 +286,10 @@ class Supervisor:
                     self._shutdown.set()
 
     async def _reload(self) -> None:
-        """SIGHUP: re-read the handlers and load them into a fresh fork server.  Running
-        jobs finish with the code they started with; [pool] and [supervisor] changes
-        need a restart."""
+        """SIGHUP: re-read the handlers and load them into a fresh fork server; swap
+        only once it is ready, and keep the running one on any failure.  Running jobs
+        finish with the code they started with; [pool] and [supervisor] changes need a
+        restart."""
         try:
             fresh = load_config(self.config.path, require_handlers=True)
         except ConfigError as error:
@@ -218,9 +297,14 @@ class Supervisor:
             return
         if (fresh.pool, fresh.supervisor) != (self.config.pool, self.config.supervisor):
             log.warning("SIGHUP: [pool] and [supervisor] changes take effect after a restart")
+        try:
+            server = await self.fork_servers.start(fresh.handlers)
+        except Exception as error:
+            log.error("SIGHUP: handlers not reloaded, keeping the running ones: the new fork "
+                      "server failed to start: %s", str(error) or type(error).__name__)
+            return
         self.config = dataclasses.replace(self.config, handlers=fresh.handlers)
         self.claimer.handlers = list(fresh.handlers)
-        server = await self.fork_servers.start(fresh.handlers)
         log.info("SIGHUP: handlers reloaded (%s) in fork server %d",
                  ", ".join(fresh.handlers), server.pid)
 
@@ -231,16 +315,21 @@ class Supervisor:
             await current.died.wait()
             if current is not self.fork_servers.current:
                 continue  # a retired one died; nothing new to start
-            failures += 1
-            if failures > MAX_FORK_SERVER_RESTARTS:
-                log.error("fork server keeps dying; shutting down")
-                self.exit_code = 1
-                self._shutdown.set()
-                self._hurry.set()
-                return
             log.error("fork server %d died; starting a new one", current.pid)
-            await anyio.sleep(min(5.0, 0.1 * 2**failures))
-            await self.fork_servers.start(self.config.handlers)
+            while current is self.fork_servers.current:
+                failures += 1
+                if failures > MAX_FORK_SERVER_RESTARTS:
+                    log.error("fork server keeps dying; shutting down")
+                    self.exit_code = 1
+                    self._shutdown.set()
+                    self._hurry.set()
+                    return
+                await anyio.sleep(min(5.0, 0.1 * 2**failures))
+                try:
+                    await self.fork_servers.start(self.config.handlers)
+                except Exception as error:
+                    log.error("could not start a fork server: %s",
+                              str(error) or type(error).__name__)
 
 
 async def serve(config: Config) -> int:

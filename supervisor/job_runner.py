@@ -12,8 +12,8 @@ import anyio
 import orjson
 
 from sandbox import protocol
-from supervisor.children import Child
-from supervisor.core.leases import fence_deadline
+from supervisor.children import Child, ForkServerDied
+from supervisor.control_reader import ControlReader
 from supervisor.core.outcome import (
     Abandon,
     ChildExit,
@@ -26,34 +26,52 @@ from supervisor.core.outcome import (
     decide_outcome,
 )
 from supervisor.core.retry import backoff_delay
-from supervisor.errors import PoolsupError, StaleToken, StoreUnavailable
+from supervisor.errors import PoolsupError, StaleToken, StoreFailure
+from supervisor.notes import NoteCourier
 from supervisor.output import OutputPump
 from supervisor.running import Registry, RunningJob
 from supervisor.store.base import Store
+from supervisor.store_failures import StoreFailures
 
 log = logging.getLogger("poolsup.jobs")
 
-MAX_TRACEBACK = 8192
 RESULT_READ_GRACE = 2.0
-FINALIZE_RETRY_MAX = 2.0
+ACK_FLUSH_TIMEOUT = 1.0
+# A job whose child could not be started waits this long before it may be claimed
+# again (here or elsewhere), so that a failing spawn cannot loop claim-release-claim.
+SPAWN_RETRY_DELAY = 1.0
 
 
 @dataclass(frozen=True, kw_only=True)
 class JobSettings:
     lease_ttl: float
     stop_grace: float
+    max_result: int
 
 
-async def run_job(
-    job: RunningJob,
-    *,
-    store: Store,
-    settings: JobSettings,
-    registry: Registry,
-    claim_sent_at: float,
-) -> None:
+@dataclass(kw_only=True)
+class JobServices:
+    """What every job's supervision shares: the store, the registry, and one failure
+    log per kind of store write, so that an outage is logged once, not once a job."""
+
+    store: Store
+    registry: Registry
+    settings: JobSettings
+    outcome_failures: StoreFailures
+    note_failures: StoreFailures
+
+
+async def run_job(job: RunningJob, services: JobServices) -> bool:
     """Everything between a claim and the stored outcome of one attempt, in a child
-    of the job's fork server."""
+    of the job's fork server.  False if the outcome was left to the store's recovery
+    because the store kept failing past the job's fence."""
+    for older in services.registry.older_runs(job):
+        # The store handed the key out again: the older run's lease is gone, and its
+        # processes must be gone before this run starts one.
+        older.request_stop(StopReason.LEASE_LOST)
+        await older.gone.wait()
+    if job.lease_lost:
+        return await _finalize(job, Abandon("lease lost before the job started"), services)
     claimed = job.claimed
     start = {
         "t": protocol.MSG_START,
@@ -64,26 +82,17 @@ async def run_job(
     }
     try:
         child = await job.fork_server.spawn(
-            job.job_id,
-            claimed.handler,
-            fence_deadline(claim_sent_at, settings.lease_ttl),
-            first_message=protocol.encode_line(start),
+            job.job_id, claimed.handler, job.fence_at, first_message=protocol.encode_line(start)
         )
     except PoolsupError as error:
-        log.error("[%s] %s", claimed.key, error)
-        await _finalize(job, Release(str(error)), store=store, registry=registry)
-        return
+        log.error("[%s] %s (token %d)", job.key, error, job.token)
+        release = Release(f"could not start: {error}", delay=SPAWN_RETRY_DELAY)
+        return await _finalize(job, release, services)
     job.child = child
     job.stats()  # the first sample, so the first renewal can report CPU use
-    log.info(
-        "[%s] started %s attempt %d token %d pid %s",
-        claimed.key,
-        claimed.handler,
-        claimed.attempt,
-        claimed.token,
-        child.pid,
-    )
-    exit_report, details = await _supervise(job, child, store=store, settings=settings)
+    log.info("[%s] started %s attempt %d token %d pid %s",
+             job.key, claimed.handler, claimed.attempt, job.token, child.pid)
+    exit_report, details = await _supervise(job, child, services)
     status = child.status
     outcome = decide_outcome(
         exit_report,
@@ -92,7 +101,7 @@ async def run_job(
         signal_name=status.signal_name if status else None,
     )
     outcome = _explained(outcome, details, killed_after_grace=job.killed_after_grace)
-    await _finalize(job, outcome, store=store, registry=registry)
+    return await _finalize(job, outcome, services)
 
 
 def _explained(outcome: Outcome, details: str, *, killed_after_grace: bool) -> Outcome:
@@ -107,52 +116,21 @@ def _explained(outcome: Outcome, details: str, *, killed_after_grace: bool) -> O
     return outcome
 
 
-class ControlReader:
-    """Reads the child's messages; keeps the last one and the raw JSON of a result."""
-
-    def __init__(self, child: Child) -> None:
-        self._child = child
-        self.last_message: dict[str, object] | None = None
-        self.result_json: bytes | None = None
-        self.traceback = ""
-        self.closed = anyio.Event()
-
-    async def run(self) -> None:
-        buffer = b""
-        try:
-            while True:
-                buffer += await self._child.control.receive()
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    if line:
-                        self._take(line)
-        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            self.closed.set()
-
-    def _take(self, line: bytes) -> None:
-        message = protocol.decode(line)
-        self.last_message = message
-        if message.get("t") == protocol.MSG_RESULT:
-            self.result_json = orjson.dumps(message.get("value"))
-        elif message.get("t") == protocol.MSG_ERROR:
-            self.traceback = str(message.get("traceback") or "")[-MAX_TRACEBACK:]
-
-
-async def _supervise(
-    job: RunningJob,
-    child: Child,
-    *,
-    store: Store,
-    settings: JobSettings,
-) -> tuple[ChildExit, str]:
+async def _supervise(job: RunningJob, child: Child, services: JobServices) -> tuple[ChildExit, str]:
     """Watch the child until it has exited; its exit, and details for an error record."""
-    reader = ControlReader(child)
+
+    async def send(message: dict[str, object]) -> None:
+        await _send(child, message)
+
+    courier = NoteCourier(job, services.store, send, services.note_failures)
+    reader = ControlReader(child.control, max_result=services.settings.max_result,
+                           on_ack=courier.acknowledged)
     output = OutputPump(job.key, child.output)
     async with anyio.create_task_group() as group:
         group.start_soon(reader.run)
         group.start_soon(output.run)
-        group.start_soon(_watch_stop, job, child, settings.stop_grace)
-        group.start_soon(_deliver_notifications, job, child, store)
+        group.start_soon(_watch_stop, job, child, services.settings.stop_grace)
+        group.start_soon(courier.run)
         if job.handler.timeout > 0:
             group.start_soon(_watch_timeout, job, job.handler.timeout)
         await child.exited.wait()
@@ -164,6 +142,9 @@ async def _supervise(
     output.flush()
     await child.control.aclose()
     await child.output.aclose()
+    if not job.lease_lost:
+        with anyio.move_on_after(ACK_FLUSH_TIMEOUT):
+            await courier.flush()
     status = child.status
     exit_report = ChildExit(
         message=reader.last_message,
@@ -172,6 +153,7 @@ async def _supervise(
         exit_signal=status.signal if status else None,
         fenced=status.fenced if status else False,
         reason=status.reason if status else None,
+        protocol_error=reader.protocol_error,
     )
     details = [reader.traceback.rstrip()]
     if tail := output.tail().rstrip():
@@ -192,61 +174,49 @@ async def _watch_timeout(job: RunningJob, timeout: float) -> None:
 
 async def _watch_stop(job: RunningJob, child: Child, stop_grace: float) -> None:
     """Graceful stop: tell the handler, SIGTERM the group, SIGKILL after the grace.
-    A lost lease skips the grace: someone else may be starting the job already."""
+    A lost lease skips the grace: someone else may be starting the job already.
+    A fork server that died took the child with it: nothing is left to signal."""
     fork_server = job.fork_server
     await job.stop_wanted.wait()
-    if job.lease_lost:
+    with suppress(ForkServerDied):
+        if job.lease_lost:
+            await fork_server.kill(child.job_id)
+            return
+        await _send(child, {"t": protocol.MSG_STOP})
+        await fork_server.signal(child.job_id, signal.SIGTERM)
+        with anyio.move_on_after(stop_grace) as grace:
+            while not job.lease_lost:
+                job.stop_wanted = anyio.Event()
+                await job.stop_wanted.wait()
+        if grace.cancelled_caught:
+            log.info("[%s] did not stop within stop_grace (%g s), killing", job.key, stop_grace)
+            job.killed_after_grace = True
         await fork_server.kill(child.job_id)
-        return
-    await _send(child, {"t": protocol.MSG_STOP})
-    await fork_server.signal(child.job_id, signal.SIGTERM)
-    with anyio.move_on_after(stop_grace) as grace:
-        while not job.lease_lost:
-            job.stop_wanted = anyio.Event()
-            await job.stop_wanted.wait()
-    if grace.cancelled_caught:
-        log.info("[%s] did not stop within stop_grace (%g s), killing", job.key, stop_grace)
-        job.killed_after_grace = True
-    await fork_server.kill(child.job_id)
 
 
-async def _deliver_notifications(job: RunningJob, child: Child, store: Store) -> None:
-    if job.claimed.has_notes:
-        job.notes_waiting.set()  # notes sent while it was pending
-    while True:
-        await job.notes_waiting.wait()
-        job.notes_waiting = anyio.Event()
-        try:
-            notes = await store.take_notifications(job.lease)
-        except StoreUnavailable:
-            await anyio.sleep(1.0)
-            job.notes_waiting.set()
-            continue
-        for note in notes:
-            await _send(child, {"t": protocol.MSG_NOTIFY, "payload": orjson.Fragment(note)})
-
-
-async def _finalize(
-    job: RunningJob, outcome: Outcome, *, store: Store, registry: Registry
-) -> None:
-    """Store the outcome, retrying while the store is unreachable and the lease held."""
-    registry.mark_finalizing(job)
-    delay = 0.1
+async def _finalize(job: RunningJob, outcome: Outcome, services: JobServices) -> bool:
+    """Store the outcome, retrying while the store fails and the lease may still be
+    held.  Once the job's fence has passed, the store may have given the job to
+    someone else: the outcome is left to the store's recovery (False)."""
+    services.registry.mark_finalizing(job)
+    failures = services.outcome_failures
     while True:
         if job.lease_lost and not isinstance(outcome, Abandon):
             outcome = Abandon("lease lost before the outcome was stored")
         try:
-            await _store_outcome(job, outcome, store)
-            return
+            await _store_outcome(job, outcome, services.store)
+            failures.succeeded()
+            return True
         except StaleToken:
-            log.warning(
-                "[%s] lease lost; outcome not stored (token %d)", job.key, job.claimed.token
-            )
-            return
-        except StoreUnavailable as error:
-            log.warning("[%s] cannot store outcome yet: %s", job.key, error)
+            log.warning("[%s] lease lost; outcome not stored (token %d)", job.key, job.token)
+            return True
+        except StoreFailure as error:
+            delay = failures.failed(error)
+            if protocol.fence_clock() + delay >= job.fence_at:
+                log.warning("[%s] outcome not stored, left to the store's recovery once the "
+                            "lease expires (token %d): %s", job.key, job.token, error)
+                return False
             await anyio.sleep(delay)
-            delay = min(FINALIZE_RETRY_MAX, delay * 2)
 
 
 async def _store_outcome(job: RunningJob, outcome: Outcome, store: Store) -> None:
@@ -254,26 +224,21 @@ async def _store_outcome(job: RunningJob, outcome: Outcome, store: Store) -> Non
     match outcome:
         case Complete(result_json):
             await store.complete(lease, result_json)
-            log.info("[%s] succeeded", job.key)
+            log.info("[%s] succeeded (token %d)", job.key, job.token)
         case Fail(error, final):
             delay = backoff_delay(job.claimed.attempt, random.random())
             final = final or job.claimed.attempt >= job.max_attempts
             state = await store.fail(lease, error, final=final, retry_delay=delay)
             if state == "pending":
-                log.info(
-                    "[%s] attempt %d failed, retry in %.1f s: %s",
-                    job.key,
-                    job.claimed.attempt,
-                    delay,
-                    error,
-                )
+                log.info("[%s] attempt %d failed, retry in %.1f s (token %d): %s",
+                         job.key, job.claimed.attempt, delay, job.token, error)
             else:
-                log.info("[%s] %s: %s", job.key, state, error)
-        case Release(why):
-            await store.release(lease)
-            log.info("[%s] released: %s", job.key, why)
+                log.info("[%s] %s (token %d): %s", job.key, state, job.token, error)
+        case Release(why, delay):
+            await store.release(lease, delay=delay)
+            log.info("[%s] released (token %d): %s", job.key, job.token, why)
         case Stopped(why):
             await store.finish_stopped(lease, why)
-            log.info("[%s] stopped", job.key)
+            log.info("[%s] stopped (token %d)", job.key, job.token)
         case Abandon(why):
-            log.warning("[%s] abandoned: %s", job.key, why)
+            log.warning("[%s] abandoned (token %d): %s", job.key, job.token, why)

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import logging
-import time
+from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 
 import anyio
 
-from supervisor.children import ForkServer
+from sandbox.protocol import fence_clock
+from supervisor.children import ForkServer, ForkServerDied
 from supervisor.core.leases import fence_deadline, renew_interval, renewal_lag
 from supervisor.core.outcome import StopReason
-from supervisor.errors import StoreUnavailable
+from supervisor.errors import StoreFailure
 from supervisor.running import Registry
-from supervisor.store.base import Store
+from supervisor.store.base import MembershipState, Store
+from supervisor.store_failures import StoreFailures
 
 log = logging.getLogger("poolsup.leases")
 
@@ -40,60 +43,71 @@ class LeaseKeeper:
         store: Store,
         registry: Registry,
         owner: str,
+        instance: str,
         lease_ttl: float,
+        on_membership: Callable[[MembershipState], None],
     ) -> None:
         self._store = store
         self._registry = registry
         self._owner = owner
+        self._instance = instance
         self._lease_ttl = lease_ttl
+        self._on_membership = on_membership
         self.stats = RenewalStats()
-        self._store_down_since: float | None = None
+        self.failures = StoreFailures("lease renewal")
 
     async def run(self) -> None:
         interval = renew_interval(self._lease_ttl)
-        next_at = time.monotonic()
+        next_at = fence_clock()
         while True:
             next_at += interval
-            await anyio.sleep(max(0.0, next_at - time.monotonic()))
-            if time.monotonic() - next_at > interval:
-                next_at = time.monotonic()  # we were frozen: don't burst to catch up
+            await anyio.sleep(max(0.0, next_at - fence_clock()))
+            if fence_clock() - next_at > interval:
+                next_at = fence_clock()  # we were frozen: don't burst to catch up
             await self.renew_once(expected_at=next_at)
 
     async def renew_once(self, *, expected_at: float | None = None) -> None:
-        jobs = list(self._registry)
+        # A run whose lease is lost is only ending: the store has moved on from it.
+        jobs = [job for job in self._registry if not job.lease_lost]
         leases = [job.lease for job in jobs]
         stats = {job.key: job.stats() for job in jobs}
-        sent_at = time.monotonic()
+        sent_at = fence_clock()
         if expected_at is not None:
             self.stats.record_lag(renewal_lag(expected_at, sent_at))
         try:
             with anyio.fail_after(renew_interval(self._lease_ttl)):
-                result = await self._store.renew(self._owner, leases, self._lease_ttl, stats)
-        except (StoreUnavailable, TimeoutError) as error:
+                result = await self._store.renew(
+                    self._owner, self._instance, leases, self._lease_ttl, stats
+                )
+        except (StoreFailure, TimeoutError) as error:
+            # Children are fenced by the fork server, whatever happens here.
             self.stats.failures += 1
-            if self._store_down_since is None:
-                self._store_down_since = sent_at
-                log.warning("lease renewal failed, children will be fenced: %s", error or "timeout")
+            self.failures.failed(error)
             return
-        if self._store_down_since is not None:
-            log.info("lease renewal works again after %.1f s", sent_at - self._store_down_since)
-            self._store_down_since = None
+        self.failures.succeeded()
         self.stats.renewals += 1
         deadline = fence_deadline(sent_at, self._lease_ttl)
         held_by_server: dict[ForkServer, list[str]] = {}
         for job in jobs:
-            if job.key not in result.lost and job.child is not None:
+            if job.key in result.lost:
+                continue
+            job.fence_at = max(job.fence_at, deadline)
+            if job.child is not None:
                 held_by_server.setdefault(job.fork_server, []).append(job.job_id)
         for fork_server, job_ids in held_by_server.items():
-            await fork_server.fence(job_ids, deadline)
+            # A dead fork server took its children with it; it is replaced elsewhere.
+            with suppress(ForkServerDied):
+                await fork_server.fence(job_ids, deadline)
         for job in jobs:
             if job.key in result.lost:
                 if job.finalizing:
                     continue  # its outcome went in while this renewal was in flight
                 self.stats.leases_lost += 1
-                log.warning("[%s] lease lost (token %d)", job.key, job.claimed.token)
+                log.warning("[%s] lease lost (token %d)", job.key, job.token)
                 job.request_stop(StopReason.LEASE_LOST)
             elif job.key in result.stop_requested:
                 job.request_stop(StopReason.USER)
             if job.key in result.notified:
                 job.notes_waiting.set()
+        if result.membership != "ok":
+            self._on_membership(result.membership)

@@ -11,6 +11,7 @@ import anyio
 from supervisor import procfs
 from supervisor.children import Child, ForkServer
 from supervisor.config import HandlerConfig
+from supervisor.core.admission import Admission, admit_claim
 from supervisor.core.outcome import StopReason
 from supervisor.store.base import ClaimedJob, JobStats, Lease
 
@@ -24,10 +25,12 @@ class RunningJob:
     claimed: ClaimedJob
     handler: HandlerConfig
     fork_server: ForkServer
+    fence_at: float  # fence_clock() time by which the lease may have run out in the store
     child: Child | None = None
     stop_reason: StopReason | None = None
     stop_wanted: anyio.Event = field(default_factory=anyio.Event)
     notes_waiting: anyio.Event = field(default_factory=anyio.Event)
+    gone: anyio.Event = field(default_factory=anyio.Event)  # left the registry
     killed_after_grace: bool = False
     finalizing: bool = False
     _last_sample: procfs.ProcessSample | None = None
@@ -35,6 +38,10 @@ class RunningJob:
     @property
     def key(self) -> str:
         return self.claimed.key
+
+    @property
+    def token(self) -> int:
+        return self.claimed.token
 
     @property
     def job_id(self) -> str:
@@ -57,7 +64,7 @@ class RunningJob:
         """Ask for a stop; the first reason wins, except that a lost lease overrides all."""
         if self.stop_reason is None or reason is StopReason.LEASE_LOST:
             if self.stop_reason is not reason:
-                log.info("[%s] stopping: %s", self.key, reason.value)
+                log.info("[%s] stopping: %s (token %d)", self.key, reason.value, self.token)
             self.stop_reason = reason
         self.stop_wanted.set()
 
@@ -77,12 +84,15 @@ class RunningJob:
 
 
 class Registry:
-    """Jobs by key; a supervisor holds at most one job per key."""
+    """Jobs by token.  A key has at most one run that may start or run a process; an
+    older run of the key may still be ending (its lease lost) when a new claim of the
+    key arrives, and the new run waits for it (`older_runs`)."""
 
-    def __init__(self) -> None:
-        self._jobs: dict[str, RunningJob] = {}
+    def __init__(self, slot_freed: Callable[[], None]) -> None:
+        self._jobs: dict[int, RunningJob] = {}
+        self._by_key: dict[str, dict[int, RunningJob]] = {}
         self.changed = anyio.Event()
-        self.slot_freed: Callable[[], None] = lambda: None
+        self._slot_freed = slot_freed
 
     def __len__(self) -> int:
         return len(self._jobs)
@@ -94,27 +104,38 @@ class Registry:
 
     def mark_finalizing(self, job: RunningJob) -> None:
         job.finalizing = True
-        self.slot_freed()
+        self._slot_freed()
 
     def __iter__(self) -> Iterator[RunningJob]:
         return iter(list(self._jobs.values()))
 
-    def __contains__(self, key: object) -> bool:
-        return key in self._jobs
-
     def get(self, key: str) -> RunningJob | None:
-        return self._jobs.get(key)
+        """The newest run of `key` held here."""
+        runs = self._by_key.get(key)
+        return runs[max(runs)] if runs else None
 
-    def add(self, job: RunningJob) -> bool:
-        """False if a job of this key is already held (a duplicate start is a no-op)."""
-        if job.key in self._jobs:
-            return False
-        self._jobs[job.key] = job
-        return True
+    def older_runs(self, job: RunningJob) -> list[RunningJob]:
+        runs = self._by_key.get(job.key, {})
+        return [other for token, other in runs.items() if token < job.token]
+
+    def add(self, job: RunningJob) -> Admission:
+        """Hold `job` unless the decision says it is a duplicate or outdated claim."""
+        runs = self._by_key.setdefault(job.key, {})
+        admission = admit_claim(runs.keys(), job.token)
+        if admission in (Admission.START, Admission.AFTER_OLDER):
+            self._jobs[job.token] = runs[job.token] = job
+        elif not runs:
+            del self._by_key[job.key]
+        return admission
 
     def remove(self, job: RunningJob) -> None:
-        if self._jobs.get(job.key) is job:
-            del self._jobs[job.key]
+        if self._jobs.get(job.token) is job:
+            del self._jobs[job.token]
+            runs = self._by_key[job.key]
+            del runs[job.token]
+            if not runs:
+                del self._by_key[job.key]
+        job.gone.set()
         self.changed.set()
         self.changed = anyio.Event()
-        self.slot_freed()
+        self._slot_freed()

@@ -12,6 +12,11 @@ def render_status_json(snapshot: PoolSnapshot) -> dict[str, Any]:
     return {
         "pool": snapshot.pool,
         "store_time": now,
+        "store": {
+            "state": snapshot.store.state,
+            "since": snapshot.store.since,
+            "error": snapshot.store.error,
+        },
         "supervisors": [
             {
                 "id": entry.info.id,
@@ -58,6 +63,9 @@ def _size(value: int | None) -> str:
 
 def render_status_text(status: dict[str, Any]) -> str:
     lines = [f"pool {status['pool']}"]
+    store = status["store"]
+    if store["state"] != "ok":
+        lines.append(f"store: {store['state']} ({store['error']})")
     counts = status["counts"]
     lines.append("jobs: " + ", ".join(f"{counts[state]} {state}" for state in ALL_STATES))
     lines.append("")

@@ -26,6 +26,9 @@ class ChildExit:
     fenced: bool  # killed by the fork server because the lease could not be renewed
     # Ended by the fork server for a limit of its handler, e.g. "cpu limit 2 s exceeded".
     reason: str | None = None
+    # The child broke the control protocol (bytes that are not a message, a result over
+    # max_result): the attempt fails with this, whatever the child said besides.
+    protocol_error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,7 @@ class Fail:
 @dataclass(frozen=True)
 class Release:
     why: str
+    delay: float = 0.0  # seconds before it may be claimed again (0: at once, first in line)
 
 
 @dataclass(frozen=True)
@@ -79,7 +83,9 @@ def decide_outcome(
         return Abandon("lease lost while running")
     if stop_reason is StopReason.USER:
         return Stopped("stopped by request")
-    if child.result_json is not None:
+    if child.protocol_error is not None and stop_reason is None:
+        return Fail(child.protocol_error, final=False)
+    if child.result_json is not None and child.protocol_error is None:
         return Complete(child.result_json)
     if child.fenced:
         return Release("killed by the fence: the lease could not be renewed in time")

@@ -99,3 +99,17 @@ def test_a_limit_does_not_override_a_stop_a_fence_a_lost_lease_or_a_result() -> 
 def test_exit_without_a_result_or_a_message() -> None:
     outcome = decide_outcome(exited(code=0), None, timeout=0)
     assert outcome == Fail("exited without a result (exit code 0)", final=False)
+
+
+def test_a_protocol_error_fails_the_attempt_even_with_a_result() -> None:
+    child = ChildExit(message=None, result_json=b"1", exit_code=0, exit_signal=None,
+                      fenced=False, protocol_error="the child sent an invalid control message")
+    assert decide_outcome(child, None, timeout=0) == Fail(
+        "the child sent an invalid control message", final=False)
+
+
+def test_a_protocol_error_does_not_override_a_stop_or_a_drain() -> None:
+    child = ChildExit(message=None, result_json=None, exit_code=143, exit_signal=None,
+                      fenced=False, protocol_error="result is too large")
+    assert isinstance(decide_outcome(child, StopReason.USER, timeout=0), Stopped)
+    assert isinstance(decide_outcome(child, StopReason.DRAIN, timeout=0), Release)

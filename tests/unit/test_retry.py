@@ -25,3 +25,11 @@ def test_backoff_stays_within_half_and_full_ceiling(attempt: int, fraction: floa
 def test_random_fraction_out_of_range_is_refused() -> None:
     with pytest.raises(ValueError, match="random_fraction"):
         backoff_delay(1, 1.5)
+
+
+def test_store_retry_delay_doubles_and_is_capped() -> None:
+    from supervisor.core.retry import STORE_RETRY_CAP, store_retry_delay
+
+    assert store_retry_delay(1) == 0.1
+    assert store_retry_delay(2) == 0.2
+    assert store_retry_delay(100) == STORE_RETRY_CAP

@@ -1,0 +1,90 @@
+"""Notifications of one running job: from the store to its child, acknowledgements back.
+
+A note stays in the store until the handler has taken it (the child acknowledges it by
+its seq), so a run that ends first - a drain, a fence, a crash - leaves it to the next
+run of the key, in order: delivery is at least once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import anyio
+import orjson
+
+from sandbox import protocol
+from supervisor.errors import StoreFailure
+from supervisor.running import RunningJob
+from supervisor.store.base import Store
+from supervisor.store_failures import StoreFailures
+
+
+class NoteCourier:
+    def __init__(
+        self,
+        job: RunningJob,
+        store: Store,
+        send: Callable[[dict[str, object]], Awaitable[None]],
+        failures: StoreFailures,
+    ) -> None:
+        self._job = job
+        self._store = store
+        self._send = send
+        self._failures = failures
+        self._delivered = 0  # the highest seq sent to the child
+        self._taken = 0  # the highest seq the handler acknowledged
+        self._stored_ack = 0  # the highest seq removed from the store
+        self._acks = anyio.Event()
+
+    def acknowledged(self, seq: int) -> None:
+        """The handler took note `seq` (called for each ack the child sends)."""
+        if seq > self._taken:
+            self._taken = seq
+            self._acks.set()
+
+    async def run(self) -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._deliver)
+            group.start_soon(self._acknowledge)
+
+    async def flush(self) -> None:
+        """Remove what the handler took from the store, once, if the store answers."""
+        if self._taken > self._stored_ack:
+            try:
+                await self._store.ack_notifications(self._job.lease, self._taken)
+                self._stored_ack = self._taken
+            except StoreFailure:
+                pass  # the next run gets those notes again: at least once
+
+    async def _deliver(self) -> None:
+        job = self._job
+        if job.claimed.has_notes:
+            job.notes_waiting.set()  # notes sent while it was pending
+        while True:
+            await job.notes_waiting.wait()
+            job.notes_waiting = anyio.Event()
+            try:
+                notes = await self._store.take_notifications(job.lease, self._delivered)
+            except StoreFailure as error:
+                await anyio.sleep(self._failures.failed(error))
+                job.notes_waiting.set()
+                continue
+            self._failures.succeeded()
+            for note in notes:
+                await self._send({"t": protocol.MSG_NOTIFY, "seq": note.seq,
+                                  "payload": orjson.Fragment(note.payload)})
+                self._delivered = note.seq
+
+    async def _acknowledge(self) -> None:
+        while True:
+            await self._acks.wait()
+            self._acks = anyio.Event()
+            taken = self._taken
+            try:
+                await self._store.ack_notifications(self._job.lease, taken)
+            except StoreFailure as error:
+                await anyio.sleep(self._failures.failed(error))
+                self._acks.set()
+                continue
+            self._failures.succeeded()
+            self._stored_ack = max(self._stored_ack, taken)

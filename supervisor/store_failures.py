@@ -1,0 +1,49 @@
+"""One policy for store failures in a long-lived loop: log the first, summarise the rest,
+say when the store works again.  The loop itself retries with backoff, forever."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from supervisor.core.retry import store_retry_delay
+from supervisor.errors import StoreFailure
+
+log = logging.getLogger("poolsup.store")
+
+SUMMARY_INTERVAL = 60.0
+
+
+class StoreFailures:
+    """The failures of one loop ("claim", "renewal", ...) since the store last worked."""
+
+    def __init__(self, loop: str) -> None:
+        self.loop = loop
+        self.failing_since: float | None = None
+        self.in_a_row = 0
+        self._summarised_at = 0.0
+
+    @property
+    def failing(self) -> bool:
+        return self.failing_since is not None
+
+    def failed(self, error: StoreFailure | TimeoutError) -> float:
+        """Record a failure; the seconds to wait before the next try."""
+        now = time.monotonic()
+        self.in_a_row += 1
+        text = str(error) or type(error).__name__
+        if self.failing_since is None:
+            self.failing_since = self._summarised_at = now
+            log.warning("store failing (%s), retrying with backoff: %s", self.loop, text)
+        elif now - self._summarised_at >= SUMMARY_INTERVAL:
+            self._summarised_at = now
+            log.warning("store still failing (%s) after %.0f s, %d errors; last: %s",
+                        self.loop, now - self.failing_since, self.in_a_row, text)
+        return store_retry_delay(self.in_a_row)
+
+    def succeeded(self) -> None:
+        if self.failing_since is not None:
+            log.info("store works again (%s) after %.1f s, %d errors", self.loop,
+                     time.monotonic() - self.failing_since, self.in_a_row)
+        self.failing_since = None
+        self.in_a_row = 0
