@@ -9,7 +9,7 @@ import signal
 import socket
 import time
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 
 import anyio
 import anyio.abc
@@ -168,9 +168,12 @@ class Supervisor:
                     await self._drain()
                     background.cancel_scope.cancel()
             servers_group.cancel_scope.cancel()
-        await self._bounded_membership_write(
-            "deregister", self.store.deregister(self.info.id, self.info.instance)
-        )
+        if self.keeper.failures.failing:
+            log.warning("not deregistering while the store fails; the entry goes stale")
+        else:
+            await self._bounded_membership_write(
+                "deregister", lambda: self.store.deregister(self.info.id, self.info.instance)
+            )
         if self.outcomes_left_to_recovery:
             log.warning("%d outcome(s) could not be stored and are left to the store's "
                         "recovery; exiting 1", self.outcomes_left_to_recovery)
@@ -223,18 +226,22 @@ class Supervisor:
         finally:
             self._registering = False
 
-    async def _bounded_membership_write(self, what: str, write: Awaitable[None]) -> None:
+    async def _bounded_membership_write(
+        self, what: str, write: Callable[[], Awaitable[None]]
+    ) -> None:
         try:
             with anyio.move_on_after(SHUTDOWN_WRITE_TIMEOUT):
-                await write
+                await write()
         except (StoreFailure, SupervisorIdTaken) as error:
             log.warning("could not %s: %s", what, error)
 
     async def _drain(self) -> None:
         self.claimer.stop()
         self.info = dataclasses.replace(self.info, state="draining")
-        await self._bounded_membership_write("mark this supervisor draining",
-                                             self.store.register(self.info))
+        assert self._background is not None
+        self._background.start_soon(self._bounded_membership_write,
+                                    "mark this supervisor draining",
+                                    lambda: self.store.register(self.info))
         drain_timeout = self.config.supervisor.drain_timeout
         if len(self.registry):
             log.info("draining %d job(s), up to %g s", len(self.registry), drain_timeout)

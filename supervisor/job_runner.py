@@ -40,6 +40,7 @@ ACK_FLUSH_TIMEOUT = 1.0
 # A job whose child could not be started waits this long before it may be claimed
 # again (here or elsewhere), so that a failing spawn cannot loop claim-release-claim.
 SPAWN_RETRY_DELAY = 1.0
+MIN_OUTCOME_WAIT = 1.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -204,17 +205,20 @@ async def _finalize(job: RunningJob, outcome: Outcome, services: JobServices) ->
         if job.lease_lost and not isinstance(outcome, Abandon):
             outcome = Abandon("lease lost before the outcome was stored")
         try:
-            await _store_outcome(job, outcome, services.store)
+            # A store that does not answer gets until the fence, and a second at least.
+            with anyio.fail_after(max(MIN_OUTCOME_WAIT, job.fence_at - protocol.fence_clock())):
+                await _store_outcome(job, outcome, services.store)
             failures.succeeded()
             return True
         except StaleToken:
             log.warning("[%s] lease lost; outcome not stored (token %d)", job.key, job.token)
             return True
-        except StoreFailure as error:
+        except (StoreFailure, TimeoutError) as error:
             delay = failures.failed(error)
             if protocol.fence_clock() + delay >= job.fence_at:
                 log.warning("[%s] outcome not stored, left to the store's recovery once the "
-                            "lease expires (token %d): %s", job.key, job.token, error)
+                            "lease expires (token %d): %s", job.key, job.token,
+                            str(error) or "no answer")
                 return False
             await anyio.sleep(delay)
 

@@ -1,0 +1,103 @@
+"""Guarantees 1, 2 and 8 when Redis answers with errors or stops answering: the
+supervisor keeps serving, its jobs finish, and a drain still ends."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.helpers.pool import assert_one_process_at_a_time, finished, read_ledger, wait_for
+from tests.helpers.redis_server import RedisServer, free_port
+from tests.integration.conftest import Pool
+
+LEDGER = {"ledger": {"path": "ledger.py", "timeout": 0, "max_attempts": 3}}
+
+
+@pytest.fixture
+def redis_pool(tmp_path: Path, own_redis: RedisServer, pool_name: str) -> Iterator[Pool]:
+    pool = Pool(tmp_path, own_redis.url, pool_name)
+    yield pool
+    pool.close()
+
+
+def test_guarantee_8_oom_and_readonly_answers_do_not_stop_the_supervisor(
+    redis_pool: Pool, own_redis: RedisServer, ledger: Path
+) -> None:
+    pool = redis_pool
+    supervisor = pool.start(pool.config(LEDGER, id="a", capacity=2, lease_ttl=10))
+    client = pool.client()
+    client.dispatch("long", {"ledger": str(ledger), "seconds": 9}, handler="ledger")
+    wait_for(lambda: client.job("long")["state"] == "running", 20, message="job to run")
+    admin = redis.Redis(port=own_redis.port)
+    try:
+        admin.config_set("maxmemory-policy", "noeviction")
+        admin.config_set("maxmemory", 1)
+        time.sleep(3)
+        assert supervisor.process.poll() is None, supervisor.log()
+        admin.config_set("maxmemory", 0)
+        admin.replicaof("127.0.0.1", free_port())  # a replica of nobody: READONLY
+        time.sleep(3)
+        assert supervisor.process.poll() is None, supervisor.log()
+    finally:
+        admin.config_set("maxmemory", 0)
+        admin.replicaof("NO", "ONE")
+        admin.close()
+    log = supervisor.log()
+    assert "OOM" in log or "maxmemory" in log, log
+    assert "READONLY" in log or "read only" in log, log
+    client.dispatch("after", {"ledger": str(ledger), "seconds": 0.1}, handler="ledger")
+    for key in ("long", "after"):
+        record = wait_for(lambda key=key: finished(client, key), 30, message=f"{key} to end")
+        assert record["state"] == "succeeded", record
+        assert record["attempts"] == 1, record
+    assert supervisor.process.poll() is None
+    assert_one_process_at_a_time(read_ledger(ledger))
+
+
+def test_guarantee_8_status_shows_a_store_that_refuses_writes(
+    redis_pool: Pool, own_redis: RedisServer
+) -> None:
+    client = redis_pool.client()
+    admin = redis.Redis(port=own_redis.port)
+    try:
+        assert client.status()["store"]["state"] == "ok"
+        admin.config_set("maxmemory-policy", "noeviction")
+        admin.config_set("maxmemory", 1)
+        store = client.status()["store"]
+        assert store["state"] == "failing", store
+        assert "maxmemory" in store["error"] or "OOM" in store["error"], store
+    finally:
+        admin.config_set("maxmemory", 0)
+        admin.close()
+
+
+def test_guarantee_6_drain_ends_while_redis_is_paused(
+    redis_pool: Pool, own_redis: RedisServer, ledger: Path
+) -> None:
+    drain_timeout, stop_grace, lease_ttl = 1, 1, 2
+    pool = redis_pool
+    supervisor = pool.start(pool.config(LEDGER, id="a", lease_ttl=lease_ttl,
+                                        drain_timeout=drain_timeout, stop_grace=stop_grace))
+    client = pool.client()
+    client.dispatch("held", {"ledger": str(ledger), "seconds": 60}, handler="ledger")
+    wait_for(lambda: client.job("held")["state"] == "running", 20, message="job to run")
+    own_redis.pause()
+    try:
+        supervisor.signal(signal.SIGTERM)
+        sent_at = time.monotonic()
+        code = supervisor.wait(drain_timeout + stop_grace + lease_ttl + 10)
+        took = time.monotonic() - sent_at
+    finally:
+        own_redis.resume()
+    assert took < drain_timeout + stop_grace + lease_ttl + 1.5, (took, supervisor.log())
+    assert code == 1, supervisor.log()  # an outcome was left to the store's recovery
+    assert "left to the store's recovery" in supervisor.log()
+    # Nothing is lost: another supervisor recovers the job once its lease expires.
+    pool.start(pool.config(LEDGER, file="b.toml", id="b", lease_ttl=lease_ttl))
+    wait_for(lambda: client.job("held")["supervisor"] == "b", 20, message="recovery by b")
+    assert_one_process_at_a_time(read_ledger(ledger))
