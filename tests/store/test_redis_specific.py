@@ -32,8 +32,9 @@ from tests.store.support import (
 pytestmark = pytest.mark.anyio
 
 EXPECTED_COMMANDS = {
+    "ack-notifications", "tidy",
     "dispatch", "claim", "renew", "complete", "fail", "release", "finish-stopped", "stop",
-    "notify", "take-notifications", "register", "deregister", "members", "forget",
+    "notify", "take-notifications", "register", "deregister", "forget",
 }
 
 
