@@ -2,8 +2,8 @@
 
 Every key of a pool starts with `poolsup:{<pool>}:`, so the braces make the pool name
 the hash tag: all keys of a pool live in one Redis Cluster slot, and one script may
-touch any of them.  lua/_lib.lua builds the per-job names (`job:`, `notes:`) the same
-way for the keys scripts find while they run.
+touch any of them.  lua/_lib.lua builds the per-job names (`job:`, `notes:`) and the
+per-handler queues (`queue:`) the same way for the keys scripts find while they run.
 """
 
 from __future__ import annotations
@@ -35,6 +35,17 @@ class PoolKeys:
     def running(self) -> str:
         """zset: key -> lease deadline (store ms)."""
         return self.prefix + "running"
+
+    def queue(self, handler: str) -> str:
+        """zset per handler: its pending jobs, scored as in `pending` (lua/_lib.lua builds
+        the same name)."""
+        return f"{self.prefix}queue:{handler}"
+
+    @property
+    def health(self) -> str:
+        """hash: `last_ok` and `ok_since`, when the store last took a write and since
+        when it has been taking them (store ms)."""
+        return self.prefix + "health"
 
     @property
     def token(self) -> str:

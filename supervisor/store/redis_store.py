@@ -1,13 +1,18 @@
 """The Redis store: every state change is one Lua script, so one round trip, atomic.
 
 Key layout (see redis_keys.py): a hash per job, `pending` and `running` zsets that
-order work by due time and lease deadline, one `done:<state>` zset per final state for
-listing and retention, a token counter, and the membership (`sup`, `seen`).  All of a
-pool's keys share one hash tag.  Times come from Redis TIME inside the scripts.
+order work by due time and lease deadline, one `queue:<handler>` zset per handler
+(its pending jobs, for claiming), one `done:<state>` zset per final state for listing
+and retention, a token counter, the membership (`sup`, `seen`) and the store's health.
+All of a pool's keys share one hash tag.  Times come from Redis TIME.
+
+`snapshot` reads with plain commands, not a script, so that it works while Redis
+refuses writes (some versions refuse every script under OOM).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -18,7 +23,7 @@ import anyio.to_thread
 import orjson
 from redis.asyncio import Redis
 
-from supervisor.errors import ConfigError, JobNotFound
+from supervisor.errors import ConfigError, JobNotFound, StoreError
 from supervisor.store.base import (
     ClaimBatch,
     ClaimedJob,
@@ -27,12 +32,16 @@ from supervisor.store.base import (
     JobState,
     JobStats,
     Lease,
+    MembershipState,
+    Note,
     PoolSnapshot,
     RenewResult,
     StoreEvent,
+    StoreHealth,
     SupervisorInfo,
     SupervisorStatus,
 )
+from supervisor.store.policy import HEALTH_GAP, LIVE_TTLS, MEMBER_GARBAGE_AFTER
 from supervisor.store.redis_connection import connect, redact, translated_errors
 from supervisor.store.redis_events import EventFeed
 from supervisor.store.redis_keys import PoolKeys
@@ -74,7 +83,8 @@ class RedisStore:
         await self._run(
             "dispatch",
             [k.job(request.key), k.notes(request.key), k.pending, *k.all_done],
-            [request.key, request.handler, request.payload, request.max_attempts, k.channel],
+            [request.key, request.handler, request.payload, request.max_attempts, k.channel,
+             k.prefix],
             subject=request.key,
         )
 
@@ -114,24 +124,27 @@ class RedisStore:
     async def renew(
         self,
         owner: str,
+        instance: str,
         leases: Sequence[Lease],
         lease_ttl: float,
         stats: dict[str, JobStats],
     ) -> RenewResult:
         k = self._keys
-        args: list[ScriptArg] = [k.prefix, owner, milliseconds(lease_ttl)]
+        args: list[ScriptArg] = [k.prefix, owner, instance, milliseconds(lease_ttl),
+                                 milliseconds(HEALTH_GAP)]
         for lease in leases:
             job_stats = stats.get(lease.key, JobStats())
             args += [lease.key, lease.token, _optional(job_stats.pid),
                      _optional(job_stats.rss_bytes), _optional(job_stats.cpu_percent)]
-        now, lost, stopping, notified = await self._run(
-            "renew", [k.running, k.seen], args, subject=owner
+        now, lost, stopping, notified, membership = await self._run(
+            "renew", [k.running, k.seen, k.supervisors, k.health], args, subject=owner
         )
         return RenewResult(
             lost=frozenset(key.decode() for key in lost),
             stop_requested=frozenset(key.decode() for key in stopping),
             notified=frozenset(key.decode() for key in notified),
             store_time=seconds(now),
+            membership=cast(MembershipState, membership.decode()),
         )
 
     async def complete(self, lease: Lease, result: bytes) -> None:
@@ -147,9 +160,11 @@ class RedisStore:
         )
         return cast(JobState, state.decode())
 
-    async def release(self, lease: Lease) -> None:
+    async def release(self, lease: Lease, *, delay: float = 0.0) -> None:
         await self._finish_lease(
-            "release", lease, [self._retention_ms, self._keys.channel], done=("stopped",)
+            "release", lease, [max(0.0, milliseconds(delay)), self._retention_ms,
+                               self._keys.channel],
+            done=("stopped",),
         )
 
     async def finish_stopped(self, lease: Lease, reason: str) -> None:
@@ -162,7 +177,7 @@ class RedisStore:
         (state,) = await self._run(
             "stop",
             [k.job(key), k.notes(key), k.pending, k.running, k.done("stopped")],
-            [key, self._retention_ms, k.channel],
+            [key, k.prefix, self._retention_ms, k.channel],
             subject=key,
         )
         return cast(JobState, state.decode())
@@ -173,15 +188,24 @@ class RedisStore:
             "notify", [k.job(key), k.notes(key)], [key, payload, k.channel], subject=key
         )
 
-    async def take_notifications(self, lease: Lease) -> list[bytes]:
+    async def take_notifications(self, lease: Lease, after: int = 0) -> list[Note]:
         k = self._keys
-        (messages,) = await self._run(
+        (notes,) = await self._run(
             "take-notifications",
             [k.job(lease.key), k.notes(lease.key)],
-            [lease.token, lease.owner],
+            [lease.token, lease.owner, after],
             subject=lease.key,
         )
-        return list(messages)
+        return [Note(seq=int(seq), payload=payload) for seq, payload in notes]
+
+    async def ack_notifications(self, lease: Lease, upto: int) -> None:
+        k = self._keys
+        await self._run(
+            "ack-notifications",
+            [k.job(lease.key), k.notes(lease.key)],
+            [lease.token, lease.owner, upto],
+            subject=lease.key,
+        )
 
     async def register(self, info: SupervisorInfo) -> None:
         k = self._keys
@@ -224,30 +248,48 @@ class RedisStore:
 
     async def snapshot(self) -> PoolSnapshot:
         k = self._keys
-        now, members = await self._run(
-            "members", [k.supervisors, k.seen], [], subject=self.pool
-        )
-        await self._run("forget", list(k.all_done), [k.prefix, self._retention_ms],
-                        subject=self.pool)
+        error = None
+        try:
+            await self._run(
+                "tidy", [*k.all_done, k.supervisors, k.seen, k.health],
+                [self._retention_ms, milliseconds(HEALTH_GAP),
+                 milliseconds(MEMBER_GARBAGE_AFTER)],
+                subject=self.pool,
+            )
+        except StoreError as exc:
+            error = exc.message
         with translated_errors(self._where):
             async with self._client.pipeline(transaction=False) as pipe:
+                pipe.time()
+                pipe.hgetall(k.supervisors)
+                pipe.zrange(k.seen, 0, -1, withscores=True)
+                pipe.hmget(k.health, "last_ok", "ok_since")
                 for listing in k.by_state.values():
                     pipe.zcard(listing)
                 pipe.zrange(k.running, 0, -1)
-                *sizes, running_keys = await pipe.execute()
+                (clock, entries, seen, health, *sizes, running_keys) = await pipe.execute()
+        now = clock[0] + clock[1] / 1_000_000
         counts = {state: int(size) for state, size in zip(k.by_state, sizes, strict=True)}
         records = await self._records([key.decode() for key in running_keys])
         running = tuple(r for r in records if r is not None and r.state == "running")
+        last_seen = {member: score / 1000.0 for member, score in seen}
         supervisors = tuple(
-            self._supervisor_status(info, seconds(now) - seconds(seen), running)
-            for _id, info, seen in members
+            status for member, info in sorted(entries.items())
+            if (status := self._supervisor_status(
+                info, now - last_seen.get(member, float("-inf")), running)) is not None
         )
+        last_ok, ok_since = (None if value is None else seconds(value) for value in health)
+        if error is None:
+            store = StoreHealth(state="ok", since=ok_since or now)
+        else:
+            store = StoreHealth(state="failing", since=last_ok or now, error=error)
         return PoolSnapshot(
             pool=self.pool,
-            store_time=seconds(now),
+            store_time=now,
             supervisors=supervisors,
             counts=counts,
             running=running,
+            store=store,
         )
 
     @asynccontextmanager
@@ -282,13 +324,14 @@ class RedisStore:
         done: Sequence[str] = ("succeeded",),
     ) -> list[Any]:
         """Run a command that ends or hands back a lease (KEYS: job, notes, pending,
-        running, then the done zsets it may add to)."""
+        running, then the done zsets it may add to; ARGV: key, token, owner, prefix,
+        then `args`)."""
         k = self._keys
         return await self._run(
             name,
             [k.job(lease.key), k.notes(lease.key), k.pending, k.running,
              *(k.done(state) for state in done)],
-            [lease.key, lease.token, lease.owner, *args],
+            [lease.key, lease.token, lease.owner, k.prefix, *args],
             subject=lease.key,
         )
 
@@ -304,18 +347,22 @@ class RedisStore:
                 raws: list[dict[bytes, bytes]] = await pipe.execute()
         missing = [key for key, raw in zip(keys, raws, strict=True) if not raw]
         if missing:
-            await self._run("forget", list(self._keys.all_done),
-                            [self._keys.prefix, self._retention_ms, *missing],
-                            subject=self.pool)
+            with contextlib.suppress(StoreError):  # tidying only; reads go on without it
+                await self._run("forget", list(self._keys.all_done),
+                                [self._keys.prefix, self._retention_ms, *missing],
+                                subject=self.pool)
         return [decode_job(raw) if raw else None for raw in raws]
 
     @staticmethod
     def _supervisor_status(
         info_json: bytes, last_seen: float, running: Sequence[JobRecord]
-    ) -> SupervisorStatus:
+    ) -> SupervisorStatus | None:
+        """The entry's status, or None if it is silent for more than LIVE_TTLS ttls."""
         fields = {name: value for name, value in orjson.loads(info_json).items()
                   if name in _SUPERVISOR_FIELDS}
         info = SupervisorInfo(**fields)
+        if last_seen > LIVE_TTLS * info.lease_ttl:
+            return None
         return SupervisorStatus(
             info=info,
             last_seen=max(0.0, last_seen),

@@ -4,6 +4,10 @@ The event loop never touches the connection: every call runs in a worker thread,
 at a time (a capacity limiter of 1, and a lock for `close`).  Writes take the write
 lock up front (`BEGIN IMMEDIATE`) so that no transaction has to upgrade a read lock,
 which SQLite cannot wait for.  Driver errors become `StoreUnavailable` here.
+
+Each transaction reads two clocks once it holds its lock: `wall_clock` (epoch seconds)
+and `boot_clock` (CLOCK_BOOTTIME).  They are module attributes, looked up at every
+transaction, so that tests can step one of them.
 """
 
 from __future__ import annotations
@@ -22,20 +26,42 @@ from supervisor.errors import StoreUnavailable
 from supervisor.store.sqlite_schema import BUSY_TIMEOUT_MS, is_busy, load_queries, retry_when_busy
 
 _T = TypeVar("_T")
+WALL_OFFSET_SLACK = 0.005
+
+
+def wall_clock() -> float:
+    return time.time()
+
+
+def boot_clock() -> float:
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def read_clocks() -> tuple[float, float]:
+    """(wall, boot) now, through the module attributes."""
+    return wall_clock(), boot_clock()
 
 
 class Tx:
-    """The statements of one transaction, with the pool and the store time bound in."""
+    """The statements of one transaction, with the pool and the store times bound in:
+    `now` (wall clock) and `boot` (CLOCK_BOOTTIME)."""
 
-    def __init__(self, conn: sqlite3.Connection, pool: str, now: float) -> None:
+    def __init__(self, conn: sqlite3.Connection, pool: str, now: float, boot: float,
+                 wall_offset: float) -> None:
         self._conn = conn
         self._queries = load_queries()
         self.pool = pool
         self.now = now
+        self.boot = boot
+        self._wall_offset = wall_offset
+
+    def wall_time(self, boot_time: float) -> float:
+        """A boot-clock time as a wall-clock epoch time."""
+        return boot_time + self._wall_offset
 
     def run(self, query: str, **params: Any) -> sqlite3.Cursor:
         return self._conn.execute(self._queries[query], {"pool": self.pool, "now": self.now,
-                                                         **params})
+                                                         "boot": self.boot, **params})
 
     def rows(self, query: str, **params: Any) -> list[sqlite3.Row]:
         return self.run(query, **params).fetchall()
@@ -58,6 +84,7 @@ class SqliteDatabase:
         self._pool = pool
         self._lock = threading.Lock()
         self._limiter = anyio.CapacityLimiter(1)
+        self._wall_offset = 0.0
 
     async def write(self, work: Callable[[Tx], _T]) -> _T:
         """Run `work` in one `BEGIN IMMEDIATE` transaction, in a worker thread."""
@@ -100,13 +127,22 @@ class SqliteDatabase:
         try:
             # The clock is read once the write lock is held, so store times follow the
             # order of the transactions of every process that shares the file.
-            result = work(Tx(conn, self._pool, time.time()))
+            wall, boot = read_clocks()
+            result = work(Tx(conn, self._pool, wall, boot, self._offset(wall - boot)))
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
         return result
+
+    def _offset(self, measured: float) -> float:
+        """wall - boot, kept while it stays within WALL_OFFSET_SLACK: reading the two
+        clocks one after the other adds a jitter of microseconds, and a record read
+        twice should show one deadline."""
+        if abs(measured - self._wall_offset) > WALL_OFFSET_SLACK:
+            self._wall_offset = measured
+        return self._wall_offset
 
     def _unavailable(self, exc: sqlite3.Error) -> StoreUnavailable:
         if is_busy(exc):

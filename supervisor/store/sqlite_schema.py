@@ -4,6 +4,11 @@ and its version, and the named SQL statements of `sql/queries.sql`.
 Every problem with the file itself (missing directory, read-only, corrupt, written by a
 newer poolsup) is a `ConfigError` naming the path; a file locked by another process for
 too long is `StoreUnavailable`.
+
+Lease deadlines and supervisors' last_seen times count on this host's CLOCK_BOOTTIME,
+which means nothing after a reboot: the file keeps the boot id it counts on, and a file
+opened under another boot id has every running lease expired and its membership
+entries dropped (nobody from the old boot is alive), in the transaction that opens it.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from typing import TypeVar
 
 from supervisor.errors import ConfigError, StoreUnavailable
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
 MIN_SQLITE_VERSION = (3, 35, 0)  # RETURNING, UPDATE ... FROM, json_each
 BUSY_TIMEOUT_MS = 5000
 # After SQLite's own busy timeout gives up, the whole transaction is tried again after
@@ -32,6 +38,7 @@ _BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
 _UNAVAILABLE_CODES = _BUSY_CODES | {sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL}
 _NAME_MARKER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 _T = TypeVar("_T")
+Clocks = Callable[[], tuple[float, float]]  # (wall, boot)
 
 
 def path_from_url(url: str) -> Path:
@@ -83,7 +90,15 @@ def retry_when_busy(action: Callable[[], _T]) -> _T:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def open_connection(url: str, pool: str) -> tuple[sqlite3.Connection, Path]:
+def boot_id() -> str:
+    """This boot of the host ("" where the kernel does not say)."""
+    try:
+        return BOOT_ID_FILE.read_text().strip()
+    except OSError:
+        return ""
+
+
+def open_connection(url: str, pool: str, clocks: Clocks) -> tuple[sqlite3.Connection, Path]:
     """A connection to the store file, in WAL mode, with the current schema."""
     path = path_from_url(url)
     if sqlite3.sqlite_version_info < MIN_SQLITE_VERSION:
@@ -98,7 +113,7 @@ def open_connection(url: str, pool: str) -> tuple[sqlite3.Connection, Path]:
         raise ConfigError(f"SQLite store {path}: cannot open the file ({exc})") from exc
     try:
         retry_when_busy(lambda: _configure(conn, path))
-        retry_when_busy(lambda: _ensure_schema(conn, path, pool))
+        retry_when_busy(lambda: _ensure_schema(conn, path, pool, clocks))
     except sqlite3.Error as exc:
         conn.close()
         raise _open_error(path, exc) from exc
@@ -139,7 +154,7 @@ def _configure(conn: sqlite3.Connection, path: Path) -> None:
     conn.execute("PRAGMA synchronous = NORMAL")
 
 
-def _ensure_schema(conn: sqlite3.Connection, path: Path, pool: str) -> None:
+def _ensure_schema(conn: sqlite3.Connection, path: Path, pool: str, clocks: Clocks) -> None:
     conn.execute("BEGIN IMMEDIATE")
     try:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -153,13 +168,44 @@ def _ensure_schema(conn: sqlite3.Connection, path: Path, pool: str) -> None:
                                   "other tables and no poolsup schema version)")
             for statement in schema_statements():
                 conn.execute(statement)
+        elif version == 1:
+            _migrate_1_to_2(conn, *clocks())
+        if version != SCHEMA_VERSION:
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        _check_boot(conn, boot_id())
         conn.execute(load_queries()["ensure_counters"], {"pool": pool})
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+def _migrate_1_to_2(conn: sqlite3.Connection, wall: float, boot: float) -> None:
+    """Schema 2: per-handler queue index, the host and health tables, and lease
+    deadlines and last_seen times moved from the wall clock to the boot clock."""
+    conn.execute("CREATE INDEX jobs_queue_by_handler ON jobs (pool, handler, due) "
+                 "WHERE state = 'pending'")
+    conn.execute("CREATE TABLE host (id INTEGER PRIMARY KEY CHECK (id = 1), "
+                 "boot_id TEXT NOT NULL) STRICT")
+    conn.execute("CREATE TABLE health (pool TEXT PRIMARY KEY, last_ok REAL NOT NULL, "
+                 "ok_since REAL NOT NULL) STRICT")
+    conn.execute("INSERT INTO host (id, boot_id) VALUES (1, ?)", (boot_id(),))
+    shift = {"shift": boot - wall}
+    conn.execute("UPDATE jobs SET lease_deadline = lease_deadline + :shift "
+                 "WHERE lease_deadline IS NOT NULL", shift)
+    conn.execute("UPDATE supervisors SET last_seen = last_seen + :shift", shift)
+
+
+def _check_boot(conn: sqlite3.Connection, current: str) -> None:
+    row = conn.execute("SELECT boot_id FROM host").fetchone()
+    if row is None:
+        conn.execute("INSERT INTO host (id, boot_id) VALUES (1, ?)", (current,))
+    elif row[0] != current:
+        # Boot-clock times of another boot: every lease is over, every supervisor gone.
+        conn.execute("UPDATE jobs SET lease_deadline = 0 WHERE state = 'running'")
+        conn.execute("DELETE FROM supervisors")
+        conn.execute("UPDATE host SET boot_id = ?", (current,))
 
 
 def _open_error(path: Path, exc: sqlite3.Error) -> Exception:

@@ -1,8 +1,17 @@
 """The SQLite store: the `Store` contract on one file, for one host.
 
 Several supervisor processes and CLI commands may use the file at once: every state
-change is one short `BEGIN IMMEDIATE` transaction (sqlite_db.py), and the store's clock
-is this host's `time.time()`, read inside it.  The SQL lives in sql/queries.sql.
+change is one short `BEGIN IMMEDIATE` transaction (sqlite_db.py), and the store's clocks
+are this host's, read inside it.  The SQL lives in sql/queries.sql.
+
+Two clocks.  Lease deadlines and supervisors' last_seen count on CLOCK_BOOTTIME, which
+never steps and runs on through a suspend: a step of the wall clock can then neither
+expire a live lease (two holders of one job) nor keep a dead one.  What users read
+(created_at, started_at, finished_at, the health times) and `due` (when a pending job
+becomes claimable) stay on the wall clock: a step only moves when a held-back job
+runs, it never runs a job twice.  Records show boot-clock deadlines as wall-clock
+times (Tx.wall_time).  The "held 3 ttls" test of `renew` uses started_at, so a step
+may reset a job's count of lease losses early, never hand its lease out.
 """
 
 from __future__ import annotations
@@ -23,9 +32,11 @@ from supervisor.errors import (
     JobExists,
     JobNotFound,
     StaleToken,
+    StoreFailure,
     StoreUnavailable,
     SupervisorIdTaken,
 )
+from supervisor.store import sqlite_db
 from supervisor.store.base import (
     ALL_STATES,
     LIVE_STATES,
@@ -36,11 +47,20 @@ from supervisor.store.base import (
     JobState,
     JobStats,
     Lease,
+    MembershipState,
+    Note,
     PoolSnapshot,
     RenewResult,
     StoreEvent,
+    StoreHealth,
     SupervisorInfo,
     SupervisorStatus,
+)
+from supervisor.store.policy import (
+    HEALTH_GAP,
+    LIVE_TTLS,
+    LOSSES_RESET_TTLS,
+    MEMBER_GARBAGE_AFTER,
 )
 from supervisor.store.sqlite_db import SqliteDatabase, Tx
 from supervisor.store.sqlite_schema import open_connection
@@ -59,7 +79,8 @@ class SqliteStore:
 
     @classmethod
     async def open(cls, url: str, pool: str, retention: float = 86400.0) -> SqliteStore:
-        conn, path = await anyio.to_thread.run_sync(open_connection, url, pool)
+        conn, path = await anyio.to_thread.run_sync(
+            open_connection, url, pool, sqlite_db.read_clocks)
         return cls(SqliteDatabase(conn, path, pool), pool, retention)
 
     async def dispatch(self, request: DispatchRequest) -> None:
@@ -84,19 +105,26 @@ class SqliteStore:
             tx.run("trim_events", cutoff=tx.now - EVENT_KEEP_SECONDS)
             recovered = _recover_expired_leases(tx, max_lease_losses)
             jobs = _start_due_jobs(tx, owner, handler_list, count, lease_ttl)
-            next_due = tx.value("next_due")
+            next_due = tx.value("next_due", handlers=handler_list)
             return ClaimBatch(jobs=jobs, recovered=recovered,
                               next_due_in=None if next_due is None else next_due - tx.now)
 
         return await self._db.write(work)
 
-    async def renew(self, owner: str, leases: Sequence[Lease], lease_ttl: float,
+    async def renew(self, owner: str, instance: str, leases: Sequence[Lease], lease_ttl: float,
                     stats: dict[str, JobStats]) -> RenewResult:
         def work(tx: Tx) -> RenewResult:
             rows = [row for lease in leases for row in tx.rows(
                 "renew_lease", key=lease.key, token=lease.token, owner=owner,
-                deadline=tx.now + lease_ttl, **_stats_params(stats.get(lease.key)))]
-            tx.run("touch_supervisor", id=owner)
+                deadline=tx.boot + lease_ttl, reset_after=LOSSES_RESET_TTLS * lease_ttl,
+                **_stats_params(stats.get(lease.key)))]
+            entry = tx.row("supervisor_entry", id=owner)
+            membership: MembershipState = "missing"
+            if entry is not None:
+                membership = "ok" if entry["instance"] == instance else "taken"
+            if membership == "ok":
+                tx.run("touch_supervisor", id=owner)
+            tx.run("touch_health", gap=HEALTH_GAP)
             renewed = {(row["key"], row["token"]) for row in rows}
             return RenewResult(
                 lost=frozenset(lease.key for lease in leases
@@ -104,6 +132,7 @@ class SqliteStore:
                 stop_requested=frozenset(row["key"] for row in rows if row["stop_requested"]),
                 notified=frozenset(row["key"] for row in rows if row["notified"]),
                 store_time=tx.now,
+                membership=membership,
             )
 
         return await self._db.write(work)
@@ -132,13 +161,13 @@ class SqliteStore:
 
         return await self._db.write(work)
 
-    async def release(self, lease: Lease) -> None:
+    async def release(self, lease: Lease, *, delay: float = 0.0) -> None:
         def work(tx: Tx) -> None:
             if _held_job(tx, lease)["stop_requested"]:
                 _finish(tx, lease.key, "stopped", f"stop requested; released by {lease.owner}")
                 return
-            tx.run("requeue_job", key=lease.key, refund=1, error=None,
-                   due=tx.value("front_of_queue"))
+            due = tx.now + delay if delay > 0 else tx.value("front_of_queue")
+            tx.run("requeue_job", key=lease.key, refund=1, error=None, due=due)
             _emit(tx, "wake")
 
         await self._db.write(work)
@@ -177,18 +206,23 @@ class SqliteStore:
 
         await self._db.write(work)
 
-    async def take_notifications(self, lease: Lease) -> list[bytes]:
-        def work(tx: Tx) -> list[bytes]:
-            rows = tx.rows("take_notes", key=lease.key, owner=lease.owner, token=lease.token)
-            return [bytes(row["payload"]) for row in sorted(rows, key=lambda row: row["id"])]
+    async def take_notifications(self, lease: Lease, after: int = 0) -> list[Note]:
+        def work(tx: Tx) -> list[Note]:
+            rows = tx.rows("take_notes", key=lease.key, owner=lease.owner, token=lease.token,
+                           after=after)
+            return [Note(seq=row["id"], payload=bytes(row["payload"])) for row in rows]
 
-        return await self._db.write(work)
+        return await self._db.read(work)
+
+    async def ack_notifications(self, lease: Lease, upto: int) -> None:
+        await self._db.write(lambda tx: tx.run(
+            "ack_notes", key=lease.key, owner=lease.owner, token=lease.token, upto=upto))
 
     async def register(self, info: SupervisorInfo) -> None:
         def work(tx: Tx) -> None:
             entry = tx.row("supervisor_entry", id=info.id)
             if entry is not None and entry["instance"] != info.instance:
-                silent_for = tx.now - entry["last_seen"]
+                silent_for = tx.boot - entry["last_seen"]
                 if silent_for < entry["lease_ttl"]:
                     raise SupervisorIdTaken(
                         f"supervisor id {info.id!r} is taken by a live instance of pool "
@@ -208,7 +242,7 @@ class SqliteStore:
             row = tx.row("job_record", key=key, cutoff=self._cutoff(tx))
             if row is None:
                 raise JobNotFound(f"no job has the key {key!r}")
-            return _job_record(row)
+            return _job_record(row, tx)
 
         return await self._db.read(work)
 
@@ -217,25 +251,23 @@ class SqliteStore:
             tx.run("drop_expired_records", cutoff=self._cutoff(tx))
             rows = tx.rows("all_jobs") if state is None else tx.rows("jobs_in_state",
                                                                       state=state)
-            return [_job_record(row) for row in rows]
+            return [_job_record(row, tx) for row in rows]
 
         return await self._db.write(work)
 
     async def snapshot(self) -> PoolSnapshot:
-        def work(tx: Tx) -> PoolSnapshot:
+        def tidy(tx: Tx) -> None:
             tx.run("drop_expired_records", cutoff=self._cutoff(tx))
-            counts: dict[str, int] = dict.fromkeys(ALL_STATES, 0)
-            counts.update({row["state"]: row["n"] for row in tx.rows("state_counts")})
-            supervisors = tuple(
-                SupervisorStatus(info=SupervisorInfo(**orjson.loads(row["info"])),
-                                 last_seen=max(0.0, tx.now - row["last_seen"]),
-                                 running=row["running"])
-                for row in tx.rows("live_supervisors"))
-            running = tuple(_job_record(row) for row in tx.rows("running_jobs"))
-            return PoolSnapshot(pool=self.pool, store_time=tx.now, supervisors=supervisors,
-                                counts=counts, running=running)
+            tx.run("drop_silent_supervisors", live_ttls=LIVE_TTLS,
+                   garbage_after=MEMBER_GARBAGE_AFTER)
+            tx.run("touch_health", gap=HEALTH_GAP)
 
-        return await self._db.write(work)
+        error = None
+        try:
+            await self._db.write(tidy)
+        except StoreFailure as exc:  # a file that takes no writes may still be read
+            error = exc.message
+        return await self._db.read(lambda tx: self._read_snapshot(tx, error))
 
     def events(self) -> contextlib.AbstractAsyncContextManager[AsyncIterator[StoreEvent]]:
         return self._subscribe()
@@ -250,6 +282,24 @@ class SqliteStore:
 
     async def close(self) -> None:
         await self._db.close()
+
+    def _read_snapshot(self, tx: Tx, error: str | None) -> PoolSnapshot:
+        counts: dict[str, int] = dict.fromkeys(ALL_STATES, 0)
+        counts.update({row["state"]: row["n"] for row in tx.rows("state_counts")})
+        supervisors = tuple(
+            SupervisorStatus(info=SupervisorInfo(**orjson.loads(row["info"])),
+                             last_seen=max(0.0, tx.boot - row["last_seen"]),
+                             running=row["running"])
+            for row in tx.rows("live_supervisors", live_ttls=LIVE_TTLS))
+        running = tuple(_job_record(row, tx) for row in tx.rows("running_jobs"))
+        health = tx.row("health")
+        if error is None:
+            store = StoreHealth(state="ok", since=health["ok_since"] if health else tx.now)
+        else:
+            store = StoreHealth(state="failing", since=health["last_ok"] if health else tx.now,
+                                error=error)
+        return PoolSnapshot(pool=self.pool, store_time=tx.now, supervisors=supervisors,
+                            counts=counts, running=running, store=store)
 
     def _cutoff(self, tx: Tx) -> float:
         """Finished records older than this are gone."""
@@ -337,7 +387,7 @@ def _start_due_jobs(tx: Tx, owner: str, handler_list: str, count: int,
     last_token = tx.value("take_tokens", n=len(keys))
     started = (tx.row("start_attempt", key=key, owner=owner, token=token, lease_ttl=lease_ttl)
                for token, key in enumerate(keys, start=last_token - len(keys) + 1))
-    return tuple(_claimed_job(row, owner) for row in started)
+    return tuple(_claimed_job(row, owner, tx) for row in started)
 
 
 def _held_job(tx: Tx, lease: Lease) -> Any:
@@ -364,20 +414,23 @@ def _stats_params(stats: JobStats | None) -> dict[str, Any]:
     return {"pid": stats.pid, "rss_bytes": stats.rss_bytes, "cpu_percent": stats.cpu_percent}
 
 
-def _claimed_job(row: Any, owner: str) -> ClaimedJob:
+def _claimed_job(row: Any, owner: str, tx: Tx) -> ClaimedJob:
     return ClaimedJob(key=row["key"], handler=row["handler"], payload=bytes(row["payload"]),
                       token=row["token"], attempt=row["attempts"],
-                      max_attempts=row["max_attempts"], lease_deadline=row["lease_deadline"],
+                      max_attempts=row["max_attempts"],
+                      lease_deadline=tx.wall_time(row["lease_deadline"]),
                       owner=owner, has_notes=bool(row["has_notes"]))
 
 
-def _job_record(row: Any) -> JobRecord:
+def _job_record(row: Any, tx: Tx) -> JobRecord:
+    deadline = row["lease_deadline"]
     return JobRecord(
         key=row["key"], handler=row["handler"], state=row["state"], attempts=row["attempts"],
         max_attempts=row["max_attempts"], token=row["token"], supervisor=row["supervisor"],
         payload=_decode(row["payload"]), result=_decode(row["result"]), error=row["error"],
         created_at=row["created_at"], started_at=row["started_at"],
-        finished_at=row["finished_at"], lease_deadline=row["lease_deadline"],
+        finished_at=row["finished_at"],
+        lease_deadline=None if deadline is None else tx.wall_time(deadline),
         lease_losses=row["lease_losses"], stop_requested=bool(row["stop_requested"]),
         stats=JobStats(pid=row["pid"], rss_bytes=row["rss_bytes"],
                        cpu_percent=row["cpu_percent"]),

@@ -104,3 +104,34 @@ async def test_tokens_strictly_increase_across_claims_and_redispatch(store: Stor
     tokens += [released.token, again.token]
     assert tokens == sorted(set(tokens))
     assert again.owner == OWNER
+
+
+async def test_a_backlog_of_another_handler_never_delays_claims(store: Store) -> None:
+    for index in range(1000):
+        await store.dispatch(new_job(f"other-{index:04d}", handler="other"))
+    await store.dispatch(new_job("mine-1", handler="mine"))
+
+    with anyio.fail_after(1):
+        batch = await claim(store, 5, handlers=["mine"])
+
+    assert [job.key for job in batch.jobs] == ["mine-1"]
+    assert (await store.job("other-0000")).state == "pending"
+
+
+async def test_claim_merges_the_queues_of_its_handlers_oldest_first(store: Store) -> None:
+    for key, handler in [("a", "h1"), ("b", "h2"), ("c", "h3"), ("d", "h1"), ("e", "h2")]:
+        await store.dispatch(new_job(key, handler=handler))
+
+    batch = await claim(store, 3, handlers=["h2", "h1"])
+
+    assert [job.key for job in batch.jobs] == ["a", "b", "d"]
+
+
+async def test_next_due_in_ignores_retries_of_other_handlers(store: Store) -> None:
+    await store.dispatch(new_job("theirs", handler="other"))
+    (job,) = (await claim(store, 1, handlers=["other"])).jobs
+    await store.fail(job.lease, "boom", final=False, retry_delay=60)
+
+    assert (await claim(store, 1, handlers=["mine"])).next_due_in is None
+    later = (await claim(store, 1, handlers=["mine", "other"])).next_due_in
+    assert later is not None and 55 < later <= 60

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import anyio
 import pytest
 
 from supervisor.store.base import JobStats, Lease, Store
@@ -24,7 +25,7 @@ async def test_renew_extends_the_lease_and_stores_stats(store: Store) -> None:
     job = await claim_one(store, lease_ttl=5.0)
     stats = JobStats(pid=4321, rss_bytes=21_000_000, cpu_percent=99.5)
 
-    result = await store.renew(OWNER, [job.lease], LONG_TTL, {"k1": stats})
+    result = await store.renew(OWNER, "i-1", [job.lease], LONG_TTL, {"k1": stats})
 
     assert result.lost | result.stop_requested | result.notified == frozenset()
     record = await store.job("k1")
@@ -37,9 +38,9 @@ async def test_renew_extends_the_lease_and_stores_stats(store: Store) -> None:
 async def test_renew_without_stats_keeps_the_last_ones(store: Store) -> None:
     await store.dispatch(new_job("k1"))
     job = await claim_one(store)
-    await store.renew(OWNER, [job.lease], LONG_TTL, {"k1": JobStats(pid=7)})
+    await store.renew(OWNER, "i-1", [job.lease], LONG_TTL, {"k1": JobStats(pid=7)})
 
-    await store.renew(OWNER, [job.lease], LONG_TTL, {})
+    await store.renew(OWNER, "i-1", [job.lease], LONG_TTL, {})
 
     assert (await store.job("k1")).stats.pid == 7
 
@@ -51,10 +52,11 @@ async def test_renew_reports_leases_it_does_not_hold(store: Store) -> None:
     before = await store.job("a")
 
     wrong_token = Lease("a", a.token + 1000, OWNER)
-    result = await store.renew(OWNER, [wrong_token, b.lease, Lease("gone", 1, OWNER)], 60, {})
+    stale = [wrong_token, b.lease, Lease("gone", 1, OWNER)]
+    result = await store.renew(OWNER, "i-1", stale, 60, {})
     assert result.lost == {"a", "b", "gone"}
 
-    other_owner = await store.renew("sup-b", [Lease("a", a.token, "sup-b")], 60, {})
+    other_owner = await store.renew("sup-b", "i-1", [Lease("a", a.token, "sup-b")], 60, {})
     assert other_owner.lost == {"a"}
     assert await store.job("a") == before
 
@@ -71,7 +73,7 @@ async def test_expired_lease_goes_back_to_pending_without_spending_an_attempt(
     assert batch.recovered == 1
     record = await store.job("k1")
     assert (record.state, record.attempts, record.lease_losses) == ("pending", 0, 1)
-    assert (await store.renew(OWNER, [old.lease], LONG_TTL, {})).lost == {"k1"}
+    assert (await store.renew(OWNER, "i-1", [old.lease], LONG_TTL, {})).lost == {"k1"}
     again = await claim_one(store, owner="sup-b")
     assert (again.attempt, again.owner) == (1, "sup-b")
     assert again.token > old.token
@@ -92,7 +94,7 @@ async def test_recovered_job_is_claimed_before_newer_jobs(store: Store) -> None:
 async def test_renewed_lease_is_not_recovered(store: Store) -> None:
     await store.dispatch(new_job("k1"))
     job = await claim_one(store, lease_ttl=SHORT_TTL)
-    await store.renew(OWNER, [job.lease], LONG_TTL, {})
+    await store.renew(OWNER, "i-1", [job.lease], LONG_TTL, {})
     await wait_for_expiry()
 
     assert (await claim(store, 0)).recovered == 0
@@ -114,3 +116,20 @@ async def test_lease_lost_too_often_fails_the_job(store: Store) -> None:
     assert (record.state, record.lease_losses) == ("failed", 2)
     assert record.error is not None and "lease" in record.error
     assert record.finished_at is not None
+
+
+async def test_lease_losses_count_only_losses_in_a_row(store: Store) -> None:
+    await store.dispatch(new_job("k1"))
+    await claim_one(store, lease_ttl=SHORT_TTL)
+    await wait_for_expiry()
+    await claim(store, 0)
+    assert (await store.job("k1")).lease_losses == 1
+    job = await claim_one(store, lease_ttl=0.3)
+
+    await store.renew(OWNER, "i-1", [job.lease], 0.3, {})
+    assert (await store.job("k1")).lease_losses == 1  # held for less than 3 ttls
+    for _ in range(6):
+        await anyio.sleep(0.17)
+        assert not (await store.renew(OWNER, "i-1", [job.lease], 0.3, {})).lost
+
+    assert (await store.job("k1")).lease_losses == 0

@@ -7,7 +7,7 @@ import pytest
 
 from supervisor.errors import SupervisorIdTaken
 from supervisor.store.base import JobStats, Store
-from tests.store.support import LONG_TTL, claim, dispatch_all, supervisor
+from tests.store.support import LONG_TTL, claim, claim_one, dispatch_all, new_job, supervisor
 
 pytestmark = pytest.mark.anyio
 
@@ -43,7 +43,7 @@ async def test_the_id_is_free_once_the_old_instance_is_silent(store: Store) -> N
 async def test_renew_keeps_the_supervisor_seen(store: Store) -> None:
     await store.register(supervisor("sup-a", instance="i-1", lease_ttl=0.4))
     await anyio.sleep(0.3)
-    await store.renew("sup-a", [], LONG_TTL, {})
+    await store.renew("sup-a", "i-1", [], LONG_TTL, {})
     await anyio.sleep(0.3)
 
     with pytest.raises(SupervisorIdTaken):
@@ -74,7 +74,7 @@ async def test_snapshot_counts_every_state_and_shows_running_jobs(store: Store) 
     await store.complete(ok.lease, b"1")
     await store.fail(bad.lease, "broken", final=True, retry_delay=0)
     stats = JobStats(pid=5151, rss_bytes=2048, cpu_percent=50.0)
-    await store.renew("sup-a", [busy.lease], LONG_TTL, {"busy": stats})
+    await store.renew("sup-a", "i-1", [busy.lease], LONG_TTL, {"busy": stats})
     await store.stop("halted")
 
     snapshot = await store.snapshot()
@@ -89,3 +89,55 @@ async def test_snapshot_counts_every_state_and_shows_running_jobs(store: Store) 
     assert running.lease_deadline is not None
     assert running.lease_deadline - snapshot.store_time == pytest.approx(LONG_TTL, abs=1)
     assert [(s.info.id, s.running) for s in snapshot.supervisors] == [("sup-a", 1)]
+
+
+async def test_renew_by_another_instance_is_told_the_id_is_taken(store: Store) -> None:
+    await store.register(supervisor("sup-a", instance="i-1", lease_ttl=0.4))
+    await store.dispatch(new_job("k1"))
+    job = await claim_one(store, owner="sup-a", lease_ttl=5)
+    await anyio.sleep(0.25)
+
+    result = await store.renew("sup-a", "i-2", [job.lease], LONG_TTL, {})
+
+    assert (result.membership, result.lost) == ("taken", frozenset())
+    record = await store.job("k1")
+    assert record.lease_deadline is not None
+    assert record.lease_deadline == pytest.approx(result.store_time + LONG_TTL, abs=0.01)
+    await anyio.sleep(0.25)  # i-1 was last seen 0.5 s ago: its seen time was not refreshed
+    await store.register(supervisor("sup-a", instance="i-2"))
+    assert (await store.renew("sup-a", "i-1", [], LONG_TTL, {})).membership == "taken"
+    assert (await store.renew("sup-a", "i-2", [], LONG_TTL, {})).membership == "ok"
+
+
+async def test_renew_without_an_entry_is_told_it_is_missing(store: Store) -> None:
+    assert (await store.renew("sup-a", "i-1", [], LONG_TTL, {})).membership == "missing"
+    assert (await store.snapshot()).supervisors == ()
+    await store.register(supervisor("sup-a", instance="i-1"))
+    assert (await store.renew("sup-a", "i-1", [], LONG_TTL, {})).membership == "ok"
+    await store.deregister("sup-a", "i-1")
+    assert (await store.renew("sup-a", "i-1", [], LONG_TTL, {})).membership == "missing"
+    assert (await store.snapshot()).supervisors == ()
+
+
+async def test_a_silent_supervisor_leaves_the_snapshot_but_keeps_its_entry(
+    store: Store,
+) -> None:
+    await store.register(supervisor("sup-a", instance="i-1", lease_ttl=0.2))
+    await anyio.sleep(0.8)
+
+    assert (await store.snapshot()).supervisors == ()
+    assert (await store.snapshot()).supervisors == ()
+
+    assert (await store.renew("sup-a", "i-1", [], 0.2, {})).membership == "ok"
+    assert [s.info.id for s in (await store.snapshot()).supervisors] == ["sup-a"]
+
+
+async def test_snapshot_reports_a_healthy_store_since_it_last_started_taking_writes(
+    store: Store,
+) -> None:
+    first = await store.snapshot()
+    second = await store.snapshot()
+
+    assert (first.store.state, first.store.error) == ("ok", None)
+    assert first.store.since == pytest.approx(first.store_time, abs=0.01)
+    assert second.store == first.store

@@ -123,3 +123,29 @@ async def test_max_attempts_zero_leaves_the_limit_to_the_supervisor(store: Store
         assert await store.fail(job.lease, "again", final=False, retry_delay=0) == "pending"
     job = await claim_one(store)
     assert await store.fail(job.lease, "enough", final=True, retry_delay=0) == "failed"
+
+
+async def test_release_with_a_delay_holds_the_job_back(store: Store) -> None:
+    await store.dispatch(new_job("k1"))
+    job = await claim_one(store)
+
+    await store.release(job.lease, delay=30)
+    await store.dispatch(new_job("k2"))
+
+    batch = await claim(store, 5)
+    assert [j.key for j in batch.jobs] == ["k2"]
+    assert batch.next_due_in is not None and 25 < batch.next_due_in <= 30
+    record = await store.job("k1")
+    assert (record.state, record.attempts) == ("pending", 0)
+
+
+async def test_release_with_a_short_delay_is_claimable_after_it(store: Store) -> None:
+    await store.dispatch(new_job("k1"))
+    job = await claim_one(store)
+
+    await store.release(job.lease, delay=0.3)
+    assert (await claim(store)).jobs == ()
+    await anyio.sleep(0.4)
+
+    again = await claim_one(store)
+    assert (again.key, again.attempt) == ("k1", 1)

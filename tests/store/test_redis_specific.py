@@ -10,7 +10,7 @@ import anyio
 import pytest
 from redis.asyncio import Redis
 
-from supervisor.errors import ConfigError, StoreUnavailable
+from supervisor.errors import ConfigError, StoreError, StoreUnavailable
 from supervisor.store import open_store, opened_store
 from supervisor.store.base import Lease, Store, StoreEvent
 from supervisor.store.redis_connection import connect, redact
@@ -32,8 +32,9 @@ from tests.store.support import (
 pytestmark = pytest.mark.anyio
 
 EXPECTED_COMMANDS = {
+    "ack-notifications", "tidy",
     "dispatch", "claim", "renew", "complete", "fail", "release", "finish-stopped", "stop",
-    "notify", "take-notifications", "register", "deregister", "members", "forget",
+    "notify", "take-notifications", "register", "deregister", "forget",
 }
 
 
@@ -75,7 +76,7 @@ async def test_all_keys_of_a_pool_share_its_hash_tag(
     await dispatch_all(store, ["a", "b", "c"])
     await store.notify("c", b"{}")
     a, b = (await claim(store, 2)).jobs
-    await store.renew(OWNER, [a.lease, b.lease], LONG_TTL, {})
+    await store.renew(OWNER, "i-1", [a.lease, b.lease], LONG_TTL, {})
     await store.complete(a.lease, b"1")
     await store.fail(b.lease, "boom", final=True, retry_delay=0)
     await store.stop("c")
@@ -132,7 +133,7 @@ async def test_an_unreachable_redis_raises_store_unavailable_quickly(pool_name: 
         calls: list[Callable[[], Awaitable[object]]] = [
             lambda: store.dispatch(new_job("k1")),
             lambda: store.claim(OWNER, ["h"], 1, LONG_TTL, 3),
-            lambda: store.renew(OWNER, [Lease("k1", 1, OWNER)], LONG_TTL, {}),
+            lambda: store.renew(OWNER, "i-1", [Lease("k1", 1, OWNER)], LONG_TTL, {}),
             store.ping,
         ]
         for call in calls:
@@ -196,3 +197,60 @@ async def test_events_notice_a_frozen_redis_and_wake_once_it_is_back(
     finally:
         await feed.aclose()
         await client.aclose()
+
+
+@pytest.fixture
+async def own_raw(own_redis: RedisServer) -> AsyncIterator[Redis]:
+    client = Redis.from_url(own_redis.url)
+    yield client
+    await client.aclose()
+
+
+async def _store_with_work(store: Store) -> None:
+    await store.register(supervisor(OWNER))
+    await dispatch_all(store, ["busy", "waiting"])
+    await claim_one(store)
+
+
+async def test_snapshot_works_while_redis_is_out_of_memory(
+    own_redis: RedisServer, own_raw: Redis, pool_name: str
+) -> None:
+    async with opened_store(own_redis.url, pool_name) as store:
+        await _store_with_work(store)
+        healthy = await store.snapshot()
+        await own_raw.config_set("maxmemory-policy", "noeviction")
+        await own_raw.config_set("maxmemory", 1)
+        try:
+            snapshot = await store.snapshot()
+            with pytest.raises(StoreError, match="maxmemory"):
+                await store.dispatch(new_job("more"))
+            with pytest.raises(StoreError, match="maxmemory"):
+                await claim(store)
+        finally:
+            await own_raw.config_set("maxmemory", 0)
+
+        assert snapshot.store.state == "failing"
+        assert snapshot.store.error is not None and "maxmemory" in snapshot.store.error
+        assert snapshot.store.since == pytest.approx(healthy.store_time, abs=0.05)
+        assert snapshot.counts == healthy.counts
+        assert snapshot.counts["pending"] == 1 and snapshot.counts["running"] == 1
+        assert [r.key for r in snapshot.running] == ["busy"]
+        assert [s.info.id for s in snapshot.supervisors] == [OWNER]
+        assert (await store.snapshot()).store.state == "ok"
+
+
+async def test_a_read_only_replica_is_a_store_error(
+    own_redis: RedisServer, own_raw: Redis, pool_name: str
+) -> None:
+    async with opened_store(own_redis.url, pool_name) as store:
+        await _store_with_work(store)
+        await own_raw.replicaof("127.0.0.1", str(free_port()))
+        try:
+            with pytest.raises(StoreError, match="read only"):
+                await store.dispatch(new_job("more"))
+            snapshot = await store.snapshot()
+        finally:
+            await own_raw.replicaof("NO", "ONE")
+
+        assert snapshot.store.state == "failing"
+        assert snapshot.counts["running"] == 1

@@ -211,7 +211,7 @@ async def main(url, name, rounds):
             batch = await store.claim(name, ["h"], 2, 30.0, 3)
             for job in batch.jobs:
                 tokens.append(job.token)
-                await store.renew(name, [job.lease], 30.0, {})
+                await store.renew(name, "i-1", [job.lease], 30.0, {})
                 await store.complete(job.lease, b"null")
             await store.snapshot()
         except Exception as exc:

@@ -37,7 +37,7 @@ async def test_stop_of_a_running_job_is_reported_to_its_owner(store: Store) -> N
     assert await store.stop("k1") == "running"
 
     assert (await store.job("k1")).stop_requested
-    renewal = await store.renew(OWNER, [job.lease], LONG_TTL, {})
+    renewal = await store.renew(OWNER, "i-1", [job.lease], LONG_TTL, {})
     assert renewal.stop_requested == {"k1"}
     assert not renewal.lost
     await store.finish_stopped(job.lease, "stopped by request")
@@ -90,21 +90,78 @@ async def test_notifications_wait_until_the_job_takes_them(store: Store) -> None
     job = await claim_one(store)
     assert job.has_notes
 
-    renewal = await store.renew(OWNER, [job.lease], LONG_TTL, {})
+    renewal = await store.renew(OWNER, "i-1", [job.lease], LONG_TTL, {})
     assert renewal.notified == {"k1"}
-    assert await store.take_notifications(job.lease) == [b'{"n": 1}', b'{"n": 2}']
+    notes = await store.take_notifications(job.lease)
+    assert [note.payload for note in notes] == [b'{"n": 1}', b'{"n": 2}']
+    assert notes[0].seq < notes[1].seq
+    assert await store.take_notifications(job.lease) == notes
+    assert await store.take_notifications(job.lease, after=notes[0].seq) == notes[1:]
+
+    await store.ack_notifications(job.lease, notes[1].seq)
     assert await store.take_notifications(job.lease) == []
-    assert (await store.renew(OWNER, [job.lease], LONG_TTL, {})).notified == set()
+    assert (await store.renew(OWNER, "i-1", [job.lease], LONG_TTL, {})).notified == set()
 
 
-async def test_a_stale_lease_takes_no_notifications(store: Store) -> None:
+async def test_acknowledged_notifications_go_and_later_ones_stay(store: Store) -> None:
+    await store.dispatch(new_job("k1"))
+    job = await claim_one(store)
+    for n in range(3):
+        await store.notify("k1", b'{"n": %d}' % n)
+    first, second, third = await store.take_notifications(job.lease)
+
+    await store.ack_notifications(job.lease, first.seq)
+    assert await store.take_notifications(job.lease) == [second, third]
+    await store.notify("k1", b'{"n": 3}')
+    (*_, fourth) = await store.take_notifications(job.lease)
+    assert fourth.seq > third.seq
+    await store.ack_notifications(job.lease, third.seq)
+    assert await store.take_notifications(job.lease) == [fourth]
+
+
+async def test_unacknowledged_notifications_survive_a_release_in_order(store: Store) -> None:
+    await store.dispatch(new_job("k1"))
+    job = await claim_one(store)
+    for n in range(3):
+        await store.notify("k1", b'{"n": %d}' % n)
+    first, second, third = await store.take_notifications(job.lease)
+    await store.ack_notifications(job.lease, first.seq)
+
+    await store.release(job.lease)
+    again = await claim_one(store, owner="sup-b")
+
+    assert again.has_notes
+    assert await store.take_notifications(again.lease) == [second, third]
+    await store.notify("k1", b'{"n": 3}')
+    notes = await store.take_notifications(again.lease)
+    assert [note.payload for note in notes] == [b'{"n": 1}', b'{"n": 2}', b'{"n": 3}']
+    assert notes[2].seq > third.seq
+
+
+async def test_a_stale_lease_neither_takes_nor_acknowledges(store: Store) -> None:
     await store.dispatch(new_job("k1"))
     job = await claim_one(store)
     assert not job.has_notes
     await store.notify("k1", b'{"n": 1}')
+    stale = Lease("k1", job.token + 1, OWNER)
 
-    assert await store.take_notifications(Lease("k1", job.token + 1, OWNER)) == []
-    assert await store.take_notifications(job.lease) == [b'{"n": 1}']
+    assert await store.take_notifications(stale) == []
+    await store.ack_notifications(stale, 1_000_000)
+    (note,) = await store.take_notifications(job.lease)
+    assert note.payload == b'{"n": 1}'
+
+
+async def test_a_finished_job_drops_its_notifications(store: Store) -> None:
+    await store.dispatch(new_job("k1"))
+    job = await claim_one(store)
+    await store.notify("k1", b'{"old": 1}')
+    await store.complete(job.lease, b"1")
+
+    await store.dispatch(new_job("k1"))
+    again = await claim_one(store)
+    assert not again.has_notes
+    await store.notify("k1", b'{"new": 1}')
+    assert [n.payload for n in await store.take_notifications(again.lease)] == [b'{"new": 1}']
 
 
 async def test_notify_of_a_finished_job_raises_job_not_found(store: Store) -> None:

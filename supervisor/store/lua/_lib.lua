@@ -6,7 +6,11 @@
 --
 -- `pool` tables, built by each script from its KEYS, name the pool-wide keys that
 -- finish() and front_score() touch: pending, running, done_succeeded, done_failed,
--- done_stopped, plus now and retention (ms).
+-- done_stopped, plus prefix, now and retention (ms).
+--
+-- Every pending job is in two zsets with the same score: the pool-wide `pending` (for
+-- listing, counts and front_score) and its handler's `queue:<handler>` (for claiming),
+-- so a backlog of one handler is never scanned by a claim for another.
 
 local OK, JOB_EXISTS, JOB_NOT_FOUND, STALE_TOKEN, SUPERVISOR_ID_TAKEN = 0, 1, 2, 3, 4
 
@@ -33,10 +37,52 @@ local function notes_key(prefix, key)
   return prefix .. 'notes:' .. key
 end
 
+local function queue_key(prefix, handler)
+  return prefix .. 'queue:' .. handler
+end
+
+-- Add the job to the pending zsets (pool-wide and its handler's) at `score`.
+local function enqueue(pool, job, key, score)
+  redis.call('ZADD', pool.pending, score, key)
+  redis.call('ZADD', queue_key(pool.prefix, redis.call('HGET', job, 'handler')), score, key)
+end
+
+local function dequeue(pool, job, key)
+  redis.call('ZREM', pool.pending, key)
+  local handler = redis.call('HGET', job, 'handler')
+  if handler then
+    redis.call('ZREM', queue_key(pool.prefix, handler), key)
+  end
+end
+
+-- The store took a write: last_ok = now, and ok_since = now if the last one is older
+-- than `gap` ms (or unknown).
+local function touch_health(health, now, gap)
+  local last = redis.call('HGET', health, 'last_ok')
+  if not last or now - tonumber(last) > gap then
+    redis.call('HSET', health, 'ok_since', fmt(now))
+  end
+  redis.call('HSET', health, 'last_ok', fmt(now))
+end
+
 -- Is the job running under exactly this lease?
+-- Notes are a list plus `notes_acked` in the job hash, the count of entries ever
+-- removed from its head: the note at list index i (from 0) has seq notes_acked + i + 1.
+local function notes_acked(job)
+  return tonumber(redis.call('HGET', job, 'notes_acked') or '0')
+end
+
 local function holds(job, token, owner)
   local f = redis.call('HMGET', job, 'state', 'token', 'owner')
   return f[1] == 'running' and f[2] == token and f[3] == owner
+end
+
+-- Under maxmemory, Redis refuses a script's writes only while none has run yet, and
+-- only those that may grow memory (HSET, not DEL or ZREM).  A script whose first write
+-- may be a deletion calls this before it: SETRANGE of nothing on a missing key is
+-- refused like any growing write, and otherwise changes nothing.
+local function refuse_when_full(prefix)
+  redis.call('SETRANGE', prefix .. 'write-probe', 0, '')
 end
 
 -- Score that puts a job ahead of every pending job, and never in the future.
@@ -54,7 +100,7 @@ local function requeue(pool, job, key, score)
   redis.call('HSET', job, 'state', 'pending', 'due', fmt(score))
   redis.call('HDEL', job, 'lease_deadline', 'pid', 'rss_bytes', 'cpu_percent')
   redis.call('ZREM', pool.running, key)
-  redis.call('ZADD', pool.pending, score, key)
+  enqueue(pool, job, key, score)
 end
 
 -- End the job in a final state: keep its record for the retention period, list it in
@@ -70,7 +116,8 @@ local function finish(pool, job, notes, key, state, error)
   redis.call('HDEL', job, 'lease_deadline', 'due', 'pid', 'rss_bytes', 'cpu_percent')
   redis.call('PEXPIRE', job, pool.retention)
   redis.call('DEL', notes)
-  redis.call('ZREM', pool.pending, key)
+  redis.call('HDEL', job, 'notes_acked')
+  dequeue(pool, job, key)
   redis.call('ZREM', pool.running, key)
   local done = pool['done_' .. state]
   redis.call('ZADD', done, pool.now, key)

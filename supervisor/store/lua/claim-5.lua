@@ -1,19 +1,27 @@
--- Recover expired leases of the pool, then claim up to `count` due pending jobs.
+-- Recover expired leases of the pool, then claim up to `count` due pending jobs of
+-- the given handlers, oldest first across their queues.
 -- KEYS: 1 pending zset, 2 running zset, 3 token counter, 4 done:failed, 5 done:stopped
 -- ARGV: 1 key prefix, 2 owner, 3 count, 4 lease ttl (ms), 5 max lease losses (0: no
 --       limit), 6 retention (ms), 7 events channel, 8... handlers this owner runs
--- Returns: {OK, recovered, next due in (ms) or false, store time (ms),
+-- Returns: {OK, recovered, next due in (ms; of these handlers' jobs) or false,
+--           store time (ms),
 --           {key, handler, payload, token, attempt, max_attempts, lease deadline,
 --            has notes (0/1)}...}
 
 local RECOVER_BATCH = 100
-local SCAN_EXTRA = 200  -- pending jobs of other handlers we look past
 
 local prefix, owner = ARGV[1], ARGV[2]
 local count, ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
 local max_losses = tonumber(ARGV[5])
 local pool = {pending = KEYS[1], running = KEYS[2], done_failed = KEYS[4],
-              done_stopped = KEYS[5], now = store_now(), retention = tonumber(ARGV[6])}
+              done_stopped = KEYS[5], prefix = prefix, now = store_now(),
+              retention = tonumber(ARGV[6])}
+local queues = {}
+for i = 8, #ARGV do
+  queues[#queues + 1] = queue_key(prefix, ARGV[i])
+end
+
+refuse_when_full(prefix)
 
 local recovered, requeued = 0, false
 local expired = redis.call('ZRANGEBYSCORE', pool.running, '-inf', pool.now,
@@ -43,30 +51,44 @@ if requeued then
   redis.call('PUBLISH', ARGV[7], 'w')
 end
 
+-- The `count` oldest due jobs across the queues, ties broken by key as in one zset.
+local function oldest_due()
+  local due = {}
+  for _, queue in ipairs(queues) do
+    local found = redis.call('ZRANGEBYSCORE', queue, '-inf', pool.now, 'WITHSCORES',
+                             'LIMIT', 0, count)
+    for i = 1, #found, 2 do
+      due[#due + 1] = {key = found[i], score = tonumber(found[i + 1]), queue = queue}
+    end
+  end
+  table.sort(due, function(a, b)
+    if a.score ~= b.score then
+      return a.score < b.score
+    end
+    return a.key < b.key
+  end)
+  return due
+end
+
 local claimed = {}
 if count > 0 then
-  local allowed = {}
-  for i = 8, #ARGV do
-    allowed[ARGV[i]] = true
-  end
   local deadline = pool.now + ttl
-  local due = redis.call('ZRANGEBYSCORE', pool.pending, '-inf', pool.now,
-                         'LIMIT', 0, count + SCAN_EXTRA)
-  for _, key in ipairs(due) do
+  for _, entry in ipairs(oldest_due()) do
     if #claimed >= count then
       break
     end
+    local key = entry.key
     local job = job_key(prefix, key)
     local f = redis.call('HMGET', job, 'state', 'handler', 'payload', 'max_attempts')
-    if f[1] ~= 'pending' then
-      redis.call('ZREM', pool.pending, key)
-    elseif allowed[f[2]] then
+    if f[1] ~= 'pending' or queue_key(prefix, f[2] or '') ~= entry.queue then
+      redis.call('ZREM', entry.queue, key)  -- left behind; never expected
+    else
       local token = redis.call('INCR', KEYS[3])
       local attempt = redis.call('HINCRBY', job, 'attempts', 1)
       redis.call('HSET', job, 'state', 'running', 'owner', owner, 'token', token,
                  'started_at', fmt(pool.now), 'lease_deadline', fmt(deadline))
       redis.call('HDEL', job, 'due', 'pid', 'rss_bytes', 'cpu_percent')
-      redis.call('ZREM', pool.pending, key)
+      dequeue(pool, job, key)
       redis.call('ZADD', pool.running, deadline, key)
       local has_notes = redis.call('EXISTS', notes_key(prefix, key))
       claimed[#claimed + 1] = {key, f[2], f[3], token, attempt, f[4], fmt(deadline), has_notes}
@@ -75,9 +97,17 @@ if count > 0 then
 end
 
 local next_due = false
-local later = redis.call('ZRANGEBYSCORE', pool.pending, after(pool.now), '+inf',
-                         'WITHSCORES', 'LIMIT', 0, 1)
-if later[2] then
-  next_due = fmt(tonumber(later[2]) - pool.now)
+for _, queue in ipairs(queues) do
+  local later = redis.call('ZRANGEBYSCORE', queue, after(pool.now), '+inf',
+                           'WITHSCORES', 'LIMIT', 0, 1)
+  if later[2] then
+    local wait = tonumber(later[2]) - pool.now
+    if not next_due or wait < next_due then
+      next_due = wait
+    end
+  end
+end
+if next_due then
+  next_due = fmt(next_due)
 end
 return {OK, recovered, next_due, fmt(pool.now), claimed}

@@ -2,8 +2,8 @@
 -- stop was requested.  The error is recorded either way.
 -- KEYS: 1 job hash, 2 notes list, 3 pending zset, 4 running zset,
 --       5 done:failed, 6 done:stopped
--- ARGV: 1 key, 2 token, 3 owner, 4 error, 5 final ('1' or '0'), 6 retry delay (ms),
---       7 retention (ms), 8 events channel
+-- ARGV: 1 key, 2 token, 3 owner, 4 key prefix, 5 error, 6 final ('1' or '0'),
+--       7 retry delay (ms), 8 retention (ms), 9 events channel
 -- Returns: {OK, state after the call} or {STALE_TOKEN}
 
 local job, notes, key = KEYS[1], KEYS[2], ARGV[1]
@@ -11,8 +11,9 @@ if not holds(job, ARGV[2], ARGV[3]) then
   return {STALE_TOKEN}
 end
 local pool = {pending = KEYS[3], running = KEYS[4], done_failed = KEYS[5],
-              done_stopped = KEYS[6], now = store_now(), retention = tonumber(ARGV[7])}
-local error = ARGV[4]
+              done_stopped = KEYS[6], prefix = ARGV[4], now = store_now(),
+              retention = tonumber(ARGV[8])}
+local error = ARGV[5]
 local f = redis.call('HMGET', job, 'stop_requested', 'attempts', 'max_attempts')
 
 if f[1] == '1' then
@@ -21,11 +22,11 @@ if f[1] == '1' then
 end
 -- max_attempts 0: the handler's limit applies, and the supervisor passes final
 local max_attempts = tonumber(f[3])
-if ARGV[5] == '1' or (max_attempts > 0 and tonumber(f[2]) >= max_attempts) then
+if ARGV[6] == '1' or (max_attempts > 0 and tonumber(f[2]) >= max_attempts) then
   finish(pool, job, notes, key, 'failed', error)
   return {OK, 'failed'}
 end
 redis.call('HSET', job, 'error', error)
-requeue(pool, job, key, pool.now + tonumber(ARGV[6]))
-redis.call('PUBLISH', ARGV[8], 'w')
+requeue(pool, job, key, pool.now + tonumber(ARGV[7]))
+redis.call('PUBLISH', ARGV[9], 'w')
 return {OK, 'pending'}

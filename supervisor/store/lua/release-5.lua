@@ -1,7 +1,8 @@
--- running -> pending without spending the attempt, ahead of every pending job; or
--- stopped if a stop was requested.
+-- running -> pending without spending the attempt: ahead of every pending job, or
+-- claimable after a delay; or stopped if a stop was requested.
 -- KEYS: 1 job hash, 2 notes list, 3 pending zset, 4 running zset, 5 done:stopped
--- ARGV: 1 key, 2 token, 3 owner, 4 retention (ms), 5 events channel
+-- ARGV: 1 key, 2 token, 3 owner, 4 key prefix, 5 delay (ms; 0: at once, at the
+--       front), 6 retention (ms), 7 events channel
 -- Returns: {OK, state after the call} or {STALE_TOKEN}
 
 local job, notes, key = KEYS[1], KEYS[2], ARGV[1]
@@ -9,13 +10,18 @@ if not holds(job, ARGV[2], ARGV[3]) then
   return {STALE_TOKEN}
 end
 local pool = {pending = KEYS[3], running = KEYS[4], done_stopped = KEYS[5],
-              now = store_now(), retention = tonumber(ARGV[4])}
+              prefix = ARGV[4], now = store_now(), retention = tonumber(ARGV[6])}
 
 if redis.call('HGET', job, 'stop_requested') == '1' then
   finish(pool, job, notes, key, 'stopped', 'stop requested; released by ' .. ARGV[3])
   return {OK, 'stopped'}
 end
 redis.call('HINCRBY', job, 'attempts', -1)
-requeue(pool, job, key, front_score(pool))
-redis.call('PUBLISH', ARGV[5], 'w')
+local delay = tonumber(ARGV[5])
+if delay > 0 then
+  requeue(pool, job, key, pool.now + delay)
+else
+  requeue(pool, job, key, front_score(pool))
+end
+redis.call('PUBLISH', ARGV[7], 'w')
 return {OK, 'pending'}

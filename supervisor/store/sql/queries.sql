@@ -1,6 +1,8 @@
 -- The SQLite store's statements, one per named section (sqlite_schema.load_queries).
--- Parameters are named.  Every statement is scoped to :pool; times (:now, :cutoff)
--- are epoch seconds from this host's clock, read inside the transaction.
+-- Parameters are named.  Every statement is scoped to :pool.  Two clocks, both read
+-- inside the transaction: :now is wall-clock epoch seconds (what users read, and
+-- `due`), :boot is CLOCK_BOOTTIME seconds (lease deadlines, supervisors' last_seen).
+-- A boot-clock deadline is shown to users as :now + (deadline - :boot).
 -- The semantics mirror the Redis store's scripts in lua/.
 
 -- name: ensure_counters
@@ -63,7 +65,7 @@ VALUES (:pool, :key, :handler, 'pending', :max_attempts, :payload, :now, :now);
 UPDATE jobs SET state = 'stopped', lease_losses = lease_losses + 1, finished_at = :now,
     error = 'stop requested; lease of ' || coalesce(supervisor, '?') || ' expired',
     due = NULL, lease_deadline = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
-WHERE pool = :pool AND state = 'running' AND lease_deadline < :now AND stop_requested
+WHERE pool = :pool AND state = 'running' AND lease_deadline < :boot AND stop_requested
 RETURNING key;
 
 -- name: fail_expired_leases
@@ -72,7 +74,7 @@ UPDATE jobs SET state = 'failed', lease_losses = lease_losses + 1, finished_at =
     error = printf('lease lost %d times (limit %d), last held by %s', lease_losses + 1,
                    :max_lease_losses, coalesce(supervisor, '?')),
     due = NULL, lease_deadline = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
-WHERE pool = :pool AND state = 'running' AND lease_deadline < :now
+WHERE pool = :pool AND state = 'running' AND lease_deadline < :boot
     AND :max_lease_losses > 0 AND lease_losses + 1 >= :max_lease_losses
 RETURNING key;
 
@@ -80,11 +82,12 @@ RETURNING key;
 -- Back to pending without spending the attempt, in front of the queue.
 UPDATE jobs SET state = 'pending', lease_losses = lease_losses + 1, attempts = attempts - 1,
     due = :due, lease_deadline = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
-WHERE pool = :pool AND state = 'running' AND lease_deadline < :now
+WHERE pool = :pool AND state = 'running' AND lease_deadline < :boot
 RETURNING key;
 
 -- name: claimable_keys
-SELECT key FROM jobs
+-- The per-handler index, so that a backlog of other handlers' jobs is never scanned.
+SELECT key FROM jobs INDEXED BY jobs_queue_by_handler
 WHERE pool = :pool AND state = 'pending' AND due <= :now
     AND handler IN (SELECT value FROM json_each(:handlers))
 ORDER BY due, rowid
@@ -92,18 +95,22 @@ LIMIT :count;
 
 -- name: start_attempt
 UPDATE jobs SET state = 'running', supervisor = :owner, token = :token,
-    attempts = attempts + 1, started_at = :now, lease_deadline = :now + :lease_ttl,
+    attempts = attempts + 1, started_at = :now, lease_deadline = :boot + :lease_ttl,
     due = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
 WHERE pool = :pool AND key = :key
 RETURNING key, handler, payload, token, attempts, max_attempts, lease_deadline,
     EXISTS (SELECT 1 FROM notes WHERE notes.pool = :pool AND notes.key = :key) AS has_notes;
 
 -- name: next_due
-SELECT min(due) FROM jobs WHERE pool = :pool AND state = 'pending' AND due > :now;
+SELECT min(due) FROM jobs
+WHERE pool = :pool AND state = 'pending' AND due > :now
+    AND handler IN (SELECT value FROM json_each(:handlers));
 
 -- name: renew_lease
--- A null stat keeps the one stored before.
+-- A null stat keeps the one stored before.  A lease held :reset_after seconds (wall
+-- clock) resets the count of losses in a row.
 UPDATE jobs SET lease_deadline = :deadline, pid = coalesce(:pid, pid),
+    lease_losses = CASE WHEN :now - started_at >= :reset_after THEN 0 ELSE lease_losses END,
     rss_bytes = coalesce(:rss_bytes, rss_bytes), cpu_percent = coalesce(:cpu_percent, cpu_percent)
 WHERE pool = :pool AND key = :key AND token = :token AND state = 'running'
     AND supervisor = :owner
@@ -144,24 +151,32 @@ INSERT INTO notes (pool, key, payload) VALUES (:pool, :key, :payload);
 DELETE FROM notes WHERE pool = :pool AND key = :key;
 
 -- name: take_notes
-DELETE FROM notes
-WHERE pool = :pool AND key = :key AND EXISTS (
+-- A note's seq is its id.
+SELECT id, payload FROM notes
+WHERE pool = :pool AND key = :key AND id > :after AND EXISTS (
     SELECT 1 FROM jobs
     WHERE jobs.pool = :pool AND jobs.key = :key AND jobs.state = 'running'
         AND jobs.supervisor = :owner AND jobs.token = :token)
-RETURNING id, payload;
+ORDER BY id;
+
+-- name: ack_notes
+DELETE FROM notes
+WHERE pool = :pool AND key = :key AND id <= :upto AND EXISTS (
+    SELECT 1 FROM jobs
+    WHERE jobs.pool = :pool AND jobs.key = :key AND jobs.state = 'running'
+        AND jobs.supervisor = :owner AND jobs.token = :token);
 
 -- name: supervisor_entry
 SELECT instance, lease_ttl, last_seen FROM supervisors WHERE pool = :pool AND id = :id;
 
 -- name: upsert_supervisor
 INSERT INTO supervisors (pool, id, instance, info, lease_ttl, last_seen)
-VALUES (:pool, :id, :instance, :info, :lease_ttl, :now)
+VALUES (:pool, :id, :instance, :info, :lease_ttl, :boot)
 ON CONFLICT (pool, id) DO UPDATE SET instance = excluded.instance, info = excluded.info,
     lease_ttl = excluded.lease_ttl, last_seen = excluded.last_seen;
 
 -- name: touch_supervisor
-UPDATE supervisors SET last_seen = :now WHERE pool = :pool AND id = :id;
+UPDATE supervisors SET last_seen = :boot WHERE pool = :pool AND id = :id;
 
 -- name: delete_supervisor
 DELETE FROM supervisors WHERE pool = :pool AND id = :id AND instance = :instance;
@@ -172,5 +187,20 @@ SELECT s.info, s.last_seen,
      WHERE jobs.pool = s.pool AND jobs.state = 'running' AND jobs.supervisor = s.id)
         AS running
 FROM supervisors AS s
-WHERE s.pool = :pool AND s.last_seen >= :now - 3 * s.lease_ttl
+WHERE s.pool = :pool AND s.last_seen >= :boot - :live_ttls * s.lease_ttl
 ORDER BY s.id;
+
+-- name: drop_silent_supervisors
+-- Only entries so long silent that they are garbage: a stalled supervisor must still
+-- find its entry when it wakes up.
+DELETE FROM supervisors
+WHERE pool = :pool AND :boot - last_seen > max(:live_ttls * lease_ttl, :garbage_after);
+
+-- name: touch_health
+-- The store took a write; after a gap without one, it is taking them again since now.
+INSERT INTO health (pool, last_ok, ok_since) VALUES (:pool, :now, :now)
+ON CONFLICT (pool) DO UPDATE SET
+    ok_since = CASE WHEN :now - last_ok > :gap THEN :now ELSE ok_since END, last_ok = :now;
+
+-- name: health
+SELECT last_ok, ok_since FROM health WHERE pool = :pool;

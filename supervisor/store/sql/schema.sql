@@ -26,9 +26,9 @@ CREATE TABLE jobs (
     started_at REAL,
     finished_at REAL,
     -- A pending job is claimable from `due` on, lowest first: dispatch time, retry
-    -- time, or (release, recovery) a time before every other pending job.
+    -- time, or (release, recovery) a time before every other pending job.  Wall clock.
     due REAL,
-    lease_deadline REAL,
+    lease_deadline REAL,         -- CLOCK_BOOTTIME seconds of the host in `host`
     lease_losses INTEGER NOT NULL DEFAULT 0,
     stop_requested INTEGER NOT NULL DEFAULT 0,
     pid INTEGER,
@@ -38,11 +38,13 @@ CREATE TABLE jobs (
 ) STRICT;
 
 CREATE INDEX jobs_queue ON jobs (pool, due) WHERE state = 'pending';
+CREATE INDEX jobs_queue_by_handler ON jobs (pool, handler, due) WHERE state = 'pending';
 CREATE INDEX jobs_leases ON jobs (pool, lease_deadline) WHERE state = 'running';
 CREATE INDEX jobs_finished ON jobs (pool, finished_at) WHERE finished_at IS NOT NULL;
 CREATE INDEX jobs_by_state ON jobs (pool, state, created_at);
 
--- Messages for a job, taken by its owner oldest first.
+-- Messages for a job, taken by its owner oldest first and kept until acknowledged; a
+-- message's seq is its id.
 CREATE TABLE notes (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     pool TEXT NOT NULL,
@@ -58,8 +60,23 @@ CREATE TABLE supervisors (
     instance TEXT NOT NULL,
     info TEXT NOT NULL,          -- SupervisorInfo as JSON
     lease_ttl REAL NOT NULL,
-    last_seen REAL NOT NULL,
+    last_seen REAL NOT NULL,     -- CLOCK_BOOTTIME seconds
     PRIMARY KEY (pool, id)
+) STRICT;
+
+-- The host whose boot clock the lease deadlines and last_seen times count on: a
+-- file opened after a reboot has every running lease expired (sqlite_schema.py).
+CREATE TABLE host (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    boot_id TEXT NOT NULL
+) STRICT;
+
+-- When the store last took a write for each pool, and since when it has been taking
+-- them (wall clock), for `status`.
+CREATE TABLE health (
+    pool TEXT PRIMARY KEY,
+    last_ok REAL NOT NULL,
+    ok_since REAL NOT NULL
 ) STRICT;
 
 -- Change hints polled by events(); AUTOINCREMENT so trimmed ids are never reused.

@@ -1,0 +1,15 @@
+"""Numbers both stores apply the same way, so that they agree (the conformance suite
+checks that they do)."""
+
+from __future__ import annotations
+
+# A supervisor is listed by `snapshot` while seen within this many of its lease ttls.
+LIVE_TTLS = 3
+# Its entry is deleted only once silent for longer than max(LIVE_TTLS x lease_ttl,
+# MEMBER_GARBAGE_AFTER): a stalled supervisor that wakes up must still find it.
+MEMBER_GARBAGE_AFTER = 3600.0
+# A store that took no write for this long "starts" taking them again at the next one
+# (StoreHealth.since).
+HEALTH_GAP = 10.0
+# A lease held this many lease ttls resets the job's count of losses in a row.
+LOSSES_RESET_TTLS = 3
