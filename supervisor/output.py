@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 
 import anyio
 import anyio.abc
@@ -26,13 +27,20 @@ class OutputPump:
     logged.  The last lines are kept whatever the rate, for the job's error record.
     """
 
-    def __init__(self, key: str, stream: anyio.abc.ByteReceiveStream) -> None:
+    def __init__(
+        self,
+        key: str,
+        stream: anyio.abc.ByteReceiveStream,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._key = key
+        self._clock = clock
         self._stream = stream
         self._tail: deque[bytes] = deque(maxlen=TAIL_LINES)
         self._pending = b""
         self._tokens = float(BURST)
-        self._refilled_at = time.monotonic()
+        self._refilled_at = clock()
         self.suppressed = 0
         self.total_bytes = 0
 
@@ -81,7 +89,7 @@ class OutputPump:
             self.suppressed += 1
 
     def _refill(self) -> None:
-        now = time.monotonic()
+        now = self._clock()
         self._tokens = min(BURST, self._tokens + (now - self._refilled_at) * LINES_PER_SECOND)
         self._refilled_at = now
 
