@@ -44,10 +44,14 @@ Two channels:
   supervisor -> child
     {"t": "start", "key": K, "payload": ANY, "token": N, "attempt": N}   first, once
     {"t": "stop"}                                   a graceful stop was asked for
-    {"t": "notify", "payload": ANY}
+    {"t": "notify", "payload": ANY, "seq": N}       "seq" optional
   child -> supervisor
+    {"t": "ack", "seq": N}                          the handler took note N
     {"t": "result", "value": ANY}                   the handler returned
     {"t": "error", "error": TEXT, "traceback": TEXT, "final": BOOL}
+  A note is acknowledged when `job.next_notification()` hands it to the handler, before
+  anything the handler sends after; one never taken is never acknowledged (so the
+  supervisor delivers it again to the next run).  A note without "seq" gets no ack.
 """
 
 from __future__ import annotations
@@ -73,6 +77,7 @@ EV_EXITED = "exited"
 MSG_START = "start"
 MSG_STOP = "stop"
 MSG_NOTIFY = "notify"
+MSG_ACK = "ack"
 MSG_RESULT = "result"
 MSG_ERROR = "error"
 

@@ -433,6 +433,29 @@ def test_notification_reaches_the_handler(server: ForkServerHarness) -> None:
     assert job.read_message() == {"t": "result", "value": {"notification": {"resize": 2}}}
 
 
+def test_a_note_with_a_seq_is_acknowledged_once_the_handler_takes_it(
+    server: ForkServerHarness,
+) -> None:
+    job = server.spawn("next_notification", then_send=(
+        {"t": "notify", "payload": {"n": 1}, "seq": 5},
+        {"t": "notify", "payload": {"n": 2}, "seq": 6},  # never taken: never acknowledged
+    ))
+    assert job.read_message() == {"t": "ack", "seq": 5}
+    assert job.read_message() == {"t": "result", "value": {"notification": {"n": 1}}}
+    assert job.read_message() is None
+    assert server.exited(job)["code"] == 0
+
+
+def test_a_note_without_a_seq_is_not_acknowledged(server: ForkServerHarness) -> None:
+    job = server.spawn("notifications_until_stop", then_send=(
+        {"t": "notify", "payload": 1},
+        {"t": "notify", "payload": 2, "seq": 1},
+        {"t": "stop"},
+    ))
+    assert job.read_message() == {"t": "ack", "seq": 1}
+    assert job.read_message() == {"t": "result", "value": [1, 2]}
+
+
 # -- fences and kills
 
 
