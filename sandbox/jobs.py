@@ -70,7 +70,7 @@ class Jobs:
             proctree.kill_tree(job.pid)
 
     def next_due(self) -> float | None:
-        """When a fence or a limit sample is next due (CLOCK_MONOTONIC), if ever."""
+        """When a fence or a limit sample is next due (on the fence clock), if ever."""
         dues = [
             job.watch.due
             for job in self._by_id.values()

@@ -16,10 +16,11 @@ Two channels:
   Every key but "path" may be left out.
 
   supervisor -> fork server
-    {"op": "spawn", "job": JOB_ID, "handler": NAME, "deadline": MONO}
+    {"op": "spawn", "job": JOB_ID, "handler": NAME, "deadline": BOOT}
                                                               + fds [control, output]
                                                               (the first fence; optional)
-    {"op": "fence", "jobs": [JOB_ID, ...], "deadline": MONO}  kill at CLOCK_MONOTONIC >= MONO
+    {"op": "fence", "jobs": [JOB_ID, ...], "deadline": BOOT}  kill once fence_clock() >= BOOT
+  A "deadline" is in seconds of CLOCK_BOOTTIME (`fence_clock()`), on both sides.
     {"op": "signal", "job": JOB_ID, "signal": N}              to the job's process group
     {"op": "kill", "job": JOB_ID}                             SIGKILL the whole job
     {"op": "exit"}                                            kill every job, then exit

@@ -105,8 +105,9 @@ class ForkServer:
     async def spawn(
         self, job_id: str, handler: str, fence_deadline: float, *, first_message: bytes
     ) -> Child:
-        """Fork a child for `handler`, fenced from birth at `fence_deadline`, with
-        `first_message` already waiting on its control socket."""
+        """Fork a child for `handler`, fenced from birth at `fence_deadline` (on
+        `protocol.fence_clock`, CLOCK_BOOTTIME), with `first_message` already waiting
+        on its control socket."""
         if not self.alive:
             raise ForkServerDied()
         await self.wait_ready()
@@ -143,6 +144,7 @@ class ForkServer:
         return child
 
     async def fence(self, job_ids: list[str], deadline: float) -> None:
+        """Move the fence of `job_ids` to `deadline`, on `protocol.fence_clock`."""
         if job_ids and self.alive:
             await self._send({"op": protocol.OP_FENCE, "jobs": job_ids, "deadline": deadline})
 

@@ -8,6 +8,7 @@ import os
 import pwd
 import re
 import resource
+import shutil
 import signal
 import socket
 import subprocess
@@ -24,6 +25,7 @@ import pytest
 
 from sandbox import confinement
 from sandbox.loader import HandlerSpec
+from sandbox.protocol import fence_clock
 
 REPO = Path(__file__).resolve().parents[2]
 HANDLERS = REPO / "tests" / "handlers"
@@ -102,7 +104,8 @@ class ForkServerHarness:
     """A fork server and the supervisor's end of its control socket.
 
     The handler table goes on the command line, or with `table_by_fd` in a file passed
-    by descriptor, as the supervisor passes it."""
+    by descriptor, as the supervisor passes it. `wrapper` is a command that runs it
+    (`unshare ...`)."""
 
     def __init__(
         self,
@@ -110,6 +113,7 @@ class ForkServerHarness:
         *,
         table_by_fd: bool = False,
         env: dict[str, str] | None = None,
+        wrapper: tuple[str, ...] = (),
     ) -> None:
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         table = orjson.dumps(handlers or handler_specs())
@@ -122,7 +126,7 @@ class ForkServerHarness:
         with theirs:
             self.process = subprocess.Popen(
                 [
-                    sys.executable, "-m", "sandbox.forkserver",
+                    *wrapper, sys.executable, "-m", "sandbox.forkserver",
                     "--control-fd", str(theirs.fileno()), *table_args,
                 ],
                 pass_fds=[theirs.fileno(), table_fd],
@@ -181,7 +185,7 @@ class ForkServerHarness:
                 [child_control.fileno(), child_output.fileno()],
             )
         if fence_in is not None:
-            self.fence(job, time.monotonic() + fence_in)
+            self.fence(job, fence_clock() + fence_in)
         spawned = self.event(job, "spawned")
         job.pid = spawned["pid"]
         return job
@@ -461,7 +465,7 @@ def test_a_note_without_a_seq_is_not_acknowledged(server: ForkServerHarness) -> 
 
 def test_fence_in_the_past_kills_the_job(server: ForkServerHarness) -> None:
     job = server.spawn("sleeps", {"seconds": 60}, fence_in=None)
-    server.fence(job, time.monotonic() - 1)
+    server.fence(job, fence_clock() - 1)
     exited = server.exited(job)
     assert (exited["signal"], exited["fenced"]) == (signal.SIGKILL, True)
 
@@ -481,7 +485,7 @@ def test_a_deadline_in_the_spawn_message_fences_from_birth(server: ForkServerHar
     with child_control, child_output:
         server.send(
             {"op": "spawn", "job": job.job_id, "handler": "sleeps",
-             "deadline": time.monotonic() + 0.2},
+             "deadline": fence_clock() + 0.2},
             [child_control.fileno(), child_output.fileno()],
         )
     job.pid = server.event(job, "spawned")["pid"]
@@ -489,9 +493,44 @@ def test_a_deadline_in_the_spawn_message_fences_from_birth(server: ForkServerHar
     assert (exited["signal"], exited["fenced"]) == (signal.SIGKILL, True)
 
 
+def test_fence_deadline_is_on_the_fence_clock(server: ForkServerHarness) -> None:
+    job = server.spawn("sleeps", {"seconds": 60}, fence_in=None)
+    sent_at = fence_clock()
+    server.fence(job, sent_at + 0.3)
+    exited = server.exited(job)
+    elapsed = fence_clock() - sent_at
+    assert (exited["signal"], exited["fenced"]) == (signal.SIGKILL, True)
+    assert 0.3 <= elapsed < 1.0, elapsed
+
+
+def unshare_time_works() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "--time", "--monotonic", "1000", "true"],
+                           capture_output=True, check=False)
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not unshare_time_works(), reason="needs time namespaces (unshare --time)")
+def test_fence_deadline_is_boottime_not_monotonic() -> None:
+    """In a time namespace where CLOCK_MONOTONIC runs 1000 s ahead of CLOCK_BOOTTIME, as
+    after a suspend (BOOTTIME runs on through it, MONOTONIC stops)."""
+    harness = ForkServerHarness(wrapper=("unshare", "--time", "--monotonic", "1000"))
+    try:
+        job = harness.spawn("sleeps", {"seconds": 60}, fence_in=None)
+        sent_at = fence_clock()
+        harness.fence(job, sent_at + 0.3)
+        exited = harness.exited(job)
+        elapsed = fence_clock() - sent_at
+        assert exited["fenced"] is True
+        assert 0.3 <= elapsed < 1.0, elapsed
+    finally:
+        harness.close()
+
+
 def test_renewed_fence_keeps_the_job_alive(server: ForkServerHarness) -> None:
     job = server.spawn("sleeps", {"seconds": 0.5}, fence_in=0.2)
-    server.fence(job, time.monotonic() + 60)
+    server.fence(job, fence_clock() + 60)
     exited = server.exited(job)
     assert (exited["code"], exited["fenced"]) == (0, False)
 
@@ -721,6 +760,6 @@ def test_switching_user_without_root_is_an_error(monkeypatch: pytest.MonkeyPatch
 def test_fence_kills_a_daemon_of_the_fenced_job(server: ForkServerHarness) -> None:
     job = server.spawn("escaped_grandchild_then_sleep", fence_in=None)
     daemon = int(job.read_output_line())
-    server.fence(job, time.monotonic())
+    server.fence(job, fence_clock())
     assert server.exited(job)["fenced"] is True
     assert wait_until_gone(daemon, WAIT)
