@@ -261,7 +261,7 @@ class ForkServer:
 
     def _reap(self) -> None:
         warm_pid = self._warm.pid if self._warm is not None else None
-        events, warm_died = self._jobs.reap(warm_pid)
+        events, warm_died = self._jobs.reap(warm_pid, protocol.fence_clock())
         if warm_died:
             self._discard_warm_child()
         for event in events:
@@ -276,6 +276,8 @@ class ForkServer:
             if not linux.child_pids() or time.monotonic() > deadline:
                 break
             time.sleep(0.005)
+        for event in self._jobs.release_held(None):
+            self._send(event)
         self._flush()
 
     # -- events to the supervisor

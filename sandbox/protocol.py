@@ -29,7 +29,9 @@ Two channels:
     {"ev": "spawned", "job": JOB_ID, "pid": PID}
     {"ev": "spawn_failed", "job": JOB_ID, "error": TEXT}
     {"ev": "exited", "job": JOB_ID, "pid": PID, "code": N|null, "signal": N|null,
-     "fenced": BOOL, "reason": TEXT}
+     "fenced": BOOL, "reason": TEXT, "survivors": [PID, ...]}
+      Sent once the job's child is reaped and every process a job left behind is
+      gone; "survivors" is there only when some were still alive after 5 s of SIGKILL.
       "reason" is there only when the fork server itself ended the job for a limit
       of its handler: "memory limit 100 MiB exceeded (peak 131 MiB)" or
       "cpu limit 2 s exceeded" (also when the kernel's RLIMIT_CPU ended it).

@@ -50,6 +50,9 @@ class ExitStatus:
     signal: int | None
     fenced: bool
     reason: str | None = None  # a limit the fork server ended the child for
+    # What the job left behind that was still alive when the fork server gave up
+    # waiting for it to die (normally none: `exited` waits until they are gone).
+    survivors: tuple[int, ...] = ()
 
     @property
     def signal_name(self) -> str | None:
@@ -214,7 +217,13 @@ class ForkServer:
                 signal=event.get("signal"),
                 fenced=bool(event.get("fenced")),
                 reason=event.get("reason"),
+                survivors=tuple(int(pid) for pid in event.get("survivors") or ()),
             )
+            if child.status.survivors:
+                log.error(
+                    "job %s: processes it left behind survived SIGKILL: %s",
+                    child.job_id, ", ".join(map(str, child.status.survivors)),
+                )
             self._children.pop(child.job_id, None)
             child.spawned.set()
             child.exited.set()

@@ -565,6 +565,39 @@ def test_daemon_of_a_running_job_lives_until_that_job_ends(server: ForkServerHar
     assert wait_until_gone(daemon.pid, WAIT)
 
 
+def leftover_specs() -> dict[str, dict[str, Any]]:
+    return {"leaves_daemon": {"path": str(HANDLERS / "leftovers.py"),
+                              "function": "leaves_daemon"}}
+
+
+@pytest.fixture(scope="module")
+def leftovers() -> Iterator[ForkServerHarness]:
+    harness = ForkServerHarness(leftover_specs())
+    yield harness
+    harness.close()
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_exited_comes_only_once_the_daemon_a_job_left_is_gone(
+    leftovers: ForkServerHarness, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "daemon.pid"
+    job = leftovers.spawn("leaves_daemon", {"pid_file": str(pid_file), "megabytes": 256})
+    message = job.read_message()
+    assert message is not None and message["t"] == "result", message
+    exited = leftovers.exited(job)
+    daemon = int(pid_file.read_text().split()[1])
+    assert not alive(daemon)
+    assert exited["code"] == 0
+    assert "survivors" not in exited
+
+
 # -- the fork server's own end
 
 
