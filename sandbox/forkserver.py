@@ -361,6 +361,10 @@ def main(argv: list[str] | None = None) -> int:
     confinements = {name: confinement.prepare(spec, os.environ) for name, spec in specs.items()}
     handlers = preload(specs)
     gc.freeze()  # children then share, rather than copy, the preloaded objects
+    try:
+        linux.lock_memory()  # a fence must not wait for its enforcer to be swapped in
+    except OSError as exc:
+        _log(f"memory not locked, swapping may delay fences: {exc}")
     ForkServer(control, handlers, confinements, parent_pid).serve()
     return 0
 

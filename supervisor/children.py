@@ -316,12 +316,15 @@ async def open_fork_server(handlers: Mapping[str, HandlerConfig]) -> AsyncIterat
     ]
     # Started from the loop's own thread: PR_SET_PDEATHSIG in the fork server fires
     # when the thread that forked it exits, and this one lives as long as we do.
+    # In a session of its own: a Ctrl-Z or `kill -STOP -PGID` that freezes us must not
+    # freeze the fences; it still dies with us (PR_SET_PDEATHSIG, getppid).
     try:
         process = subprocess.Popen(  # noqa: ASYNC220 - a fork+exec, over in milliseconds
             command,
             pass_fds=[child_sock.fileno(), table_fd],
             stdin=subprocess.DEVNULL,
             env=fork_server_environment(handlers, os.environ),
+            start_new_session=True,
         )
     finally:
         os.close(table_fd)

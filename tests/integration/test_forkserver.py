@@ -23,7 +23,7 @@ import orjson
 import psutil
 import pytest
 
-from sandbox import confinement
+from sandbox import confinement, linux
 from sandbox.loader import HandlerSpec
 from sandbox.protocol import fence_clock
 
@@ -599,6 +599,29 @@ def test_exited_comes_only_once_the_daemon_a_job_left_is_gone(
 
 
 # -- the fork server's own end
+
+
+def may_lock_memory() -> bool:
+    status = Path("/proc/self/status").read_text()
+    cap_eff = int(status.split("CapEff:")[1].split()[0], 16)
+    unlimited = resource.getrlimit(resource.RLIMIT_MEMLOCK)[0] == resource.RLIM_INFINITY
+    return bool(cap_eff >> 14 & 1) or unlimited  # CAP_IPC_LOCK
+
+
+@pytest.mark.skipif(not may_lock_memory(), reason="needs CAP_IPC_LOCK or no RLIMIT_MEMLOCK")
+def test_fork_server_memory_is_locked_and_its_childrens_is_not(
+    server: ForkServerHarness,
+) -> None:
+    assert linux.locked_bytes(server.process.pid) > 10 << 20
+    job = server.spawn("sleeps", {"seconds": 60})
+    try:
+        job_children = psutil.Process(server.process.pid).children()
+        assert job.pid in {child.pid for child in job_children}  # with the one forked ahead
+        for child in job_children:
+            assert linux.locked_bytes(child.pid) == 0
+    finally:
+        server.send({"op": "kill", "job": job.job_id})
+        server.exited(job)
 
 
 def test_a_spawn_survives_the_death_of_the_child_forked_ahead(
