@@ -7,6 +7,7 @@ server, so a child reaches its handler without importing anything.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import selectors
@@ -106,11 +107,16 @@ def _open_job_stdio() -> None:
 
 
 class ControlChannel:
-    """The job's end of its control socket: newline-delimited JSON both ways."""
+    """The job's end of its control socket: newline-delimited JSON both ways.
+
+    The main thread, the handler's threads and the reader thread may all send: each
+    line goes out whole, under a lock.
+    """
 
     def __init__(self, fd: int) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=fd)
         self._buffer = b""
+        self._send_lock = threading.Lock()
 
     def read_message(self) -> dict[str, Any] | None:
         """The next message, or None at end of stream."""
@@ -136,10 +142,17 @@ class ControlChannel:
         return bool(data)
 
     def send(self, message: dict[str, Any]) -> None:
-        self.sock.sendall(protocol.encode_line(message))
+        self.send_raw_line(protocol.encode_line(message))
 
     def send_raw_line(self, line: bytes) -> None:
-        self.sock.sendall(line)
+        with self._send_lock:
+            self.sock.sendall(line)
+
+    def acknowledge(self, seq: int) -> None:
+        """Tell the supervisor the handler took note `seq`; if it is gone, the stop
+        that follows says so."""
+        with contextlib.suppress(OSError):
+            self.send({"t": protocol.MSG_ACK, "seq": seq})
 
 
 def main(
@@ -174,7 +187,7 @@ def main(
             "final": True,
         }, code=1)
 
-    inbox = Inbox()
+    inbox = Inbox(acknowledge=channel.acknowledge)
     job = Job(
         key=start["key"],
         payload=start["payload"],
@@ -324,7 +337,8 @@ def _dispatch(message: dict[str, Any], inbox: Inbox) -> None:
     if kind == protocol.MSG_STOP:
         inbox.request_stop()
     elif kind == protocol.MSG_NOTIFY:
-        inbox.deliver(message.get("payload"))
+        seq = message.get("seq")
+        inbox.deliver(message.get("payload"), seq if isinstance(seq, int) else None)
 
 
 def _error_message(exc: BaseException, function: Callable[..., Any]) -> dict[str, Any]:

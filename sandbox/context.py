@@ -27,9 +27,12 @@ class Inbox:
     """What reaches a running job from outside: a stop request and notifications.
 
     Filled by the sandbox (reader thread, SIGTERM handler), read through `Job`.
+    `acknowledge(seq)` is called, in the handler's thread, for each note with a
+    sequence number as the handler takes it.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, acknowledge: Callable[[int], None] | None = None) -> None:
+        self._acknowledge = acknowledge
         # Called once, on first use: the sandbox starts its reader thread only then,
         # as most handlers never look and a thread would delay every job's start.
         self.start_listening: Callable[[], None] | None = None
@@ -57,8 +60,8 @@ class Inbox:
             self._stop.set()
             self._notifications.put(_WAKE_UP)
 
-    def deliver(self, payload: Any) -> None:
-        self._notifications.put(payload)
+    def deliver(self, payload: Any, seq: int | None = None) -> None:
+        self._notifications.put((payload, seq))
 
     def wait_stop(self, timeout: float | None) -> bool:
         self._listen()
@@ -75,7 +78,10 @@ class Inbox:
             except queue.Empty:
                 return None
             if item is not _WAKE_UP:
-                return item
+                payload, seq = item
+                if seq is not None and self._acknowledge is not None:
+                    self._acknowledge(seq)
+                return payload
 
 
 class Job:

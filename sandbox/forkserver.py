@@ -7,8 +7,9 @@ anything. It keeps one child forked ahead, waiting, so that a spawn does not wai
 fork either.
 
 It also enforces what must not depend on the supervisor's event loop: fences (at a
-job's deadline, CLOCK_MONOTONIC, it kills the job) and each handler's memory and CPU
-limits (`sandbox.limits`), and it kills whatever a job leaves behind (`sandbox.jobs`).
+job's deadline, on `protocol.fence_clock`, it kills the job) and each handler's memory
+and CPU limits (`sandbox.limits`), and it kills whatever a job leaves behind
+(`sandbox.jobs`). One clock, the fence clock, times everything in its loop.
 
 The supervisor must start it from its main thread: the parent-death signal fires when
 the *thread* that started a process exits, not only the process.
@@ -88,7 +89,7 @@ class ForkServer:
         while not self._should_exit():
             for key, mask in self._selector.select(self._select_timeout()):
                 # Before a late fence message could extend one.
-                self._jobs.enforce_fences(time.monotonic())
+                self._jobs.enforce_fences(protocol.fence_clock())
                 if key.fd == self._wakeup_fd:
                     _drain(self._wakeup_fd)
                     continue
@@ -96,7 +97,7 @@ class ForkServer:
                     self._flush()
                 if mask & selectors.EVENT_READ:
                     self._receive()
-            now = time.monotonic()
+            now = protocol.fence_clock()
             self._jobs.enforce_fences(now)
             self._jobs.enforce_limits(now)
             self._reap()
@@ -122,7 +123,7 @@ class ForkServer:
         due = self._jobs.next_due()
         if due is None:
             return _LOOP_TICK
-        return min(_LOOP_TICK, max(0.0, due - time.monotonic()))
+        return min(_LOOP_TICK, max(0.0, due - protocol.fence_clock()))
 
     # -- messages from the supervisor
 
@@ -162,7 +163,7 @@ class ForkServer:
             deadline = float(message["deadline"])
             for job_id in message["jobs"]:
                 self._jobs.set_fence(job_id, deadline)
-            self._jobs.enforce_fences(time.monotonic())
+            self._jobs.enforce_fences(protocol.fence_clock())
         elif op == protocol.OP_SIGNAL:
             self._jobs.signal(message["job"], int(message["signal"]))
         elif op == protocol.OP_KILL:
@@ -190,7 +191,7 @@ class ForkServer:
             return
         finally:
             _close_all(fds)
-        self._jobs.add(job_id, pid, self._handlers[name].spec, time.monotonic())
+        self._jobs.add(job_id, pid, self._handlers[name].spec, protocol.fence_clock())
         if "deadline" in message:
             self._jobs.set_fence(job_id, float(message["deadline"]))
         self._send({"ev": protocol.EV_SPAWNED, "job": job_id, "pid": pid})
@@ -260,7 +261,7 @@ class ForkServer:
 
     def _reap(self) -> None:
         warm_pid = self._warm.pid if self._warm is not None else None
-        events, warm_died = self._jobs.reap(warm_pid)
+        events, warm_died = self._jobs.reap(warm_pid, protocol.fence_clock())
         if warm_died:
             self._discard_warm_child()
         for event in events:
@@ -275,6 +276,8 @@ class ForkServer:
             if not linux.child_pids() or time.monotonic() > deadline:
                 break
             time.sleep(0.005)
+        for event in self._jobs.release_held(None):
+            self._send(event)
         self._flush()
 
     # -- events to the supervisor
@@ -358,6 +361,10 @@ def main(argv: list[str] | None = None) -> int:
     confinements = {name: confinement.prepare(spec, os.environ) for name, spec in specs.items()}
     handlers = preload(specs)
     gc.freeze()  # children then share, rather than copy, the preloaded objects
+    try:
+        linux.lock_memory()  # a fence must not wait for its enforcer to be swapped in
+    except OSError as exc:
+        _log(f"memory not locked, swapping may delay fences: {exc}")
     ForkServer(control, handlers, confinements, parent_pid).serve()
     return 0
 

@@ -3,7 +3,8 @@
 Each job's child is the leader of its own session and process group, and a
 subreaper; the fork server is a subreaper too. So a process a job leaves behind (a
 daemon that called setsid, a double-forked grandchild) comes to the fork server when
-the job's child dies, and `reap` kills every child that is not a job.
+the job's child dies, and `reap` kills every child that is not a job; a job's `exited`
+event waits until they are gone (`sandbox.leftovers`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sandbox import linux, proctree, protocol
+from sandbox.leftovers import ExitHold
 from sandbox.limits import TreeWatch, cpu_reason, slow_interval
 from sandbox.loader import HandlerSpec
 
@@ -36,6 +38,7 @@ class Jobs:
         self._by_id: dict[str, RunningJob] = {}
         self._by_pid: dict[int, RunningJob] = {}
         self._fences: list[tuple[float, str]] = []  # a heap; stale entries are skipped
+        self._hold = ExitHold()
 
     def __contains__(self, job_id: object) -> bool:
         return job_id in self._by_id
@@ -70,7 +73,7 @@ class Jobs:
             proctree.kill_tree(job.pid)
 
     def next_due(self) -> float | None:
-        """When a fence or a limit sample is next due (CLOCK_MONOTONIC), if ever."""
+        """When a fence or a limit sample is next due (on the fence clock), if ever."""
         dues = [
             job.watch.due
             for job in self._by_id.values()
@@ -78,6 +81,8 @@ class Jobs:
         ]
         if self._fences:
             dues.append(self._fences[0][0])
+        if (held_until := self._hold.next_due()) is not None:
+            dues.append(held_until)
         return min(dues, default=None)
 
     # -- fences
@@ -112,11 +117,11 @@ class Jobs:
 
     # -- ends
 
-    def reap(self, warm_pid: int | None) -> tuple[list[dict[str, Any]], bool]:
+    def reap(self, warm_pid: int | None, now: float) -> tuple[list[dict[str, Any]], bool]:
         """Reap every child that has exited and kill what jobs left behind.
 
-        Returns the `exited` events of jobs that ended, and whether the child forked
-        ahead (`warm_pid`) died.
+        Returns the `exited` events of jobs whose leftovers are gone (or held for too
+        long), and whether the child forked ahead (`warm_pid`) died.
         """
         events: list[dict[str, Any]] = []
         warm_died = False
@@ -136,12 +141,17 @@ class Jobs:
             _, status, rusage = os.wait4(info.si_pid, 0)
             reaped = True
             if job is not None:
-                events.append(self._exited(job, status, rusage.ru_utime + rusage.ru_stime))
+                self._hold.hold(self._exited(job, status, rusage.ru_utime + rusage.ru_stime), now)
             elif info.si_pid == warm_pid:
                 warm_died = True
-        if reaped:
-            self._kill_leftovers(None if warm_died else warm_pid)
+        if reaped or self._hold:
+            leftovers = self._kill_leftovers(None if warm_died else warm_pid)
+            events = self._hold.release(leftovers, now)
         return events, warm_died
+
+    def release_held(self, warm_pid: int | None) -> list[dict[str, Any]]:
+        """Every `exited` event still held, naming the leftovers still alive."""
+        return self._hold.release_all(self._leftovers(warm_pid))
 
     def _exited(self, job: RunningJob, status: int, cpu_seconds: float) -> dict[str, Any]:
         del self._by_id[job.job_id]
@@ -164,15 +174,20 @@ class Jobs:
             event["reason"] = reason
         return event
 
-    def _kill_leftovers(self, warm_pid: int | None) -> None:
-        """Kill our children that are not jobs.
+    def _kill_leftovers(self, warm_pid: int | None) -> list[int]:
+        """Kill our children that are not jobs; return them.
 
         Jobs are subreapers, so while a job lives its orphaned descendants are its
-        children; a process that comes to us is what a dead job left behind.
+        children; a process that comes to us is what a dead job left behind. Killed
+        again on every pass until it is gone: what it forked meanwhile comes to us too.
         """
-        for pid in linux.child_pids():
-            if pid not in self._by_pid and pid != warm_pid:
-                proctree.kill_tree(pid)
+        leftovers = self._leftovers(warm_pid)
+        for pid in leftovers:
+            proctree.kill_tree(pid)
+        return leftovers
+
+    def _leftovers(self, warm_pid: int | None) -> list[int]:
+        return [pid for pid in linux.child_pids() if pid not in self._by_pid and pid != warm_pid]
 
 
 def _by_rlimit_cpu(signum: int | None, limit: float, cpu_seconds: float) -> bool:

@@ -52,7 +52,7 @@ class TreeWatch:
     cpu_limit: float | None
     peak_rss: int = 0
     cpu_seconds: float = 0.0  # the most seen: a sample can miss an exited process
-    due: float = 0.0  # CLOCK_MONOTONIC of the next sample
+    due: float = 0.0  # when the next sample is due, on the fork server's clock
     _last_rss: int = 0
     _last_at: float | None = None
 

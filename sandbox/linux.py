@@ -1,13 +1,17 @@
-"""The Linux process controls the sandbox needs: prctl(2), /proc and the C environment."""
+"""The Linux process controls the sandbox needs: prctl(2), mlockall(2), /proc and the C
+environment."""
 
 from __future__ import annotations
 
 import ctypes
 import os
+import resource
 import signal
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
+_MCL_CURRENT, _MCL_FUTURE = 1, 2
+_CAP_IPC_LOCK = 14
 # In /proc/PID/stat, counted from the field after the command name (field 3).
 _ENV_START, _ENV_END = 47, 48
 
@@ -29,6 +33,40 @@ def set_parent_death_signal(signum: signal.Signals) -> None:
 def become_child_subreaper() -> None:
     """Adopt orphaned descendants, instead of letting them go to init."""
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+
+
+def lock_memory() -> None:
+    """Keep this process's pages in RAM (mlockall), so that swapping never stalls it.
+
+    Future mappings too (MCL_FUTURE) only where locking is unbounded (CAP_IPC_LOCK, or
+    no RLIMIT_MEMLOCK): under a finite limit, growing past it would make allocations
+    fail. Locks are not inherited across fork, MCL_FUTURE included.
+    """
+    flags = _MCL_CURRENT
+    if _has_capability(_CAP_IPC_LOCK) or resource.getrlimit(resource.RLIMIT_MEMLOCK)[0] == (
+        resource.RLIM_INFINITY
+    ):
+        flags |= _MCL_FUTURE
+    if _libc.mlockall(flags) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"mlockall: {os.strerror(errno)}")
+
+
+def locked_bytes(pid: int | str = "self") -> int:
+    """How much of a process's memory is locked (VmLck in /proc/PID/status)."""
+    with open(f"/proc/{pid}/status", "rb") as file:
+        for line in file:
+            if line.startswith(b"VmLck:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _has_capability(number: int) -> bool:
+    with open("/proc/self/status", "rb") as file:
+        for line in file:
+            if line.startswith(b"CapEff:"):
+                return bool(int(line.split()[1], 16) >> number & 1)
+    return False
 
 
 def child_pids() -> list[int]:

@@ -16,10 +16,11 @@ Two channels:
   Every key but "path" may be left out.
 
   supervisor -> fork server
-    {"op": "spawn", "job": JOB_ID, "handler": NAME, "deadline": MONO}
+    {"op": "spawn", "job": JOB_ID, "handler": NAME, "deadline": BOOT}
                                                               + fds [control, output]
                                                               (the first fence; optional)
-    {"op": "fence", "jobs": [JOB_ID, ...], "deadline": MONO}  kill at CLOCK_MONOTONIC >= MONO
+    {"op": "fence", "jobs": [JOB_ID, ...], "deadline": BOOT}  kill once fence_clock() >= BOOT
+  A "deadline" is in seconds of CLOCK_BOOTTIME (`fence_clock()`), on both sides.
     {"op": "signal", "job": JOB_ID, "signal": N}              to the job's process group
     {"op": "kill", "job": JOB_ID}                             SIGKILL the whole job
     {"op": "exit"}                                            kill every job, then exit
@@ -28,7 +29,9 @@ Two channels:
     {"ev": "spawned", "job": JOB_ID, "pid": PID}
     {"ev": "spawn_failed", "job": JOB_ID, "error": TEXT}
     {"ev": "exited", "job": JOB_ID, "pid": PID, "code": N|null, "signal": N|null,
-     "fenced": BOOL, "reason": TEXT}
+     "fenced": BOOL, "reason": TEXT, "survivors": [PID, ...]}
+      Sent once the job's child is reaped and every process a job left behind is
+      gone; "survivors" is there only when some were still alive after 5 s of SIGKILL.
       "reason" is there only when the fork server itself ended the job for a limit
       of its handler: "memory limit 100 MiB exceeded (peak 131 MiB)" or
       "cpu limit 2 s exceeded" (also when the kernel's RLIMIT_CPU ended it).
@@ -44,10 +47,14 @@ Two channels:
   supervisor -> child
     {"t": "start", "key": K, "payload": ANY, "token": N, "attempt": N}   first, once
     {"t": "stop"}                                   a graceful stop was asked for
-    {"t": "notify", "payload": ANY}
+    {"t": "notify", "payload": ANY, "seq": N}       "seq" optional
   child -> supervisor
+    {"t": "ack", "seq": N}                          the handler took note N
     {"t": "result", "value": ANY}                   the handler returned
     {"t": "error", "error": TEXT, "traceback": TEXT, "final": BOOL}
+  A note is acknowledged when `job.next_notification()` hands it to the handler, before
+  anything the handler sends after; one never taken is never acknowledged (so the
+  supervisor delivers it again to the next run).  A note without "seq" gets no ack.
 """
 
 from __future__ import annotations
@@ -73,6 +80,7 @@ EV_EXITED = "exited"
 MSG_START = "start"
 MSG_STOP = "stop"
 MSG_NOTIFY = "notify"
+MSG_ACK = "ack"
 MSG_RESULT = "result"
 MSG_ERROR = "error"
 MSG_ACK = "ack"

@@ -4,6 +4,11 @@ The fork server is a separate process (`python -m sandbox.forkserver`) that has
 already imported the sandbox and the handler files, forks one child per job, and
 kills any child whose fence deadline passes.  Because it is not this process, the
 fence holds even when the supervisor's event loop is frozen or stuck.
+
+When a fork server dies, its children die with it (PR_SET_PDEATHSIG), but what they
+started in sessions of their own would go to init and outlive them.  So the
+supervisor is a child subreaper (`adopt_orphans`): they come to it instead, and it
+kills them before it reports the dead fork server's children exited.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Mapping
+import time
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +30,7 @@ import anyio
 import anyio.abc
 import orjson
 
-from sandbox import protocol
+from sandbox import linux, proctree, protocol
 from supervisor.config import HandlerConfig
 from supervisor.errors import PoolsupError
 
@@ -39,6 +45,63 @@ _FORK_SERVER_PREFIXES = ("LC_", "PYTHON")
 # the child finds it waiting; a larger one would block until the child reads it.
 EAGER_SEND_LIMIT = 64 * 1024
 
+ORPHAN_KILL_TIMEOUT = 2.0
+_ORPHAN_POLL = 0.01
+
+# Fork servers started and not yet reaped by their Popen: the only children this
+# process has on purpose; any other child is an orphan it adopted.
+_fork_server_pids: set[int] = set()
+_adopting = False
+
+
+def adopt_orphans() -> None:
+    """Make this process a child subreaper (once): orphaned descendants, such as the
+    daemons of a dead fork server's jobs, come to it rather than to init."""
+    global _adopting
+    if not _adopting:
+        linux.become_child_subreaper()
+        _adopting = True
+
+
+async def kill_orphans(known: Iterable[int], *, fork_server_pid: int) -> list[int]:
+    """SIGKILL the dead fork server's children `known`, and every child of ours that is
+    not a fork server with its whole tree; reap them; return once they are gone, or
+    after ORPHAN_KILL_TIMEOUT with the pids still alive.
+
+    Polls with short sleeps: the kernel re-parents a process's orphans only as it dies.
+    """
+    ours = {os.getpid(), fork_server_pid}
+    deadline = time.monotonic() + ORPHAN_KILL_TIMEOUT
+    while True:
+        # Only while still a child of the fork server or of ours: the pid was not reused.
+        left = [pid for pid in known if _parent_if_alive(pid) in ours]
+        orphans = [pid for pid in linux.child_pids() if pid not in _fork_server_pids]
+        for pid in left + orphans:
+            proctree.kill_tree(pid)
+        left += [pid for pid in orphans if not _reaped(pid)]
+        if not left or time.monotonic() > deadline:
+            return sorted(set(left))
+        await anyio.sleep(_ORPHAN_POLL)
+
+
+def _parent_if_alive(pid: int) -> int | None:
+    """The parent of `pid`, or None if it is gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            stat = file.read()
+    except OSError:
+        return None
+    state, parent = stat[stat.rindex(b")") + 2 :].split()[:2]
+    return None if state in (b"Z", b"X") else int(parent)
+
+
+def _reaped(pid: int) -> bool:
+    try:
+        reaped, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return reaped == pid
+
 
 class ForkServerDied(PoolsupError):
     """The fork server exited; its children were killed with it."""
@@ -50,6 +113,9 @@ class ExitStatus:
     signal: int | None
     fenced: bool
     reason: str | None = None  # a limit the fork server ended the child for
+    # What the job left behind that was still alive when the fork server gave up
+    # waiting for it to die (normally none: `exited` waits until they are gone).
+    survivors: tuple[int, ...] = ()
 
     @property
     def signal_name(self) -> str | None:
@@ -105,8 +171,9 @@ class ForkServer:
     async def spawn(
         self, job_id: str, handler: str, fence_deadline: float, *, first_message: bytes
     ) -> Child:
-        """Fork a child for `handler`, fenced from birth at `fence_deadline`, with
-        `first_message` already waiting on its control socket."""
+        """Fork a child for `handler`, fenced from birth at `fence_deadline` (on
+        `protocol.fence_clock`, CLOCK_BOOTTIME), with `first_message` already waiting
+        on its control socket."""
         if not self.alive:
             raise ForkServerDied()
         await self.wait_ready()
@@ -143,6 +210,7 @@ class ForkServer:
         return child
 
     async def fence(self, job_ids: list[str], deadline: float) -> None:
+        """Move the fence of `job_ids` to `deadline`, on `protocol.fence_clock`."""
         if job_ids and self.alive:
             await self._send({"op": protocol.OP_FENCE, "jobs": job_ids, "deadline": deadline})
 
@@ -189,7 +257,8 @@ class ForkServer:
                     break
                 self._handle(protocol.decode(packet))
         finally:
-            self._on_death()
+            with anyio.CancelScope(shield=True):
+                await self._on_death()
 
     def _handle(self, event: dict[str, Any]) -> None:
         kind = event.get("ev")
@@ -212,17 +281,32 @@ class ForkServer:
                 signal=event.get("signal"),
                 fenced=bool(event.get("fenced")),
                 reason=event.get("reason"),
+                survivors=tuple(int(pid) for pid in event.get("survivors") or ()),
             )
+            if child.status.survivors:
+                log.error(
+                    "job %s: processes it left behind survived SIGKILL: %s",
+                    child.job_id, ", ".join(map(str, child.status.survivors)),
+                )
             self._children.pop(child.job_id, None)
             child.spawned.set()
             child.exited.set()
 
-    def _on_death(self) -> None:
+    async def _on_death(self) -> None:
+        """Mark every child left exited, once it and what it started are dead."""
         if self.alive and not self._closing:
             log.error("fork server (pid %s) exited; its children died with it", self.pid)
         self.alive = False
-        self.died.set()
         self._ready.set()
+        if self._children:
+            known = [child.pid for child in self._children.values() if child.pid is not None]
+            survivors = await kill_orphans(known, fork_server_pid=self.pid)
+            if survivors:
+                log.error(
+                    "processes of the dead fork server's jobs survived SIGKILL for %g s: %s",
+                    ORPHAN_KILL_TIMEOUT, ", ".join(map(str, survivors)),
+                )
+        self.died.set()
         for child in list(self._children.values()):
             child.spawn_error = child.spawn_error or "fork server exited"
             child.status = ExitStatus(code=None, signal=signal.SIGKILL, fenced=False)
@@ -242,6 +326,7 @@ class ForkServer:
         except subprocess.TimeoutExpired:
             self._process.kill()
             await anyio.to_thread.run_sync(self._process.wait)
+        _fork_server_pids.discard(self._process.pid)
 
 
 def handler_table(handlers: Mapping[str, HandlerConfig]) -> dict[str, dict[str, Any]]:
@@ -292,6 +377,7 @@ def _handler_table_file(handlers: Mapping[str, HandlerConfig]) -> int:
 @asynccontextmanager
 async def open_fork_server(handlers: Mapping[str, HandlerConfig]) -> AsyncIterator[ForkServer]:
     """Start a fork server preloaded with `handlers`; kill it and its children on exit."""
+    adopt_orphans()
     parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     table_fd = _handler_table_file(handlers)
     command = [
@@ -305,13 +391,17 @@ async def open_fork_server(handlers: Mapping[str, HandlerConfig]) -> AsyncIterat
     ]
     # Started from the loop's own thread: PR_SET_PDEATHSIG in the fork server fires
     # when the thread that forked it exits, and this one lives as long as we do.
+    # In a session of its own: a Ctrl-Z or `kill -STOP -PGID` that freezes us must not
+    # freeze the fences; it still dies with us (PR_SET_PDEATHSIG, getppid).
     try:
         process = subprocess.Popen(  # noqa: ASYNC220 - a fork+exec, over in milliseconds
             command,
             pass_fds=[child_sock.fileno(), table_fd],
             stdin=subprocess.DEVNULL,
             env=fork_server_environment(handlers, os.environ),
+            start_new_session=True,
         )
+        _fork_server_pids.add(process.pid)
     finally:
         os.close(table_fd)
         child_sock.close()

@@ -70,7 +70,11 @@ class SupervisorProcess:
     log_path: Path
     process: subprocess.Popen[bytes] = field(init=False)
 
-    def start(self, env: dict[str, str] | None = None) -> SupervisorProcess:
+    def start(
+        self, env: dict[str, str] | None = None, *, new_session: bool = False
+    ) -> SupervisorProcess:
+        """With `new_session`, in a session and process group of its own, as a shell
+        starts a job: `os.killpg(self.pid, ...)` then reaches the whole group."""
         log_file = self.log_path.open("ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "supervisor.cli", "run", "-c", str(self.config)],
@@ -78,6 +82,7 @@ class SupervisorProcess:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             env={**os.environ, **(env or {})},
+            start_new_session=new_session,
         )
         log_file.close()
         return self

@@ -25,9 +25,13 @@ class Pool:
         return write_pool(self.directory, store=self.store, pool=self.name, handlers=handlers,
                           name=file, **supervisor)
 
-    def start(self, config: Path, *, serving: bool = True) -> SupervisorProcess:
+    def start(
+        self, config: Path, *, serving: bool = True, new_session: bool = False
+    ) -> SupervisorProcess:
         index = len(self.supervisors)
-        process = SupervisorProcess(config, self.directory / f"supervisor-{index}.log").start()
+        process = SupervisorProcess(config, self.directory / f"supervisor-{index}.log").start(
+            new_session=new_session
+        )
         self.supervisors.append(process)
         if serving:
             process.wait_serving()

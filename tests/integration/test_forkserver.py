@@ -8,6 +8,7 @@ import os
 import pwd
 import re
 import resource
+import shutil
 import signal
 import socket
 import subprocess
@@ -22,8 +23,9 @@ import orjson
 import psutil
 import pytest
 
-from sandbox import confinement
+from sandbox import confinement, linux
 from sandbox.loader import HandlerSpec
+from sandbox.protocol import fence_clock
 
 REPO = Path(__file__).resolve().parents[2]
 HANDLERS = REPO / "tests" / "handlers"
@@ -102,7 +104,8 @@ class ForkServerHarness:
     """A fork server and the supervisor's end of its control socket.
 
     The handler table goes on the command line, or with `table_by_fd` in a file passed
-    by descriptor, as the supervisor passes it."""
+    by descriptor, as the supervisor passes it. `wrapper` is a command that runs it
+    (`unshare ...`)."""
 
     def __init__(
         self,
@@ -110,6 +113,7 @@ class ForkServerHarness:
         *,
         table_by_fd: bool = False,
         env: dict[str, str] | None = None,
+        wrapper: tuple[str, ...] = (),
     ) -> None:
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         table = orjson.dumps(handlers or handler_specs())
@@ -122,7 +126,7 @@ class ForkServerHarness:
         with theirs:
             self.process = subprocess.Popen(
                 [
-                    sys.executable, "-m", "sandbox.forkserver",
+                    *wrapper, sys.executable, "-m", "sandbox.forkserver",
                     "--control-fd", str(theirs.fileno()), *table_args,
                 ],
                 pass_fds=[theirs.fileno(), table_fd],
@@ -181,7 +185,7 @@ class ForkServerHarness:
                 [child_control.fileno(), child_output.fileno()],
             )
         if fence_in is not None:
-            self.fence(job, time.monotonic() + fence_in)
+            self.fence(job, fence_clock() + fence_in)
         spawned = self.event(job, "spawned")
         job.pid = spawned["pid"]
         return job
@@ -433,12 +437,35 @@ def test_notification_reaches_the_handler(server: ForkServerHarness) -> None:
     assert job.read_message() == {"t": "result", "value": {"notification": {"resize": 2}}}
 
 
+def test_a_note_with_a_seq_is_acknowledged_once_the_handler_takes_it(
+    server: ForkServerHarness,
+) -> None:
+    job = server.spawn("next_notification", then_send=(
+        {"t": "notify", "payload": {"n": 1}, "seq": 5},
+        {"t": "notify", "payload": {"n": 2}, "seq": 6},  # never taken: never acknowledged
+    ))
+    assert job.read_message() == {"t": "ack", "seq": 5}
+    assert job.read_message() == {"t": "result", "value": {"notification": {"n": 1}}}
+    assert job.read_message() is None
+    assert server.exited(job)["code"] == 0
+
+
+def test_a_note_without_a_seq_is_not_acknowledged(server: ForkServerHarness) -> None:
+    job = server.spawn("notifications_until_stop", then_send=(
+        {"t": "notify", "payload": 1},
+        {"t": "notify", "payload": 2, "seq": 1},
+        {"t": "stop"},
+    ))
+    assert job.read_message() == {"t": "ack", "seq": 1}
+    assert job.read_message() == {"t": "result", "value": [1, 2]}
+
+
 # -- fences and kills
 
 
 def test_fence_in_the_past_kills_the_job(server: ForkServerHarness) -> None:
     job = server.spawn("sleeps", {"seconds": 60}, fence_in=None)
-    server.fence(job, time.monotonic() - 1)
+    server.fence(job, fence_clock() - 1)
     exited = server.exited(job)
     assert (exited["signal"], exited["fenced"]) == (signal.SIGKILL, True)
 
@@ -458,7 +485,7 @@ def test_a_deadline_in_the_spawn_message_fences_from_birth(server: ForkServerHar
     with child_control, child_output:
         server.send(
             {"op": "spawn", "job": job.job_id, "handler": "sleeps",
-             "deadline": time.monotonic() + 0.2},
+             "deadline": fence_clock() + 0.2},
             [child_control.fileno(), child_output.fileno()],
         )
     job.pid = server.event(job, "spawned")["pid"]
@@ -466,9 +493,44 @@ def test_a_deadline_in_the_spawn_message_fences_from_birth(server: ForkServerHar
     assert (exited["signal"], exited["fenced"]) == (signal.SIGKILL, True)
 
 
+def test_fence_deadline_is_on_the_fence_clock(server: ForkServerHarness) -> None:
+    job = server.spawn("sleeps", {"seconds": 60}, fence_in=None)
+    sent_at = fence_clock()
+    server.fence(job, sent_at + 0.3)
+    exited = server.exited(job)
+    elapsed = fence_clock() - sent_at
+    assert (exited["signal"], exited["fenced"]) == (signal.SIGKILL, True)
+    assert 0.3 <= elapsed < 1.0, elapsed
+
+
+def unshare_time_works() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "--time", "--monotonic", "1000", "true"],
+                           capture_output=True, check=False)
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not unshare_time_works(), reason="needs time namespaces (unshare --time)")
+def test_fence_deadline_is_boottime_not_monotonic() -> None:
+    """In a time namespace where CLOCK_MONOTONIC runs 1000 s ahead of CLOCK_BOOTTIME, as
+    after a suspend (BOOTTIME runs on through it, MONOTONIC stops)."""
+    harness = ForkServerHarness(wrapper=("unshare", "--time", "--monotonic", "1000"))
+    try:
+        job = harness.spawn("sleeps", {"seconds": 60}, fence_in=None)
+        sent_at = fence_clock()
+        harness.fence(job, sent_at + 0.3)
+        exited = harness.exited(job)
+        elapsed = fence_clock() - sent_at
+        assert exited["fenced"] is True
+        assert 0.3 <= elapsed < 1.0, elapsed
+    finally:
+        harness.close()
+
+
 def test_renewed_fence_keeps_the_job_alive(server: ForkServerHarness) -> None:
     job = server.spawn("sleeps", {"seconds": 0.5}, fence_in=0.2)
-    server.fence(job, time.monotonic() + 60)
+    server.fence(job, fence_clock() + 60)
     exited = server.exited(job)
     assert (exited["code"], exited["fenced"]) == (0, False)
 
@@ -503,7 +565,63 @@ def test_daemon_of_a_running_job_lives_until_that_job_ends(server: ForkServerHar
     assert wait_until_gone(daemon.pid, WAIT)
 
 
+def leftover_specs() -> dict[str, dict[str, Any]]:
+    return {"leaves_daemon": {"path": str(HANDLERS / "leftovers.py"),
+                              "function": "leaves_daemon"}}
+
+
+@pytest.fixture(scope="module")
+def leftovers() -> Iterator[ForkServerHarness]:
+    harness = ForkServerHarness(leftover_specs())
+    yield harness
+    harness.close()
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_exited_comes_only_once_the_daemon_a_job_left_is_gone(
+    leftovers: ForkServerHarness, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "daemon.pid"
+    job = leftovers.spawn("leaves_daemon", {"pid_file": str(pid_file), "megabytes": 256})
+    message = job.read_message()
+    assert message is not None and message["t"] == "result", message
+    exited = leftovers.exited(job)
+    daemon = int(pid_file.read_text().split()[1])
+    assert not alive(daemon)
+    assert exited["code"] == 0
+    assert "survivors" not in exited
+
+
 # -- the fork server's own end
+
+
+def may_lock_memory() -> bool:
+    status = Path("/proc/self/status").read_text()
+    cap_eff = int(status.split("CapEff:")[1].split()[0], 16)
+    unlimited = resource.getrlimit(resource.RLIMIT_MEMLOCK)[0] == resource.RLIM_INFINITY
+    return bool(cap_eff >> 14 & 1) or unlimited  # CAP_IPC_LOCK
+
+
+@pytest.mark.skipif(not may_lock_memory(), reason="needs CAP_IPC_LOCK or no RLIMIT_MEMLOCK")
+def test_fork_server_memory_is_locked_and_its_childrens_is_not(
+    server: ForkServerHarness,
+) -> None:
+    assert linux.locked_bytes(server.process.pid) > 10 << 20
+    job = server.spawn("sleeps", {"seconds": 60})
+    try:
+        job_children = psutil.Process(server.process.pid).children()
+        assert job.pid in {child.pid for child in job_children}  # with the one forked ahead
+        for child in job_children:
+            assert linux.locked_bytes(child.pid) == 0
+    finally:
+        server.send({"op": "kill", "job": job.job_id})
+        server.exited(job)
 
 
 def test_a_spawn_survives_the_death_of_the_child_forked_ahead(
@@ -698,6 +816,6 @@ def test_switching_user_without_root_is_an_error(monkeypatch: pytest.MonkeyPatch
 def test_fence_kills_a_daemon_of_the_fenced_job(server: ForkServerHarness) -> None:
     job = server.spawn("escaped_grandchild_then_sleep", fence_in=None)
     daemon = int(job.read_output_line())
-    server.fence(job, time.monotonic())
+    server.fence(job, fence_clock())
     assert server.exited(job)["fenced"] is True
     assert wait_until_gone(daemon, WAIT)

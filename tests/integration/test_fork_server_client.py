@@ -1,0 +1,60 @@
+"""The supervisor's side of the fork server socket, against a scripted fork server."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+
+import anyio
+import orjson
+import pytest
+
+from supervisor.children import ForkServer
+
+pytestmark = pytest.mark.anyio
+
+
+def scripted_fork_server(sock: socket.socket, exited: dict[str, object]) -> None:
+    """Answer one spawn with `spawned`, then `exited` with the given fields."""
+    sock.sendall(orjson.dumps({"ev": "ready", "pid": 1, "handlers": {}}))
+    data, fds, _, _ = socket.recv_fds(sock, 65536, 2)
+    for fd in fds:
+        socket.close(fd)
+    job = orjson.loads(data)["job"]
+    sock.sendall(orjson.dumps({"ev": "spawned", "job": job, "pid": 4242}))
+    sock.sendall(orjson.dumps({"ev": "exited", "job": job, "pid": 4242, **exited}))
+
+
+async def exit_status_of(exited: dict[str, object]):  # type: ignore[no-untyped-def]
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ours.setblocking(False)
+    process = subprocess.Popen(["true"])  # noqa: ASYNC220 - stands in for the fork server
+    server = ForkServer(process, ours)
+    try:
+        async with anyio.create_task_group() as group:
+            await group.start(server.serve)
+            group.start_soon(anyio.to_thread.run_sync, scripted_fork_server, theirs, exited)
+            with anyio.fail_after(10):
+                child = await server.spawn("job-1", "h", 0.0, first_message=b"")
+                await child.exited.wait()
+            await child.control.aclose()
+            await child.output.aclose()
+            theirs.close()
+        return child.status
+    finally:
+        ours.close()
+        process.wait()
+
+
+async def test_exit_status_names_the_survivors() -> None:
+    status = await exit_status_of(
+        {"code": 0, "signal": None, "fenced": False, "survivors": [17, 18]}
+    )
+    assert status.survivors == (17, 18)
+    assert status.code == 0
+
+
+async def test_exit_status_without_survivors() -> None:
+    status = await exit_status_of({"code": None, "signal": 9, "fenced": True})
+    assert status.survivors == ()
+    assert status.fenced is True
