@@ -83,7 +83,6 @@ MSG_NOTIFY = "notify"
 MSG_ACK = "ack"
 MSG_RESULT = "result"
 MSG_ERROR = "error"
-MSG_ACK = "ack"
 
 
 def fence_clock() -> float:
