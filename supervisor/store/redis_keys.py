@@ -36,6 +36,11 @@ class PoolKeys:
         """zset: key -> lease deadline (store ms)."""
         return self.prefix + "running"
 
+    @property
+    def layout(self) -> str:
+        """string: the version of this key layout the pool was brought up to."""
+        return self.prefix + "layout"
+
     def queue(self, handler: str) -> str:
         """zset per handler: its pending jobs, scored as in `pending` (lua/_lib.lua builds
         the same name)."""

@@ -49,6 +49,8 @@ from supervisor.store.redis_records import decode_job, milliseconds, seconds
 from supervisor.store.redis_scripts import ScriptArg, Scripts, commands
 
 DEFAULT_RETENTION = 86400.0
+# 2: pending jobs are also in one claim queue per handler (lua/upgrade-layout-2.lua).
+LAYOUT = 2
 _SUPERVISOR_FIELDS = frozenset(field.name for field in dataclasses.fields(SupervisorInfo))
 
 
@@ -69,6 +71,7 @@ class RedisStore:
         except ValueError as exc:
             raise ConfigError(f"store URL {self._where!r}: {exc}") from exc
         self._scripts = Scripts(self._client)
+        self._layout_checked = False
 
     @classmethod
     async def open(
@@ -97,6 +100,10 @@ class RedisStore:
         max_lease_losses: int,
     ) -> ClaimBatch:
         k = self._keys
+        if not self._layout_checked:
+            await self._run("upgrade-layout", [k.pending, k.layout], [k.prefix, LAYOUT],
+                            subject=self.pool)
+            self._layout_checked = True
         recovered, next_due, _now, claimed = await self._run(
             "claim",
             [k.pending, k.running, k.token, k.done("failed"), k.done("stopped")],

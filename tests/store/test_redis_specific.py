@@ -34,7 +34,7 @@ pytestmark = pytest.mark.anyio
 EXPECTED_COMMANDS = {
     "ack-notifications", "tidy",
     "dispatch", "claim", "renew", "complete", "fail", "release", "finish-stopped", "stop",
-    "notify", "take-notifications", "register", "deregister", "forget",
+    "notify", "take-notifications", "register", "deregister", "forget", "upgrade-layout",
 }
 
 
@@ -254,3 +254,19 @@ async def test_a_read_only_replica_is_a_store_error(
 
         assert snapshot.store.state == "failing"
         assert snapshot.counts["running"] == 1
+
+
+async def test_pending_jobs_of_a_pool_written_before_the_claim_queues_are_claimed(
+    raw: Redis, redis_url: str, pool_name: str
+) -> None:
+    keys = PoolKeys(pool_name)
+    async with opened_store(redis_url, pool_name) as writer:
+        await dispatch_all(writer, ["old-1", "old-2"])
+    # What a pool written by the layout before per-handler queues looks like.
+    await raw.delete(keys.queue("thumbnail"), keys.layout)
+
+    async with opened_store(redis_url, pool_name) as upgraded:
+        batch = await claim(upgraded, 2)
+
+    assert sorted(job.key for job in batch.jobs) == ["old-1", "old-2"]
+    assert await raw.get(keys.layout) == b"2"
