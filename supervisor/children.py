@@ -5,10 +5,7 @@ already imported the sandbox and the handler files, forks one child per job, and
 kills any child whose fence deadline passes.  Because it is not this process, the
 fence holds even when the supervisor's event loop is frozen or stuck.
 
-When a fork server dies, its children die with it (PR_SET_PDEATHSIG), but what they
-started in sessions of their own would go to init and outlive them.  So the
-supervisor is a child subreaper (`adopt_orphans`): they come to it instead, and it
-kills them before it reports the dead fork server's children exited.
+A dead fork server's leftovers are the business of `supervisor.orphans`.
 """
 
 from __future__ import annotations
@@ -20,8 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +26,8 @@ import anyio
 import anyio.abc
 import orjson
 
-from sandbox import linux, proctree, protocol
+from sandbox import protocol
+from supervisor import orphans
 from supervisor.config import HandlerConfig
 from supervisor.errors import PoolsupError
 
@@ -44,64 +41,6 @@ _FORK_SERVER_PREFIXES = ("LC_", "PYTHON")
 # Sent before the fork is confirmed, the first message fits in the socket buffer, so
 # the child finds it waiting; a larger one would block until the child reads it.
 EAGER_SEND_LIMIT = 64 * 1024
-
-ORPHAN_KILL_TIMEOUT = 2.0
-_ORPHAN_POLL = 0.01
-
-# Fork servers started and not yet reaped by their Popen: the only children this
-# process has on purpose; any other child is an orphan it adopted.
-_fork_server_pids: set[int] = set()
-_adopting = False
-
-
-def adopt_orphans() -> None:
-    """Make this process a child subreaper (once): orphaned descendants, such as the
-    daemons of a dead fork server's jobs, come to it rather than to init."""
-    global _adopting
-    if not _adopting:
-        linux.become_child_subreaper()
-        _adopting = True
-
-
-async def kill_orphans(known: Iterable[int], *, fork_server_pid: int) -> list[int]:
-    """SIGKILL the dead fork server's children `known`, and every child of ours that is
-    not a fork server with its whole tree; reap them; return once they are gone, or
-    after ORPHAN_KILL_TIMEOUT with the pids still alive.
-
-    Polls with short sleeps: the kernel re-parents a process's orphans only as it dies.
-    """
-    ours = {os.getpid(), fork_server_pid}
-    deadline = time.monotonic() + ORPHAN_KILL_TIMEOUT
-    while True:
-        # Only while still a child of the fork server or of ours: the pid was not reused.
-        left = [pid for pid in known if _parent_if_alive(pid) in ours]
-        orphans = [pid for pid in linux.child_pids() if pid not in _fork_server_pids]
-        for pid in left + orphans:
-            proctree.kill_tree(pid)
-        left += [pid for pid in orphans if not _reaped(pid)]
-        if not left or time.monotonic() > deadline:
-            return sorted(set(left))
-        await anyio.sleep(_ORPHAN_POLL)
-
-
-def _parent_if_alive(pid: int) -> int | None:
-    """The parent of `pid`, or None if it is gone or a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as file:
-            stat = file.read()
-    except OSError:
-        return None
-    state, parent = stat[stat.rindex(b")") + 2 :].split()[:2]
-    return None if state in (b"Z", b"X") else int(parent)
-
-
-def _reaped(pid: int) -> bool:
-    try:
-        reaped, _ = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return True
-    return reaped == pid
-
 
 class ForkServerDied(PoolsupError):
     """The fork server exited; its children were killed with it."""
@@ -300,11 +239,11 @@ class ForkServer:
         self._ready.set()
         if self._children:
             known = [child.pid for child in self._children.values() if child.pid is not None]
-            survivors = await kill_orphans(known, fork_server_pid=self.pid)
+            survivors = await orphans.kill_orphans(known, fork_server_pid=self.pid)
             if survivors:
                 log.error(
                     "processes of the dead fork server's jobs survived SIGKILL for %g s: %s",
-                    ORPHAN_KILL_TIMEOUT, ", ".join(map(str, survivors)),
+                    orphans.ORPHAN_KILL_TIMEOUT, ", ".join(map(str, survivors)),
                 )
         self.died.set()
         for child in list(self._children.values()):
@@ -326,7 +265,7 @@ class ForkServer:
         except subprocess.TimeoutExpired:
             self._process.kill()
             await anyio.to_thread.run_sync(self._process.wait)
-        _fork_server_pids.discard(self._process.pid)
+        orphans.fork_server_pids.discard(self._process.pid)
 
 
 def handler_table(handlers: Mapping[str, HandlerConfig]) -> dict[str, dict[str, Any]]:
@@ -377,7 +316,7 @@ def _handler_table_file(handlers: Mapping[str, HandlerConfig]) -> int:
 @asynccontextmanager
 async def open_fork_server(handlers: Mapping[str, HandlerConfig]) -> AsyncIterator[ForkServer]:
     """Start a fork server preloaded with `handlers`; kill it and its children on exit."""
-    adopt_orphans()
+    orphans.adopt_orphans()
     parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     table_fd = _handler_table_file(handlers)
     command = [
@@ -401,7 +340,7 @@ async def open_fork_server(handlers: Mapping[str, HandlerConfig]) -> AsyncIterat
             env=fork_server_environment(handlers, os.environ),
             start_new_session=True,
         )
-        _fork_server_pids.add(process.pid)
+        orphans.fork_server_pids.add(process.pid)
     finally:
         os.close(table_fd)
         child_sock.close()

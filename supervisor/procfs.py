@@ -21,14 +21,21 @@ class ProcessSample:
     taken_at: float
 
 
-def sample(pid: int) -> ProcessSample | None:
-    """RSS and CPU time of one process, or None if it is gone."""
+def stat_fields(pid: int) -> list[bytes] | None:
+    """The fields of /proc/PID/stat after "(comm)" (field 3 on), or None if it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as stat_file:
             data = stat_file.read()
     except OSError:
         return None
-    fields = data[data.rindex(b")") + 2 :].split()
+    return data[data.rindex(b")") + 2 :].split()
+
+
+def sample(pid: int) -> ProcessSample | None:
+    """RSS and CPU time of one process, or None if it is gone."""
+    fields = stat_fields(pid)
+    if fields is None:
+        return None
     # Fields after "(comm)" start at field 3: utime is field 14, stime 15, rss 24.
     cpu_ticks = int(fields[11]) + int(fields[12])
     return ProcessSample(
