@@ -64,6 +64,7 @@ class ClaimedJob:
     lease_deadline: float
     owner: str
     has_notes: bool = False  # notifications were queued while it was pending
+    checkpoint: bytes | None = None  # JSON text an earlier attempt saved, if any
 
     @property
     def lease(self) -> Lease:
@@ -173,6 +174,8 @@ class JobRecord:
     lease_losses: int = 0
     stop_requested: bool = False
     stats: JobStats = field(default_factory=JobStats)
+    checkpoint: Any = None
+    checkpoint_at: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -193,6 +196,8 @@ class JobRecord:
             "lease_losses": self.lease_losses,
             "stop_requested": self.stop_requested,
             "pid": self.stats.pid,
+            "checkpoint": self.checkpoint,
+            "checkpoint_at": self.checkpoint_at,
         }
 
 
@@ -274,6 +279,11 @@ class Store(Protocol):
         once, ahead of newer jobs; with `delay` > 0, claimable `delay` seconds from
         now instead.  If a stop was requested, ends `stopped` instead.  Raises
         `StaleToken` as `complete`."""
+
+    async def save_checkpoint(self, lease: Lease, value: bytes) -> None:
+        """Keep `value` (JSON text) as the job's checkpoint, with the store time as
+        `checkpoint_at`; every later attempt of the key gets it in `ClaimedJob`.  A new
+        dispatch of the key starts without one.  Raises `StaleToken` as `complete`."""
 
     async def finish_stopped(self, lease: Lease, reason: str) -> None:
         """running -> stopped, after the job's processes are gone.  Raises `StaleToken`
