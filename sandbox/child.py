@@ -148,6 +148,10 @@ class ControlChannel:
         with self._send_lock:
             self.sock.sendall(line)
 
+    def save_checkpoint(self, value_json: bytes) -> None:
+        """Send a checkpoint (JSON text) for the supervisor to store under the lease."""
+        self.send_raw_line(b'{"t":"checkpoint","value":' + value_json + b"}\n")
+
     def acknowledge(self, seq: int) -> None:
         """Tell the supervisor the handler took note `seq`; if it is gone, the stop
         that follows says so."""
@@ -194,6 +198,8 @@ def main(
         attempt=start["attempt"],
         token=start["token"],
         inbox=inbox,
+        checkpoint=start.get("checkpoint"),
+        save_checkpoint=channel.save_checkpoint,
     )
     guard = StopGuard(job, inbox)
     wakeup_fd = guard.install()
@@ -229,7 +235,11 @@ def main(
             "final": False,
         })
     try:
-        channel.send_raw_line(b'{"t":"result","value":' + data + b"}\n")
+        # Whether the handler returned in answer to a stop: after a drain or a move,
+        # such a value does not end the job (it runs again elsewhere).
+        stopping = b"true" if inbox.stop_seen else b"false"
+        channel.send_raw_line(b'{"t":"result","stopping":' + stopping + b',"value":' + data
+                              + b"}\n")
     except OSError:
         return 1
     return 0
@@ -335,7 +345,8 @@ def _next_buffered(channel: ControlChannel) -> dict[str, Any] | None:
 def _dispatch(message: dict[str, Any], inbox: Inbox) -> None:
     kind = message.get("t")
     if kind == protocol.MSG_STOP:
-        inbox.request_stop()
+        reason = message.get("reason")
+        inbox.request_stop(reason if isinstance(reason, str) else None)
     elif kind == protocol.MSG_NOTIFY:
         seq = message.get("seq")
         inbox.deliver(message.get("payload"), seq if isinstance(seq, int) else None)

@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import orjson
+
 
 class Fail(Exception):
     """Raised by a handler: fails the job for good, without further attempts."""
@@ -42,6 +44,7 @@ class Inbox:
         # Set by the SIGTERM handler, which must not touch the Event: its lock may be
         # held by the very thread the handler interrupted.
         self.terminated = False
+        self._stop_reason: str | None = None
 
     def _listen(self) -> None:
         if self.start_listening is not None:
@@ -55,7 +58,22 @@ class Inbox:
         self._listen()
         return self.terminated or self._stop.is_set()
 
-    def request_stop(self) -> None:
+    @property
+    def stop_seen(self) -> bool:
+        """Whether a stop reached the job, without starting to listen for one."""
+        return self.terminated or self._stop.is_set()
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why the job is asked to stop ("stop", "drain", "rebalance", "timeout"), or
+        None while it is not."""
+        if not self.stop_requested:
+            return None
+        return self._stop_reason or "stop"
+
+    def request_stop(self, reason: str | None = None) -> None:
+        if self._stop_reason is None and reason is not None:
+            self._stop_reason = reason
         if not self._stop.is_set():
             self._stop.set()
             self._notifications.put(_WAKE_UP)
@@ -88,14 +106,37 @@ class Job:
     """What a handler receives: `run(job)`."""
 
     def __init__(
-        self, *, key: str, payload: Any, attempt: int, token: int, inbox: Inbox
+        self,
+        *,
+        key: str,
+        payload: Any,
+        attempt: int,
+        token: int,
+        inbox: Inbox,
+        checkpoint: Any = None,
+        save_checkpoint: Callable[[bytes], None] | None = None,
     ) -> None:
         self.key = key
         self.payload = payload
         self.attempt = attempt
         self.token = token
+        self.checkpoint = checkpoint  # what an earlier attempt of this key saved, or None
         self._inbox = inbox
+        self._send_checkpoint = save_checkpoint
         self._stop_aware = False
+
+    def save_checkpoint(self, value: Any) -> None:
+        """Keep `value` (JSON-serializable) for the next attempt of this key, on any
+        supervisor, as `job.checkpoint`.  It is sent to the supervisor at once, which
+        stores it under the job's lease (a stale run changes nothing) before the job's
+        outcome; each save replaces the last."""
+        try:
+            data = orjson.dumps(value)
+        except (TypeError, orjson.JSONEncodeError) as error:
+            raise TypeError(f"checkpoint is not JSON-serializable: {error}") from error
+        self.checkpoint = value
+        if self._send_checkpoint is not None:
+            self._send_checkpoint(data)
 
     @property
     def stop_aware(self) -> bool:
@@ -107,6 +148,15 @@ class Job:
         """True once a graceful stop was asked for."""
         self._stop_aware = True
         return self._inbox.stop_requested
+
+    @property
+    def stop_reason(self) -> str | None:
+        """None, or why a stop was asked for: "stop" (a user), "drain" (the supervisor
+        shuts down), "rebalance" (the job moves to another supervisor) or "timeout".
+        After a drain or a move the job runs again elsewhere, without spending an
+        attempt, even if the handler returns a value in answer to the stop."""
+        self._stop_aware = True
+        return self._inbox.stop_reason
 
     def wait_stop(self, timeout: float | None = None) -> bool:
         """Block up to `timeout` seconds for a stop request; True if one came."""

@@ -46,11 +46,14 @@ Two channels:
 
   supervisor -> child
     {"t": "start", "key": K, "payload": ANY, "token": N, "attempt": N}   first, once
-    {"t": "stop"}                                   a graceful stop was asked for
+    {"t": "stop", "reason": R}                      a graceful stop was asked for; R is
+                                                    "stop", "drain", "rebalance", "timeout"
     {"t": "notify", "payload": ANY, "seq": N}       "seq" optional
   child -> supervisor
     {"t": "ack", "seq": N}                          the handler took note N
-    {"t": "result", "value": ANY}                   the handler returned
+    {"t": "checkpoint", "value": ANY}               keep for the next attempt of the key
+    {"t": "result", "stopping": BOOL, "value": ANY} the handler returned; "stopping":
+                                                    after a stop had reached it
     {"t": "error", "error": TEXT, "traceback": TEXT, "final": BOOL}
   A note is acknowledged when `job.next_notification()` hands it to the handler, before
   anything the handler sends after; one never taken is never acknowledged (so the
@@ -81,6 +84,7 @@ MSG_START = "start"
 MSG_STOP = "stop"
 MSG_NOTIFY = "notify"
 MSG_ACK = "ack"
+MSG_CHECKPOINT = "checkpoint"
 MSG_RESULT = "result"
 MSG_ERROR = "error"
 

@@ -1,9 +1,9 @@
 """A child's control messages as the supervisor reads them: bounded, in linear time.
 
-The child sends newline-delimited JSON: a result or an error at the end, and an
-acknowledgement for each notification its handler took.  A result larger than
-`max_result`, or bytes that are not a message, are a protocol error that fails the
-attempt; they never end the job's supervision.
+The child sends newline-delimited JSON: a result or an error at the end, an
+acknowledgement for each notification its handler took, and the checkpoints it saved.
+A result larger than `max_result`, or bytes that are not a message, are a protocol
+error that fails the attempt; they never end the job's supervision.
 """
 
 from __future__ import annotations
@@ -20,8 +20,12 @@ MAX_TRACEBACK = 8192
 # Room for an error message and its traceback on top of a result's own limit.
 MESSAGE_OVERHEAD = 1024 * 1024
 # What the child writes before a returned value (sandbox.child sends it this way), so
-# the value's JSON can be kept as it came, without decoding and encoding it again.
-RESULT_PREFIX = b'{"t":"result","value":'
+# the value's JSON can be kept as it came, without decoding and encoding it again;
+# by whether the handler returned after a stop had reached it.
+RESULT_PREFIXES = {
+    b'{"t":"result","stopping":false,"value":': False,
+    b'{"t":"result","stopping":true,"value":': True,
+}
 
 
 class ControlReader:
@@ -33,16 +37,19 @@ class ControlReader:
         *,
         max_result: int,
         on_ack: Callable[[int], None],
+        on_checkpoint: Callable[[bytes], None],
     ) -> None:
         self._stream = stream
         self._max_result = max_result
         self._max_line = max_result + MESSAGE_OVERHEAD
         self._on_ack = on_ack
+        self._on_checkpoint = on_checkpoint
         self._buffer = bytearray()
         self._skipping = 0  # bytes of an over-long line being skipped, 0 when none
         self._skipping_result = False
         self.last_message: dict[str, object] | None = None
         self.result_json: bytes | None = None
+        self.result_answered_stop = False
         self.traceback = ""
         self.protocol_error: str | None = None
         self.closed = anyio.Event()
@@ -67,22 +74,23 @@ class ControlReader:
                 self._take(line)
         if len(self._buffer) > self._max_line:
             if not self._skipping:
-                self._skipping_result = self._buffer.startswith(RESULT_PREFIX)
+                self._skipping_result = self._buffer.startswith(b'{"t":"result"')
             self._skipping += len(self._buffer)
             self._buffer.clear()
 
     def _end_skip(self, size: int) -> None:
         self._skipping = 0
         if self._skipping_result:
-            self._fail(f"result is {size - len(RESULT_PREFIX) - 1} bytes or more, above "
-                       f"max_result ({self._max_result} bytes)")
+            self._fail(f"result is about {size} bytes, above max_result "
+                       f"({self._max_result} bytes)")
         else:
             self._fail(f"the child sent a control message of {size} bytes, above the limit")
 
     def _take(self, line: bytes) -> None:
-        if line.startswith(RESULT_PREFIX) and line.endswith(b"}"):
-            self._take_result(line[len(RESULT_PREFIX) : -1])
-            return
+        for prefix, answered_stop in RESULT_PREFIXES.items():
+            if line.startswith(prefix) and line.endswith(b"}"):
+                self._take_result(line[len(prefix) : -1], answered_stop=answered_stop)
+                return
         try:
             message = protocol.decode(line)
         except ValueError as error:  # orjson.JSONDecodeError is a ValueError
@@ -94,13 +102,17 @@ class ControlReader:
             if isinstance(seq, int):
                 self._on_ack(seq)
             return
+        if kind == protocol.MSG_CHECKPOINT:
+            self._on_checkpoint(orjson.dumps(message.get("value")))
+            return
         self.last_message = message
         if kind == protocol.MSG_RESULT:
-            self._take_result(orjson.dumps(message.get("value")))
+            self._take_result(orjson.dumps(message.get("value")),
+                              answered_stop=bool(message.get("stopping")))
         elif kind == protocol.MSG_ERROR:
             self.traceback = str(message.get("traceback") or "")[-MAX_TRACEBACK:]
 
-    def _take_result(self, value_json: bytes) -> None:
+    def _take_result(self, value_json: bytes, *, answered_stop: bool) -> None:
         if len(value_json) > self._max_result:
             self._fail(f"result is {len(value_json)} bytes, above max_result "
                        f"({self._max_result} bytes)")
@@ -112,6 +124,7 @@ class ControlReader:
             return
         self.last_message = {"t": protocol.MSG_RESULT}
         self.result_json = value_json
+        self.result_answered_stop = answered_stop
 
     def _fail(self, error: str) -> None:
         if self.protocol_error is None:

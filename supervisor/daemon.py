@@ -74,7 +74,8 @@ class Supervisor:
             store=store,
             registry=self.registry,
             settings=JobSettings(lease_ttl=settings.lease_ttl, stop_grace=settings.stop_grace,
-                                 max_result=config.pool.max_result),
+                                 max_result=config.pool.max_result,
+                                 max_checkpoint=config.pool.max_payload),
             outcome_failures=StoreFailures("storing outcomes"),
             note_failures=StoreFailures("notifications"),
         )

@@ -12,6 +12,7 @@ import anyio
 import orjson
 
 from sandbox import protocol
+from supervisor.checkpoints import CheckpointKeeper
 from supervisor.children import Child, ForkServerDied
 from supervisor.control_reader import ControlReader
 from supervisor.core.outcome import (
@@ -36,7 +37,7 @@ from supervisor.store_failures import StoreFailures
 log = logging.getLogger("poolsup.jobs")
 
 RESULT_READ_GRACE = 2.0
-ACK_FLUSH_TIMEOUT = 1.0
+FLUSH_TIMEOUT = 1.0  # for checkpoints and note acks still in flight at the end
 # A job whose child could not be started waits this long before it may be claimed
 # again (here or elsewhere), so that a failing spawn cannot loop claim-release-claim.
 SPAWN_RETRY_DELAY = 1.0
@@ -48,6 +49,7 @@ class JobSettings:
     lease_ttl: float
     stop_grace: float
     max_result: int
+    max_checkpoint: int
 
 
 @dataclass(kw_only=True)
@@ -81,6 +83,8 @@ async def run_job(job: RunningJob, services: JobServices) -> bool:
         "token": claimed.token,
         "attempt": claimed.attempt,
     }
+    if claimed.checkpoint is not None:
+        start["checkpoint"] = orjson.Fragment(claimed.checkpoint)
     try:
         child = await job.fork_server.spawn(
             job.job_id, claimed.handler, job.fence_at, first_message=protocol.encode_line(start)
@@ -124,14 +128,17 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices) -> tu
         await _send(child, message)
 
     courier = NoteCourier(job, services.store, send, services.note_failures)
+    checkpoints = CheckpointKeeper(job, services.store, services.outcome_failures,
+                                   max_bytes=services.settings.max_checkpoint)
     reader = ControlReader(child.control, max_result=services.settings.max_result,
-                           on_ack=courier.acknowledged)
+                           on_ack=courier.acknowledged, on_checkpoint=checkpoints.offer)
     output = OutputPump(job.key, child.output)
     async with anyio.create_task_group() as group:
         group.start_soon(reader.run)
         group.start_soon(output.run)
         group.start_soon(_watch_stop, job, child, services.settings.stop_grace)
         group.start_soon(courier.run)
+        group.start_soon(checkpoints.run)
         if job.handler.timeout > 0:
             group.start_soon(_watch_timeout, job, job.handler.timeout)
         await child.exited.wait()
@@ -144,7 +151,8 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices) -> tu
     await child.control.aclose()
     await child.output.aclose()
     if not job.lease_lost:
-        with anyio.move_on_after(ACK_FLUSH_TIMEOUT):
+        with anyio.move_on_after(FLUSH_TIMEOUT):
+            await checkpoints.flush()
             await courier.flush()
     status = child.status
     exit_report = ChildExit(
@@ -155,6 +163,7 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices) -> tu
         fenced=status.fenced if status else False,
         reason=status.reason if status else None,
         protocol_error=reader.protocol_error,
+        answered_stop=reader.result_answered_stop,
     )
     details = [reader.traceback.rstrip()]
     if tail := output.tail().rstrip():
@@ -183,7 +192,8 @@ async def _watch_stop(job: RunningJob, child: Child, stop_grace: float) -> None:
         if job.lease_lost:
             await fork_server.kill(child.job_id)
             return
-        await _send(child, {"t": protocol.MSG_STOP})
+        reason = job.stop_reason.value if job.stop_reason else StopReason.USER.value
+        await _send(child, {"t": protocol.MSG_STOP, "reason": reason})
         await fork_server.signal(child.job_id, signal.SIGTERM)
         with anyio.move_on_after(stop_grace) as grace:
             while not job.lease_lost:

@@ -29,6 +29,8 @@ class ChildExit:
     # The child broke the control protocol (bytes that are not a message, a result over
     # max_result): the attempt fails with this, whatever the child said besides.
     protocol_error: str | None = None
+    # The handler returned its result after a stop had reached it (in answer to it).
+    answered_stop: bool = False
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,8 @@ def decide_outcome(
         return Abandon("lease lost while running")
     if stop_reason is StopReason.USER:
         return Stopped("stopped by request")
+    if stop_reason in (StopReason.DRAIN, StopReason.REBALANCE):
+        return _handed_off(child, stop_reason)
     if child.protocol_error is not None and stop_reason is None:
         return Fail(child.protocol_error, final=False)
     if child.result_json is not None and child.protocol_error is None:
@@ -92,8 +96,6 @@ def decide_outcome(
     if child.reason is not None:
         # Whatever else was under way (a drain, a timeout): the limit is what ended it.
         return Fail(child.reason, final=False)
-    if stop_reason in (StopReason.DRAIN, StopReason.REBALANCE):
-        return Release(f"released ({stop_reason.value})")
     if stop_reason is StopReason.TIMEOUT:
         return Fail(f"timeout after {timeout:g} s", final=False)
     if child.message is not None and child.message.get("t") == "error":
@@ -101,3 +103,18 @@ def decide_outcome(
             str(child.message.get("error", "handler failed")), bool(child.message.get("final"))
         )
     return Fail(describe_exit(child.exit_code, signal_name), final=False)
+
+
+def _handed_off(child: ChildExit, stop_reason: StopReason) -> Outcome:
+    """A drain or a move: the job runs again elsewhere, without spending an attempt,
+    unless it had finished before the stop reached it, failed for good
+    (`sandbox.Fail`), or was ended for a limit."""
+    returned_first = not child.answered_stop and child.protocol_error is None
+    if child.result_json is not None and returned_first:
+        return Complete(child.result_json)
+    if child.reason is not None:
+        return Fail(child.reason, final=False)
+    message = child.message
+    if message is not None and message.get("t") == "error" and message.get("final"):
+        return Fail(str(message.get("error", "handler failed")), True)
+    return Release(f"released ({stop_reason.value})")

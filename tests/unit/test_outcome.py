@@ -113,3 +113,42 @@ def test_a_protocol_error_does_not_override_a_stop_or_a_drain() -> None:
                       fenced=False, protocol_error="result is too large")
     assert isinstance(decide_outcome(child, StopReason.USER, timeout=0), Stopped)
     assert isinstance(decide_outcome(child, StopReason.DRAIN, timeout=0), Release)
+
+
+def answered(*, result: bytes | None = b'"done"', answered_stop: bool = True,
+             message: dict[str, object] | None = None, reason: str | None = None) -> ChildExit:
+    return ChildExit(message=message, result_json=result, exit_code=0, exit_signal=None,
+                     fenced=False, reason=reason, answered_stop=answered_stop)
+
+
+def test_a_value_returned_in_answer_to_a_drain_or_a_move_releases_the_job() -> None:
+    for reason in (StopReason.DRAIN, StopReason.REBALANCE):
+        outcome = decide_outcome(answered(), reason, timeout=0)
+        assert outcome == Release(f"released ({reason.value})"), reason
+
+
+def test_a_value_returned_before_the_drain_reached_the_handler_completes() -> None:
+    outcome = decide_outcome(answered(answered_stop=False), StopReason.DRAIN, timeout=0)
+    assert outcome == Complete(b'"done"')
+
+
+def test_sandbox_fail_during_a_drain_still_fails_for_good() -> None:
+    error = {"t": "error", "error": "Fail: bad input", "final": True}
+    outcome = decide_outcome(answered(result=None, message=error), StopReason.DRAIN, timeout=0)
+    assert outcome == Fail("Fail: bad input", True)
+
+
+def test_an_ordinary_error_in_answer_to_a_drain_releases() -> None:
+    error = {"t": "error", "error": "ValueError: interrupted", "final": False}
+    outcome = decide_outcome(answered(result=None, message=error), StopReason.DRAIN, timeout=0)
+    assert isinstance(outcome, Release)
+
+
+def test_a_limit_during_a_drain_still_fails_the_attempt() -> None:
+    outcome = decide_outcome(answered(result=None, reason=MEMORY), StopReason.DRAIN, timeout=0)
+    assert outcome == Fail(MEMORY, final=False)
+
+
+def test_a_user_stop_ends_stopped_even_with_a_value_returned_before() -> None:
+    outcome = decide_outcome(answered(answered_stop=False), StopReason.USER, timeout=0)
+    assert isinstance(outcome, Stopped)

@@ -1,0 +1,46 @@
+"""Many supervisors as one pool (guarantees 2 and 6): a drain hands long-running jobs
+over instead of ending them."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+from tests.helpers.pool import assert_one_process_at_a_time, read_ledger, wait_for
+from tests.integration.conftest import Pool
+
+LONG = {"long": {"path": "long_running.py", "timeout": 0, "max_attempts": 3}}
+
+
+def owners(client, keys):  # type: ignore[no-untyped-def]
+    records = [client.job(key) for key in keys]
+    return {r["key"]: r for r in records if r["state"] == "running" and r["pid"]}
+
+
+def test_guarantee_6_a_drain_hands_stop_aware_long_running_jobs_to_another_supervisor(
+    pool: Pool, ledger: Path, tmp_path: Path
+) -> None:
+    reasons = tmp_path / "reasons.txt"
+    first = pool.start(pool.config(LONG, file="a.toml", id="a", capacity=2, lease_ttl=2,
+                                   drain_timeout=0.5, stop_grace=2))
+    client = pool.client()
+    keys = ["long-1", "long-2"]
+    for key in keys:
+        client.dispatch(key, {"ledger": str(ledger), "reasons": str(reasons)}, handler="long")
+    wait_for(lambda: len(owners(client, keys)) == 2, 20, message="jobs to run on a")
+    pool.start(pool.config(LONG, file="b.toml", id="b", capacity=2, lease_ttl=2))
+
+    first.signal(signal.SIGTERM)
+    assert first.wait(30) == 0, first.log()
+
+    def on_b():  # type: ignore[no-untyped-def]
+        running = owners(client, keys)
+        return len(running) == 2 and all(r["supervisor"] == "b" for r in running.values())
+
+    wait_for(on_b, 20, message="both jobs running on b")
+    for key in keys:
+        record = client.job(key)
+        assert record["state"] == "running" and record["attempts"] == 1, record
+    assert sorted(line.split()[2] for line in reasons.read_text().splitlines()) == [
+        "drain", "drain"]
+    assert_one_process_at_a_time(read_ledger(ledger))
