@@ -1,7 +1,7 @@
 """Job hashes as Redis stores them, decoded into JobRecord.
 
 Times are stored as store milliseconds (with a microsecond fraction); a field that is
-absent means None.  Payload and result are JSON text.
+absent means None.  Payload, result and checkpoint are JSON text.
 """
 
 from __future__ import annotations
@@ -64,4 +64,6 @@ def decode_job(raw: Mapping[bytes, bytes]) -> JobRecord:
             rss_bytes=None if rss is None else int(rss),
             cpu_percent=None if cpu is None else float(cpu),
         ),
+        checkpoint=json("checkpoint"),
+        checkpoint_at=time("checkpoint_at"),
     )

@@ -122,8 +122,10 @@ class RedisStore:
                 lease_deadline=seconds(deadline),
                 owner=owner,
                 has_notes=bool(has_notes),
+                checkpoint=checkpoint,
             )
-            for key, handler, payload, token, attempt, max_attempts, deadline, has_notes in claimed
+            for (key, handler, payload, token, attempt, max_attempts, deadline, has_notes,
+                 checkpoint) in claimed
         )
         next_due_in = None if next_due is None else max(0.0, seconds(next_due))
         return ClaimBatch(jobs=jobs, recovered=int(recovered), next_due_in=next_due_in)
@@ -172,6 +174,12 @@ class RedisStore:
             "release", lease, [max(0.0, milliseconds(delay)), self._retention_ms,
                                self._keys.channel],
             done=("stopped",),
+        )
+
+    async def save_checkpoint(self, lease: Lease, value: bytes) -> None:
+        await self._run(
+            "save-checkpoint", [self._keys.job(lease.key)], [lease.token, lease.owner, value],
+            subject=lease.key,
         )
 
     async def finish_stopped(self, lease: Lease, reason: str) -> None:

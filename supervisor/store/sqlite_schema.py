@@ -26,7 +26,7 @@ from typing import TypeVar
 
 from supervisor.errors import ConfigError, StoreUnavailable
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
 MIN_SQLITE_VERSION = (3, 35, 0)  # RETURNING, UPDATE ... FROM, json_each
 BUSY_TIMEOUT_MS = 5000
@@ -168,8 +168,11 @@ def _ensure_schema(conn: sqlite3.Connection, path: Path, pool: str, clocks: Cloc
                                   "other tables and no poolsup schema version)")
             for statement in schema_statements():
                 conn.execute(statement)
-        elif version == 1:
-            _migrate_1_to_2(conn, *clocks())
+        else:
+            if version < 2:
+                _migrate_1_to_2(conn, *clocks())
+            if version < 3:
+                _migrate_2_to_3(conn)
         if version != SCHEMA_VERSION:
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         _check_boot(conn, boot_id())
@@ -195,6 +198,12 @@ def _migrate_1_to_2(conn: sqlite3.Connection, wall: float, boot: float) -> None:
     conn.execute("UPDATE jobs SET lease_deadline = lease_deadline + :shift "
                  "WHERE lease_deadline IS NOT NULL", shift)
     conn.execute("UPDATE supervisors SET last_seen = last_seen + :shift", shift)
+
+
+def _migrate_2_to_3(conn: sqlite3.Connection) -> None:
+    """Schema 3: each job's checkpoint and when it was saved."""
+    conn.execute("ALTER TABLE jobs ADD COLUMN checkpoint BLOB")
+    conn.execute("ALTER TABLE jobs ADD COLUMN checkpoint_at REAL")
 
 
 def _check_boot(conn: sqlite3.Connection, current: str) -> None:

@@ -172,6 +172,15 @@ class SqliteStore:
 
         await self._db.write(work)
 
+    async def save_checkpoint(self, lease: Lease, value: bytes) -> None:
+        def work(tx: Tx) -> None:
+            saved = tx.run("save_checkpoint", key=lease.key, owner=lease.owner,
+                           token=lease.token, checkpoint=value)
+            if saved.rowcount == 0:
+                raise _stale(lease)
+
+        await self._db.write(work)
+
     async def finish_stopped(self, lease: Lease, reason: str) -> None:
         def work(tx: Tx) -> None:
             _held_job(tx, lease)
@@ -419,7 +428,8 @@ def _claimed_job(row: Any, owner: str, tx: Tx) -> ClaimedJob:
                       token=row["token"], attempt=row["attempts"],
                       max_attempts=row["max_attempts"],
                       lease_deadline=tx.wall_time(row["lease_deadline"]),
-                      owner=owner, has_notes=bool(row["has_notes"]))
+                      owner=owner, has_notes=bool(row["has_notes"]),
+                      checkpoint=_blob(row["checkpoint"]))
 
 
 def _job_record(row: Any, tx: Tx) -> JobRecord:
@@ -434,8 +444,13 @@ def _job_record(row: Any, tx: Tx) -> JobRecord:
         lease_losses=row["lease_losses"], stop_requested=bool(row["stop_requested"]),
         stats=JobStats(pid=row["pid"], rss_bytes=row["rss_bytes"],
                        cpu_percent=row["cpu_percent"]),
+        checkpoint=_decode(row["checkpoint"]), checkpoint_at=row["checkpoint_at"],
     )
 
 
 def _decode(blob: bytes | None) -> Any:
     return None if blob is None else orjson.loads(blob)
+
+
+def _blob(blob: bytes | None) -> bytes | None:
+    return None if blob is None else bytes(blob)

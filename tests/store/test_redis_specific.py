@@ -35,6 +35,7 @@ EXPECTED_COMMANDS = {
     "ack-notifications", "tidy",
     "dispatch", "claim", "renew", "complete", "fail", "release", "finish-stopped", "stop",
     "notify", "take-notifications", "register", "deregister", "forget", "upgrade-layout",
+    "save-checkpoint",
 }
 
 

@@ -21,6 +21,7 @@ from tests.store.support import supervisor
 pytestmark = pytest.mark.anyio
 
 V1_SCHEMA = Path(__file__).with_name("sqlite_schema_v1.sql")
+V2_SCHEMA = Path(__file__).with_name("sqlite_schema_v2.sql")
 
 
 def request(key: str) -> DispatchRequest:
@@ -126,7 +127,47 @@ async def test_a_version_1_file_is_migrated_with_its_leases_kept(db_path: Path) 
     finally:
         await store.close()
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
         indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
         assert "jobs_queue_by_handler" in indexes
+        assert {"checkpoint", "checkpoint_at"} <= _job_columns(conn)
+
+
+async def test_a_version_2_file_is_migrated_and_takes_checkpoints(db_path: Path) -> None:
+    now, boot = sqlite_db.read_clocks()
+    with sqlite3.connect(db_path) as conn:
+        conn.executescript(V2_SCHEMA.read_text())
+        conn.execute("PRAGMA user_version = 2")
+        conn.execute("INSERT INTO counters (pool, token) VALUES ('media', 5)")
+        conn.execute(
+            "INSERT INTO jobs (pool, key, handler, state, attempts, max_attempts, token, "
+            "supervisor, payload, created_at, started_at, lease_deadline) VALUES "
+            "('media', 'held', 'h', 'running', 1, 3, 5, 'sup-a', x'7b7d', ?, ?, ?)",
+            (now - 10, now - 5, boot + 30))
+        conn.execute(
+            "INSERT INTO jobs (pool, key, handler, state, attempts, max_attempts, token, "
+            "supervisor, payload, result, created_at, started_at, finished_at) VALUES "
+            "('media', 'done', 'h', 'succeeded', 1, 3, 4, 'sup-a', x'7b7d', x'31', ?, ?, ?)",
+            (now - 20, now - 15, now - 12))
+
+    store = await SqliteStore.open(f"sqlite:///{db_path}", "media")
+    try:
+        done = await store.job("done")
+        assert (done.state, done.result, done.checkpoint, done.checkpoint_at) == (
+            "succeeded", 1, None, None)
+        held = Lease("held", 5, "sup-a")
+        assert (await store.job("held")).lease_deadline == pytest.approx(now + 30, abs=1)
+        await store.save_checkpoint(held, b'{"offset": 7}')
+        await store.release(held)
+        (again,) = (await store.claim("sup-b", ["h"], 1, 30.0, 3)).jobs
+        assert (again.key, again.token, again.checkpoint) == ("held", 6, b'{"offset": 7}')
+    finally:
+        await store.close()
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert {"checkpoint", "checkpoint_at"} <= _job_columns(conn)
+
+
+def _job_columns(conn: sqlite3.Connection) -> set[str]:
+    return {row[1] for row in conn.execute("PRAGMA table_info(jobs)")}
 

@@ -6,7 +6,7 @@
 -- Returns: {OK, recovered, next due in (ms; of these handlers' jobs) or false,
 --           store time (ms),
 --           {key, handler, payload, token, attempt, max_attempts, lease deadline,
---            has notes (0/1)}...}
+--            has notes (0/1), checkpoint or false}...}
 
 local RECOVER_BATCH = 100
 
@@ -79,7 +79,8 @@ if count > 0 then
     end
     local key = entry.key
     local job = job_key(prefix, key)
-    local f = redis.call('HMGET', job, 'state', 'handler', 'payload', 'max_attempts')
+    local f = redis.call('HMGET', job, 'state', 'handler', 'payload', 'max_attempts',
+                         'checkpoint')
     if f[1] ~= 'pending' or queue_key(prefix, f[2] or '') ~= entry.queue then
       redis.call('ZREM', entry.queue, key)  -- left behind; never expected
     else
@@ -91,7 +92,8 @@ if count > 0 then
       dequeue(pool, job, key)
       redis.call('ZADD', pool.running, deadline, key)
       local has_notes = redis.call('EXISTS', notes_key(prefix, key))
-      claimed[#claimed + 1] = {key, f[2], f[3], token, attempt, f[4], fmt(deadline), has_notes}
+      claimed[#claimed + 1] = {key, f[2], f[3], token, attempt, f[4], fmt(deadline), has_notes,
+                               f[5]}
     end
   end
 end

@@ -98,7 +98,7 @@ UPDATE jobs SET state = 'running', supervisor = :owner, token = :token,
     attempts = attempts + 1, started_at = :now, lease_deadline = :boot + :lease_ttl,
     due = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
 WHERE pool = :pool AND key = :key
-RETURNING key, handler, payload, token, attempts, max_attempts, lease_deadline,
+RETURNING key, handler, payload, token, attempts, max_attempts, lease_deadline, checkpoint,
     EXISTS (SELECT 1 FROM notes WHERE notes.pool = :pool AND notes.key = :key) AS has_notes;
 
 -- name: next_due
@@ -125,6 +125,11 @@ WHERE pool = :pool AND key = :key AND state = 'running' AND supervisor = :owner
 -- name: complete_job
 UPDATE jobs SET state = 'succeeded', result = :result, error = NULL, finished_at = :now,
     due = NULL, lease_deadline = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
+WHERE pool = :pool AND key = :key AND state = 'running' AND supervisor = :owner
+    AND token = :token;
+
+-- name: save_checkpoint
+UPDATE jobs SET checkpoint = :checkpoint, checkpoint_at = :now
 WHERE pool = :pool AND key = :key AND state = 'running' AND supervisor = :owner
     AND token = :token;
 

@@ -34,6 +34,10 @@ CREATE TABLE jobs (
     pid INTEGER,
     rss_bytes INTEGER,
     cpu_percent REAL,
+    -- JSON text the job saved under its lease, handed to its later attempts; a new
+    -- dispatch of the key starts without one.  checkpoint_at is wall clock.
+    checkpoint BLOB,
+    checkpoint_at REAL,
     UNIQUE (pool, key)
 ) STRICT;
 
