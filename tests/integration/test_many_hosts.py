@@ -28,6 +28,8 @@ def test_guarantee_6_a_drain_hands_stop_aware_long_running_jobs_to_another_super
     for key in keys:
         client.dispatch(key, {"ledger": str(ledger), "reasons": str(reasons)}, handler="long")
     wait_for(lambda: len(owners(client, keys)) == 2, 20, message="jobs to run on a")
+    wait_for(lambda: all((client.job(key)["checkpoint"] or {}).get("count", 0) >= 10
+                         for key in keys), 20, message="checkpoints on a")
     pool.start(pool.config(LONG, file="b.toml", id="b", capacity=2, lease_ttl=2))
 
     first.signal(signal.SIGTERM)
@@ -38,9 +40,14 @@ def test_guarantee_6_a_drain_hands_stop_aware_long_running_jobs_to_another_super
         return len(running) == 2 and all(r["supervisor"] == "b" for r in running.values())
 
     wait_for(on_b, 20, message="both jobs running on b")
+    events = [line.split() for line in reasons.read_text().splitlines()]
+    stops = {key: (int(token), why) for kind, key, token, why in events if kind == "stop"}
+    assert {key: why for key, (_, why) in stops.items()} == {key: "drain" for key in keys}
     for key in keys:
         record = client.job(key)
         assert record["state"] == "running" and record["attempts"] == 1, record
-    assert sorted(line.split()[2] for line in reasons.read_text().splitlines()) == [
-        "drain", "drain"]
+        # The run on b resumed from a checkpoint saved on a, not from the start.
+        starts = [int(count) for kind, k, token, count in events
+                  if kind == "start" and k == key and int(token) == record["token"]]
+        assert starts and starts[0] >= 10, (key, events)
     assert_one_process_at_a_time(read_ledger(ledger))
