@@ -93,6 +93,12 @@ def stopping_at_start(job: Job) -> bool:
     return job.stopping
 
 
+def stop_reason(job: Job) -> list[str | None]:
+    before = job.stop_reason
+    job.wait_stop(30)
+    return [before, job.stop_reason]
+
+
 def notifications_until_stop(job: Job) -> list[Any]:
     notifications = []
     while (payload := job.next_notification()) is not None:

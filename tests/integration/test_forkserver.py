@@ -33,10 +33,15 @@ BASIC_FUNCTIONS = [
     "echo", "async_echo", "returns_coroutine", "started_at", "environment", "process_ids",
     "raises", "async_raises", "fails", "exits", "unserializable", "prints", "sleeps", "stop_aware",
     "stop_unaware", "async_stop_unaware", "next_notification", "stopping_at_start",
-    "notifications_until_stop", "escaped_grandchild",
+    "stop_reason", "notifications_until_stop", "escaped_grandchild",
     "escaped_grandchild_then_sleep",
 ]
 WAIT = 10.0  # generous bound for anything that should take milliseconds
+
+
+def result(value: Any, *, stopping: bool = False) -> dict[str, Any]:
+    """The message a child sends when its handler returns `value`."""
+    return {"t": "result", "stopping": stopping, "value": value}
 
 _job_ids = count(1)
 
@@ -296,7 +301,7 @@ def test_bad_messages_do_not_stop_the_fork_server(server: ForkServerHarness) -> 
 def test_sync_handler_result_and_clean_exit(server: ForkServerHarness) -> None:
     job = server.spawn("echo", {"x": 1}, key="k-sync", token=42, attempt=2)
     assert job.read_message() == {
-        "t": "result",
+        "t": "result", "stopping": False,
         "value": {"key": "k-sync", "payload": {"x": 1}, "attempt": 2, "token": 42},
     }
     exited = server.exited(job)
@@ -307,7 +312,7 @@ def test_sync_handler_result_and_clean_exit(server: ForkServerHarness) -> None:
 @pytest.mark.parametrize("handler", ["async_echo", "returns_coroutine"])
 def test_async_handler_result(server: ForkServerHarness, handler: str) -> None:
     job = server.spawn(handler, key="k-async")
-    assert job.read_message() == {"t": "result", "value": {"key": "k-async", "async": True}}
+    assert job.read_message() == result({"key": "k-async", "async": True})
     assert server.exited(job)["code"] == 0
 
 
@@ -362,7 +367,7 @@ def test_unserializable_result_is_an_error(server: ForkServerHarness) -> None:
 
 def test_job_environment(server: ForkServerHarness) -> None:
     job = server.spawn("environment", key="k-env", token=9, attempt=3)
-    assert job.read_message() == {"t": "result", "value": {
+    assert job.read_message() == {"t": "result", "stopping": False, "value": {
         "POOLSUP_JOB_KEY": "k-env", "POOLSUP_JOB_TOKEN": "9", "POOLSUP_JOB_ATTEMPT": "3",
     }}
 
@@ -388,7 +393,7 @@ def test_stop_aware_handler_sees_stopping_and_returns(server: ForkServerHarness)
     assert job.read_output_line() == "started\n"
     job.send({"t": "stop"})
     server.send({"op": "signal", "job": job.job_id, "signal": signal.SIGTERM})
-    assert job.read_message() == {"t": "result", "value": {"stopped": True, "stopping": True}}
+    assert job.read_message() == result({"stopped": True, "stopping": True}, stopping=True)
     assert server.exited(job)["code"] == 0
 
 
@@ -396,7 +401,7 @@ def test_sigterm_alone_wakes_a_stop_aware_handler(server: ForkServerHarness) -> 
     job = server.spawn("stop_aware")
     assert job.read_output_line() == "started\n"
     server.send({"op": "signal", "job": job.job_id, "signal": signal.SIGTERM})
-    assert job.read_message() == {"t": "result", "value": {"stopped": True, "stopping": True}}
+    assert job.read_message() == result({"stopped": True, "stopping": True}, stopping=True)
 
 
 @pytest.mark.parametrize("handler", ["stop_unaware", "async_stop_unaware"])
@@ -420,7 +425,15 @@ def test_sigterm_before_the_handler_starts_is_not_lost(server: ForkServerHarness
 
 def test_stop_sent_before_the_first_look_is_seen(server: ForkServerHarness) -> None:
     job = server.spawn("stopping_at_start", then_send=({"t": "stop"},))
-    assert job.read_message() == {"t": "result", "value": True}
+    assert job.read_message() == result(True, stopping=True)
+
+
+@pytest.mark.parametrize("reason", ["stop", "drain", "rebalance", "timeout"])
+def test_the_handler_learns_why_it_is_stopped(server: ForkServerHarness, reason: str) -> None:
+    job = server.spawn("stop_reason")
+    time.sleep(0.2)
+    job.send({"t": "stop", "reason": reason})
+    assert job.read_message() == result([None, reason], stopping=True)
 
 
 def test_notifications_end_with_a_stop(server: ForkServerHarness) -> None:
@@ -428,13 +441,13 @@ def test_notifications_end_with_a_stop(server: ForkServerHarness) -> None:
     job.send({"t": "notify", "payload": 1})
     job.send({"t": "notify", "payload": {"two": 2}})
     job.send({"t": "stop"})
-    assert job.read_message() == {"t": "result", "value": [1, {"two": 2}]}
+    assert job.read_message() == result([1, {"two": 2}], stopping=True)
 
 
 def test_notification_reaches_the_handler(server: ForkServerHarness) -> None:
     job = server.spawn("next_notification")
     job.send({"t": "notify", "payload": {"resize": 2}})
-    assert job.read_message() == {"t": "result", "value": {"notification": {"resize": 2}}}
+    assert job.read_message() == result({"notification": {"resize": 2}})
 
 
 def test_a_note_with_a_seq_is_acknowledged_once_the_handler_takes_it(
@@ -445,7 +458,7 @@ def test_a_note_with_a_seq_is_acknowledged_once_the_handler_takes_it(
         {"t": "notify", "payload": {"n": 2}, "seq": 6},  # never taken: never acknowledged
     ))
     assert job.read_message() == {"t": "ack", "seq": 5}
-    assert job.read_message() == {"t": "result", "value": {"notification": {"n": 1}}}
+    assert job.read_message() == result({"notification": {"n": 1}})
     assert job.read_message() is None
     assert server.exited(job)["code"] == 0
 
@@ -457,7 +470,7 @@ def test_a_note_without_a_seq_is_not_acknowledged(server: ForkServerHarness) -> 
         {"t": "stop"},
     ))
     assert job.read_message() == {"t": "ack", "seq": 1}
-    assert job.read_message() == {"t": "result", "value": [1, 2]}
+    assert job.read_message() == result([1, 2], stopping=True)
 
 
 # -- fences and kills
