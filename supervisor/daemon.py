@@ -78,6 +78,7 @@ class Supervisor:
                                  max_checkpoint=config.pool.max_payload),
             outcome_failures=StoreFailures("storing outcomes"),
             note_failures=StoreFailures("notifications"),
+            child_started=self.keeper.renew_soon,
         )
         self.membership_failures = StoreFailures("membership")
         self._fork_servers: ForkServers | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import random
 import signal
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 
@@ -62,6 +63,7 @@ class JobServices:
     settings: JobSettings
     outcome_failures: StoreFailures
     note_failures: StoreFailures
+    child_started: Callable[[], None]  # so that the store soon shows its pid
 
 
 async def run_job(job: RunningJob, services: JobServices) -> bool:
@@ -95,6 +97,7 @@ async def run_job(job: RunningJob, services: JobServices) -> bool:
         return await _finalize(job, release, services)
     job.child = child
     job.stats()  # the first sample, so the first renewal can report CPU use
+    services.child_started()
     log.info("[%s] started %s attempt %d token %d pid %s",
              job.key, claimed.handler, claimed.attempt, job.token, child.pid)
     exit_report, details = await _supervise(job, child, services)

@@ -20,6 +20,8 @@ from supervisor.store_failures import StoreFailures
 
 log = logging.getLogger("poolsup.leases")
 
+EARLY_RENEWAL_DELAY = 0.05
+
 
 @dataclass(kw_only=True)
 class RenewalStats:
@@ -55,13 +57,26 @@ class LeaseKeeper:
         self._on_membership = on_membership
         self.stats = RenewalStats()
         self.failures = StoreFailures("lease renewal")
+        self._early = anyio.Event()
+
+    def renew_soon(self) -> None:
+        """Renew within EARLY_RENEWAL_DELAY rather than at the next tick, so that a job
+        that just started shows its pid (several starts share one renewal)."""
+        self._early.set()
 
     async def run(self) -> None:
         interval = renew_interval(self._lease_ttl)
         next_at = fence_clock()
         while True:
             next_at += interval
-            await anyio.sleep(max(0.0, next_at - fence_clock()))
+            while (remaining := next_at - fence_clock()) > 0:
+                with anyio.move_on_after(remaining):
+                    await self._early.wait()
+                if not self._early.is_set():
+                    break
+                self._early = anyio.Event()
+                await anyio.sleep(EARLY_RENEWAL_DELAY)
+                await self.renew_once()
             if fence_clock() - next_at > interval:
                 next_at = fence_clock()  # we were frozen: don't burst to catch up
             await self.renew_once(expected_at=next_at)

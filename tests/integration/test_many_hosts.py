@@ -51,3 +51,16 @@ def test_guarantee_6_a_drain_hands_stop_aware_long_running_jobs_to_another_super
                   if kind == "start" and k == key and int(token) == record["token"]]
         assert starts and starts[0] >= 10, (key, events)
     assert_one_process_at_a_time(read_ledger(ledger))
+
+
+def test_status_shows_a_job_pid_as_soon_as_its_child_starts(pool: Pool, ledger: Path) -> None:
+    pool.start(pool.config({"ledger": {"path": "ledger.py", "timeout": 0}}, lease_ttl=30))
+    client = pool.client()
+    client.dispatch("k", {"ledger": str(ledger), "seconds": 20}, handler="ledger")
+    wait_for(lambda: read_ledger(ledger), 20, message="the child to run")
+    # Renewals come every 10 s here; the pid must not wait for one.
+    record = wait_for(lambda: client.job("k")["pid"] and client.job("k"), 2,
+                      message="the pid in the record")
+    assert record["pid"] == read_ledger(ledger)[0].pid
+    (running,) = client.status()["running"]
+    assert running["pid"] == record["pid"]
