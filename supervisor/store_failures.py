@@ -4,6 +4,7 @@ say when the store works again.  The loop itself retries with backoff, forever."
 from __future__ import annotations
 
 import logging
+import re
 import time
 
 from supervisor.core.retry import store_retry_delay
@@ -12,6 +13,8 @@ from supervisor.errors import StoreFailure
 log = logging.getLogger("poolsup.store")
 
 SUMMARY_INTERVAL = 60.0
+# Redis names the script in its error text; the same failure of another script is no news.
+_SCRIPT_SHA = re.compile(r"script: [0-9a-f]{40}, on @user_script:\d+\.?")
 
 
 class StoreFailures:
@@ -22,6 +25,7 @@ class StoreFailures:
         self.failing_since: float | None = None
         self.in_a_row = 0
         self._summarised_at = 0.0
+        self._kind = ""
 
     @property
     def failing(self) -> bool:
@@ -32,9 +36,14 @@ class StoreFailures:
         now = time.monotonic()
         self.in_a_row += 1
         text = str(error) or type(error).__name__
+        kind = _SCRIPT_SHA.sub("", text)
         if self.failing_since is None:
             self.failing_since = self._summarised_at = now
+            self._kind = kind
             log.warning("store failing (%s), retrying with backoff: %s", self.loop, text)
+        elif kind != self._kind:  # an outage that changes its face is worth a line
+            self._kind = kind
+            log.warning("store still failing (%s), now: %s", self.loop, text)
         elif now - self._summarised_at >= SUMMARY_INTERVAL:
             self._summarised_at = now
             log.warning("store still failing (%s) after %.0f s, %d errors; last: %s",
