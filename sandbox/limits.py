@@ -11,6 +11,7 @@ sampling stays within about a tenth of a core. Each process also gets RLIMIT_CPU
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from sandbox.proctree import Usage
@@ -23,11 +24,14 @@ _CPU_SHARE = 0.1
 _UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
 
 
-def format_size(size: int) -> str:
-    """`100 MiB`, `1.5 GiB`, `512 bytes`."""
+def format_size(size: int, *, round_up: bool = False) -> str:
+    """`100 MiB`, `1.5 GiB`, `512 bytes`; to a tenth of the unit, rounded up if asked
+    (so a peak just over a limit never reads as the limit itself)."""
     for unit, scale in _UNITS:
         if size >= scale:
-            return f"{size / scale:.1f}".removesuffix(".0") + f" {unit}"
+            tenths = size * 10 / scale
+            value = (math.ceil(tenths) if round_up else round(tenths)) / 10
+            return f"{value:.1f}".removesuffix(".0") + f" {unit}"
     return f"{size} bytes"
 
 
@@ -37,7 +41,7 @@ def slow_interval(watched: int) -> float:
 
 
 def memory_reason(limit: int, peak: int) -> str:
-    return f"memory limit {format_size(limit)} exceeded (peak {format_size(peak)})"
+    return f"memory limit {format_size(limit)} exceeded (peak {format_size(peak, round_up=True)})"
 
 
 def cpu_reason(limit: float) -> str:
