@@ -14,6 +14,7 @@ import orjson
 
 from sandbox import protocol
 from supervisor.errors import StoreFailure
+from supervisor.latest_write import LatestWrite
 from supervisor.running import RunningJob
 from supervisor.store.base import Store
 from supervisor.store_failures import StoreFailures
@@ -32,29 +33,24 @@ class NoteCourier:
         self._send = send
         self._failures = failures
         self._delivered = 0  # the highest seq sent to the child
-        self._taken = 0  # the highest seq the handler acknowledged
-        self._stored_ack = 0  # the highest seq removed from the store
-        self._acks = anyio.Event()
+        # The highest seq the handler took; removing up to it from the store.
+        self._taken: LatestWrite[int] = LatestWrite(
+            lambda seq: store.ack_notifications(job.lease, seq), failures)
 
     def acknowledged(self, seq: int) -> None:
         """The handler took note `seq` (called for each ack the child sends)."""
-        if seq > self._taken:
-            self._taken = seq
-            self._acks.set()
+        if seq > (self._taken.latest or 0):
+            self._taken.offer(seq)
 
     async def run(self) -> None:
         async with anyio.create_task_group() as group:
             group.start_soon(self._deliver)
-            group.start_soon(self._acknowledge)
+            group.start_soon(self._taken.run)
 
     async def flush(self) -> None:
-        """Remove what the handler took from the store, once, if the store answers."""
-        if self._taken > self._stored_ack:
-            try:
-                await self._store.ack_notifications(self._job.lease, self._taken)
-                self._stored_ack = self._taken
-            except StoreFailure:
-                pass  # the next run gets those notes again: at least once
+        """Remove what the handler took from the store, once, if the store answers;
+        if not, the next run gets those notes again: at least once."""
+        await self._taken.flush()
 
     async def _deliver(self) -> None:
         job = self._job
@@ -74,17 +70,3 @@ class NoteCourier:
                 await self._send({"t": protocol.MSG_NOTIFY, "seq": note.seq,
                                   "payload": orjson.Fragment(note.payload)})
                 self._delivered = note.seq
-
-    async def _acknowledge(self) -> None:
-        while True:
-            await self._acks.wait()
-            self._acks = anyio.Event()
-            taken = self._taken
-            try:
-                await self._store.ack_notifications(self._job.lease, taken)
-            except StoreFailure as error:
-                await anyio.sleep(self._failures.failed(error))
-                self._acks.set()
-                continue
-            self._failures.succeeded()
-            self._stored_ack = max(self._stored_ack, taken)
