@@ -19,6 +19,7 @@ from supervisor.config import Config, load_config
 from supervisor.core.admission import Admission
 from supervisor.core.leases import fence_deadline
 from supervisor.core.outcome import StopReason
+from supervisor.core.retry import loop_retry_delay
 from supervisor.core.stats import percentile
 from supervisor.errors import ConfigError, StaleToken, StoreFailure, SupervisorIdTaken
 from supervisor.fork_servers import ForkServers
@@ -73,7 +74,7 @@ class Supervisor:
         self.job_services = JobServices(
             store=store,
             registry=self.registry,
-            settings=JobSettings(lease_ttl=settings.lease_ttl, stop_grace=settings.stop_grace,
+            settings=JobSettings(stop_grace=settings.stop_grace,
                                  max_result=config.pool.max_result,
                                  max_checkpoint=config.pool.max_payload),
             outcome_failures=StoreFailures("storing outcomes"),
@@ -333,7 +334,7 @@ class Supervisor:
                     self._shutdown.set()
                     self._hurry.set()
                     return
-                await anyio.sleep(min(5.0, 0.1 * 2**failures))
+                await anyio.sleep(loop_retry_delay(failures + 1))
                 try:
                     await self.fork_servers.start(self.config.handlers)
                 except Exception as error:

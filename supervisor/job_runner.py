@@ -47,7 +47,6 @@ MIN_OUTCOME_WAIT = 1.0
 
 @dataclass(frozen=True, kw_only=True)
 class JobSettings:
-    lease_ttl: float
     stop_grace: float
     max_result: int
     max_checkpoint: int

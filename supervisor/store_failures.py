@@ -7,7 +7,7 @@ import logging
 import re
 import time
 
-from supervisor.core.retry import store_retry_delay
+from supervisor.core.retry import loop_retry_delay
 from supervisor.errors import StoreFailure
 
 log = logging.getLogger("poolsup.store")
@@ -48,7 +48,7 @@ class StoreFailures:
             self._summarised_at = now
             log.warning("store still failing (%s) after %.0f s, %d errors; last: %s",
                         self.loop, now - self.failing_since, self.in_a_row, text)
-        return store_retry_delay(self.in_a_row)
+        return loop_retry_delay(self.in_a_row)
 
     def succeeded(self) -> None:
         if self.failing_since is not None:

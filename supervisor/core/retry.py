@@ -25,11 +25,12 @@ def backoff_delay(
     return ceiling / 2.0 + ceiling / 2.0 * random_fraction
 
 
-STORE_RETRY_FIRST = 0.1
-STORE_RETRY_CAP = 5.0
+LOOP_RETRY_FIRST = 0.1
+LOOP_RETRY_CAP = 5.0
 
 
-def store_retry_delay(failures_in_a_row: int) -> float:
-    """Seconds a long-lived loop waits before trying the store again after its
-    `failures_in_a_row`-th failure (1-based): 0.1 s doubling up to 5 s, forever."""
-    return min(STORE_RETRY_CAP, STORE_RETRY_FIRST * 2.0 ** max(0, failures_in_a_row - 1))
+def loop_retry_delay(failures_in_a_row: int) -> float:
+    """Seconds a long-lived loop waits before trying again (the store, a fork server
+    start) after its `failures_in_a_row`-th failure (1-based): 0.1 s doubling up to
+    5 s."""
+    return min(LOOP_RETRY_CAP, LOOP_RETRY_FIRST * 2.0 ** max(0, failures_in_a_row - 1))

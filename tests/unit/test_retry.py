@@ -27,9 +27,9 @@ def test_random_fraction_out_of_range_is_refused() -> None:
         backoff_delay(1, 1.5)
 
 
-def test_store_retry_delay_doubles_and_is_capped() -> None:
-    from supervisor.core.retry import STORE_RETRY_CAP, store_retry_delay
+def test_loop_retry_delay_doubles_and_is_capped() -> None:
+    from supervisor.core.retry import LOOP_RETRY_CAP, loop_retry_delay
 
-    assert store_retry_delay(1) == 0.1
-    assert store_retry_delay(2) == 0.2
-    assert store_retry_delay(100) == STORE_RETRY_CAP
+    assert loop_retry_delay(1) == 0.1
+    assert loop_retry_delay(2) == 0.2
+    assert loop_retry_delay(100) == LOOP_RETRY_CAP
