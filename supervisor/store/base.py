@@ -144,13 +144,21 @@ class SupervisorInfo:
     lease_ttl: float
     state: str = "running"  # running | draining
     started_at: float = 0.0
+    handlers: tuple[str, ...] = ()  # the handlers it runs
+    rebalance: tuple[str, ...] = ()  # those of them whose jobs rebalance moves
 
 
 @dataclass(frozen=True, kw_only=True)
 class SupervisorStatus:
+    """A member as the store sees it.  `running_by_handler`: the running jobs it holds,
+    per handler; `inbound`: pending jobs released with a reservation for it that has not
+    run out (jobs on their way to it)."""
+
     info: SupervisorInfo
     last_seen: float  # seconds since the store last heard from it
     running: int
+    running_by_handler: dict[str, int] = field(default_factory=dict)
+    inbound: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -176,6 +184,11 @@ class JobRecord:
     stats: JobStats = field(default_factory=JobStats)
     checkpoint: Any = None
     checkpoint_at: float | None = None
+    # A pending job released for one supervisor (a move): only it may claim the job
+    # until `reserved_until`; `moved_from` is the supervisor that released it.
+    reserved_for: str | None = None
+    reserved_until: float | None = None
+    moved_from: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -198,6 +211,9 @@ class JobRecord:
             "pid": self.stats.pid,
             "checkpoint": self.checkpoint,
             "checkpoint_at": self.checkpoint_at,
+            "reserved_for": self.reserved_for,
+            "reserved_until": self.reserved_until,
+            "moved_from": self.moved_from,
         }
 
 
@@ -211,6 +227,15 @@ class PoolSnapshot:
     counts: dict[str, int]
     running: tuple[JobRecord, ...]
     store: StoreHealth
+    moving: tuple[JobRecord, ...] = ()  # pending jobs whose reservation has not run out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Membership:
+    """The live members with their load, read at one store time, for rebalancing."""
+
+    store_time: float
+    members: tuple[SupervisorStatus, ...]
 
 
 EventKind = Literal["wake", "stop", "notify"]
@@ -274,11 +299,22 @@ class Store(Protocol):
         otherwise "failed".  The error is recorded either way.  If a stop was
         requested, ends "stopped" instead.  Raises `StaleToken` as `complete`."""
 
-    async def release(self, lease: Lease, *, delay: float = 0.0) -> None:
+    async def release(
+        self,
+        lease: Lease,
+        *,
+        delay: float = 0.0,
+        reserve_for: str | None = None,
+        reserve_ttl: float = 0.0,
+    ) -> None:
         """running -> pending without spending the attempt (attempts - 1), claimable at
         once, ahead of newer jobs; with `delay` > 0, claimable `delay` seconds from
-        now instead.  If a stop was requested, ends `stopped` instead.  Raises
-        `StaleToken` as `complete`."""
+        now instead.  With `reserve_for` (a move): claimable at once by that supervisor
+        only (its claims take reserved jobs first, if it runs their handler), and by
+        any other only `reserve_ttl` seconds from now; the record shows `reserved_for`,
+        `reserved_until` and `moved_from` (the releasing owner) until it is claimed.
+        If a stop was requested, ends `stopped` instead.  Raises `StaleToken` as
+        `complete`."""
 
     async def save_checkpoint(self, lease: Lease, value: bytes) -> None:
         """Keep `value` (JSON text) as the job's checkpoint, with the store time as
@@ -322,9 +358,15 @@ class Store(Protocol):
     async def jobs(self, state: JobState | None = None) -> list[JobRecord]:
         """Every retained record, or those in one state, oldest first."""
 
+    async def members(self) -> Membership:
+        """Supervisors seen within 3 x their lease_ttl, with the running jobs each holds
+        per handler and the jobs reserved for each: one cheap read, done by every
+        supervisor every few seconds to plan moves.  Read-only."""
+
     async def snapshot(self) -> PoolSnapshot:
-        """Supervisors seen within 3 x their lease_ttl, counts per state, running jobs,
-        and the store's health.  Works while the store refuses writes (health then
+        """Supervisors seen within 3 x their lease_ttl (as `members`), counts per state,
+        running jobs, moving jobs (pending with a live reservation), and the store's
+        health.  Works while the store refuses writes (health then
         says "failing"); never removes a supervisor's entry that may still be live."""
 
     def events(self) -> AbstractAsyncContextManager[AsyncIterator[StoreEvent]]:
