@@ -25,6 +25,7 @@ from supervisor.errors import ConfigError, StaleToken, StoreFailure, SupervisorI
 from supervisor.fork_servers import ForkServers
 from supervisor.job_runner import SPAWN_RETRY_DELAY, JobServices, JobSettings, run_job
 from supervisor.lease_keeper import LeaseKeeper
+from supervisor.rebalancer import Rebalancer
 from supervisor.running import Registry, RunningJob
 from supervisor.store import opened_store
 from supervisor.store.base import ClaimedJob, MembershipState, Store, SupervisorInfo
@@ -51,6 +52,8 @@ class Supervisor:
             capacity=settings.capacity,
             lease_ttl=settings.lease_ttl,
             started_at=time.time(),
+            handlers=tuple(config.handlers),
+            rebalance=_rebalanced(config),
         )
         self.registry = Registry(slot_freed=lambda: self.claimer.wake())
         self.keeper = LeaseKeeper(
@@ -70,6 +73,9 @@ class Supervisor:
             lease_ttl=settings.lease_ttl,
             start_job=self._start_job,
             spawn_ready=self._spawn_ready,
+        )
+        self.rebalancer = Rebalancer(
+            store=store, registry=self.registry, owner=settings.id, lease_ttl=settings.lease_ttl
         )
         self.job_services = JobServices(
             store=store,
@@ -165,6 +171,7 @@ class Supervisor:
                     )
                     background.start_soon(self.keeper.run)
                     background.start_soon(self.claimer.run)
+                    background.start_soon(self.rebalancer.run)
                     background.start_soon(self._listen)
                     background.start_soon(self._replace_dead_fork_servers)
                     await self._shutdown.wait()
@@ -240,6 +247,7 @@ class Supervisor:
 
     async def _drain(self) -> None:
         self.claimer.stop()
+        self.rebalancer.stop()
         self.info = dataclasses.replace(self.info, state="draining")
         assert self._background is not None
         self._background.start_soon(self._bounded_membership_write,
@@ -315,6 +323,11 @@ class Supervisor:
             return
         self.config = dataclasses.replace(self.config, handlers=fresh.handlers)
         self.claimer.handlers = list(fresh.handlers)
+        self.info = dataclasses.replace(self.info, handlers=tuple(fresh.handlers),
+                                        rebalance=_rebalanced(fresh))
+        assert self._background is not None
+        self._background.start_soon(self._bounded_membership_write, "update the handlers",
+                                    lambda: self.store.register(self.info))
         log.info("SIGHUP: handlers reloaded (%s) in fork server %d",
                  ", ".join(fresh.handlers), server.pid)
 
@@ -340,6 +353,11 @@ class Supervisor:
                 except Exception as error:
                     log.error("could not start a fork server: %s",
                               str(error) or type(error).__name__)
+
+
+def _rebalanced(config: Config) -> tuple[str, ...]:
+    """The handlers whose jobs rebalancing may move, for the membership entry."""
+    return tuple(name for name, handler in config.handlers.items() if handler.rebalance)
 
 
 async def serve(config: Config) -> int:

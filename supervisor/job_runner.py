@@ -251,8 +251,13 @@ async def _store_outcome(job: RunningJob, outcome: Outcome, store: Store) -> Non
             else:
                 log.info("[%s] %s (token %d): %s", job.key, state, job.token, error)
         case Release(why, delay):
-            await store.release(lease, delay=delay)
-            log.info("[%s] released (token %d): %s", job.key, job.token, why)
+            move = job.move if job.stop_reason is StopReason.REBALANCE else None
+            if move is None:
+                await store.release(lease, delay=delay)
+                log.info("[%s] released (token %d): %s", job.key, job.token, why)
+            else:
+                await store.release(lease, reserve_for=move.target, reserve_ttl=move.reserve_ttl)
+                log.info("[%s] released for %s (token %d)", job.key, move.target, job.token)
         case Stopped(why):
             await store.finish_stopped(lease, why)
             log.info("[%s] stopped (token %d)", job.key, job.token)

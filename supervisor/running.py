@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
+from sandbox.protocol import fence_clock
 from supervisor import procfs
 from supervisor.children import Child, ForkServer
 from supervisor.config import HandlerConfig
@@ -16,6 +17,15 @@ from supervisor.core.outcome import StopReason
 from supervisor.store.base import ClaimedJob, JobStats, Lease
 
 log = logging.getLogger("poolsup.jobs")
+
+
+@dataclass(frozen=True)
+class MoveOrder:
+    """Where a job asked to stop for a move goes: released reserved for `target` for
+    `reserve_ttl` seconds."""
+
+    target: str
+    reserve_ttl: float
 
 
 @dataclass(eq=False, kw_only=True)
@@ -33,6 +43,8 @@ class RunningJob:
     gone: anyio.Event = field(default_factory=anyio.Event)  # left the registry
     killed_after_grace: bool = False
     finalizing: bool = False
+    move: MoveOrder | None = None  # set with the stop reason REBALANCE
+    claimed_at: float = field(default_factory=fence_clock)
     _last_sample: procfs.ProcessSample | None = None
 
     @property
@@ -59,6 +71,10 @@ class RunningJob:
     @property
     def lease_lost(self) -> bool:
         return self.stop_reason is StopReason.LEASE_LOST
+
+    def move_to(self, order: MoveOrder) -> None:
+        self.move = order
+        self.request_stop(StopReason.REBALANCE)
 
     def request_stop(self, reason: StopReason) -> None:
         """Ask for a stop; the first reason wins, except that a lost lease overrides all."""

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from supervisor.core.rebalance import shares
+from supervisor.rebalancer import member_load, takes_work
 from supervisor.store.base import ALL_STATES, PoolSnapshot
 
 
 def render_status_json(snapshot: PoolSnapshot) -> dict[str, Any]:
     now = snapshot.store_time
+    share = shares([member_load(entry, eligible=takes_work(entry))
+                    for entry in snapshot.supervisors])
     return {
         "pool": snapshot.pool,
         "store_time": now,
@@ -27,8 +31,23 @@ def render_status_json(snapshot: PoolSnapshot) -> dict[str, Any]:
                 "state": entry.info.state if entry.last_seen <= entry.info.lease_ttl else "lost",
                 "last_seen": round(entry.last_seen, 3),
                 "lease_ttl": entry.info.lease_ttl,
+                # Its part of the pool's rebalanceable jobs; None while it takes no work.
+                "share": share.get(entry.info.id),
+                "inbound": entry.inbound,
             }
             for entry in snapshot.supervisors
+        ],
+        "moving": [
+            {
+                "key": record.key,
+                "handler": record.handler,
+                "from": record.moved_from,
+                "to": record.reserved_for,
+                "reserved_remaining": (
+                    round(record.reserved_until - now, 3) if record.reserved_until else None
+                ),
+            }
+            for record in snapshot.moving
         ],
         "counts": {state: snapshot.counts.get(state, 0) for state in ALL_STATES},
         "running": [
@@ -69,15 +88,26 @@ def render_status_text(status: dict[str, Any]) -> str:
     counts = status["counts"]
     lines.append("jobs: " + ", ".join(f"{counts[state]} {state}" for state in ALL_STATES))
     lines.append("")
-    lines.append(f"{'SUPERVISOR':<20} {'HOST':<20} {'PID':>7} {'JOBS':>9} {'STATE':<9} SEEN")
+    lines.append(f"{'SUPERVISOR':<20} {'HOST':<20} {'PID':>7} {'JOBS':>9} {'SHARE':>5} "
+                 f"{'STATE':<9} SEEN")
     for sup in status["supervisors"]:
         jobs = f"{sup['running']}/{sup['capacity']}"
+        share = "-" if sup["share"] is None else str(sup["share"])
         lines.append(
-            f"{sup['id']:<20} {sup['host']:<20} {sup['pid']:>7} {jobs:>9} "
+            f"{sup['id']:<20} {sup['host']:<20} {sup['pid']:>7} {jobs:>9} {share:>5} "
             f"{sup['state']:<9} {sup['last_seen']:.1f}s ago"
         )
     if not status["supervisors"]:
         lines.append("(no live supervisors)")
+    if status["moving"]:
+        lines.append("")
+        lines.append(f"{'MOVING':<24} {'HANDLER':<14} {'FROM':<14} {'TO':<14} RESERVED")
+        for move in status["moving"]:
+            left = move["reserved_remaining"]
+            lines.append(
+                f"{move['key'][:24]:<24} {move['handler'][:14]:<14} {str(move['from'])[:14]:<14} "
+                f"{str(move['to'])[:14]:<14} {'-' if left is None else f'{left:.1f}s'}"
+            )
     if status["running"]:
         lines.append("")
         lines.append(
