@@ -13,14 +13,12 @@ refuses writes (some versions refuse every script under OOM).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
 import anyio
 import anyio.to_thread
-import orjson
 from redis.asyncio import Redis
 
 from supervisor.errors import ConfigError, JobNotFound, StoreError
@@ -41,6 +39,7 @@ from supervisor.store.base import (
     SupervisorInfo,
     SupervisorStatus,
 )
+from supervisor.store.members import decode_info, encode_info
 from supervisor.store.policy import HEALTH_GAP, LIVE_TTLS, MEMBER_GARBAGE_AFTER
 from supervisor.store.redis_connection import connect, redact, translated_errors
 from supervisor.store.redis_events import EventFeed
@@ -51,7 +50,6 @@ from supervisor.store.redis_scripts import ScriptArg, Scripts, commands
 DEFAULT_RETENTION = 86400.0
 # 2: pending jobs are also in one claim queue per handler (lua/upgrade-layout-2.lua).
 LAYOUT = 2
-_SUPERVISOR_FIELDS = frozenset(field.name for field in dataclasses.fields(SupervisorInfo))
 
 
 def _optional(value: float | None) -> ScriptArg:
@@ -227,7 +225,7 @@ class RedisStore:
         await self._run(
             "register",
             [k.supervisors, k.seen],
-            [info.id, info.instance, orjson.dumps(dataclasses.asdict(info))],
+            [info.id, info.instance, encode_info(info)],
             subject=info.id,
         )
 
@@ -373,9 +371,7 @@ class RedisStore:
         info_json: bytes, last_seen: float, running: Sequence[JobRecord]
     ) -> SupervisorStatus | None:
         """The entry's status, or None if it is silent for more than LIVE_TTLS ttls."""
-        fields = {name: value for name, value in orjson.loads(info_json).items()
-                  if name in _SUPERVISOR_FIELDS}
-        info = SupervisorInfo(**fields)
+        info = decode_info(info_json)
         if last_seen > LIVE_TTLS * info.lease_ttl:
             return None
         return SupervisorStatus(

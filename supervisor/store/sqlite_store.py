@@ -17,7 +17,6 @@ may reset a job's count of lease losses early, never hand its lease out.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import time
 from collections import deque
@@ -56,6 +55,7 @@ from supervisor.store.base import (
     SupervisorInfo,
     SupervisorStatus,
 )
+from supervisor.store.members import decode_info, encode_info
 from supervisor.store.policy import (
     HEALTH_GAP,
     LIVE_TTLS,
@@ -237,7 +237,7 @@ class SqliteStore:
                         f"supervisor id {info.id!r} is taken by a live instance of pool "
                         f"{self.pool!r} (seen {silent_for:.1f} s ago)")
             tx.run("upsert_supervisor", id=info.id, instance=info.instance,
-                   info=orjson.dumps(dataclasses.asdict(info)).decode(),
+                   info=encode_info(info).decode(),
                    lease_ttl=info.lease_ttl)
 
         await self._db.write(work)
@@ -296,7 +296,7 @@ class SqliteStore:
         counts: dict[str, int] = dict.fromkeys(ALL_STATES, 0)
         counts.update({row["state"]: row["n"] for row in tx.rows("state_counts")})
         supervisors = tuple(
-            SupervisorStatus(info=SupervisorInfo(**orjson.loads(row["info"])),
+            SupervisorStatus(info=decode_info(row["info"]),
                              last_seen=max(0.0, tx.boot - row["last_seen"]),
                              running=row["running"])
             for row in tx.rows("live_supervisors", live_ttls=LIVE_TTLS))

@@ -7,6 +7,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import anyio
+import orjson
 import pytest
 from redis.asyncio import Redis
 
@@ -271,3 +272,17 @@ async def test_pending_jobs_of_a_pool_written_before_the_claim_queues_are_claime
 
     assert sorted(job.key for job in batch.jobs) == ["old-1", "old-2"]
     assert await raw.get(keys.layout) == b"2"
+
+
+async def test_a_membership_entry_written_before_handlers_and_rebalance_still_reads(
+    store: Store, raw: Redis, pool_name: str
+) -> None:
+    keys = PoolKeys(pool_name)
+    await store.register(supervisor("sup-a"))
+    entry = {"id": "sup-a", "instance": "i-1", "host": "h", "pid": 1, "capacity": 2,
+             "lease_ttl": LONG_TTL, "state": "running", "started_at": 1.0}
+    await raw.hset(keys.supervisors, "sup-a", orjson.dumps(entry))
+
+    (member,) = (await store.snapshot()).supervisors
+
+    assert (member.info.id, member.info.handlers, member.info.rebalance) == ("sup-a", (), ())
