@@ -2,9 +2,10 @@
 
 Key layout (see redis_keys.py): a hash per job, `pending` and `running` zsets that
 order work by due time and lease deadline, one `queue:<handler>` zset per handler
-(its pending jobs, for claiming), one `done:<state>` zset per final state for listing
-and retention, a token counter, the membership (`sup`, `seen`) and the store's health.
-All of a pool's keys share one hash tag.  Times come from Redis TIME.
+(its pending jobs, for claiming), one `reserved:<supervisor>` zset per move target,
+one `done:<state>` zset per final state for listing and retention, a token counter,
+the membership (`sup`, `seen`) and the store's health.  All of a pool's keys share one
+hash tag.  Times come from Redis TIME.
 
 `snapshot` reads with plain commands, not a script, so that it works while Redis
 refuses writes (some versions refuse every script under OOM).
@@ -167,10 +168,18 @@ class RedisStore:
         )
         return cast(JobState, state.decode())
 
-    async def release(self, lease: Lease, *, delay: float = 0.0) -> None:
+    async def release(
+        self,
+        lease: Lease,
+        *,
+        delay: float = 0.0,
+        reserve_for: str | None = None,
+        reserve_ttl: float = 0.0,
+    ) -> None:
         await self._finish_lease(
             "release", lease, [max(0.0, milliseconds(delay)), self._retention_ms,
-                               self._keys.channel],
+                               self._keys.channel, reserve_for or "",
+                               max(0.0, milliseconds(reserve_ttl))],
             done=("stopped",),
         )
 

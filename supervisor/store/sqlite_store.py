@@ -161,13 +161,28 @@ class SqliteStore:
 
         return await self._db.write(work)
 
-    async def release(self, lease: Lease, *, delay: float = 0.0) -> None:
+    async def release(
+        self,
+        lease: Lease,
+        *,
+        delay: float = 0.0,
+        reserve_for: str | None = None,
+        reserve_ttl: float = 0.0,
+    ) -> None:
         def work(tx: Tx) -> None:
             if _held_job(tx, lease)["stop_requested"]:
                 _finish(tx, lease.key, "stopped", f"stop requested; released by {lease.owner}")
                 return
-            due = tx.now + delay if delay > 0 else tx.value("front_of_queue")
+            if reserve_for:  # a move: others may claim it once the reservation runs out
+                due = tx.now + max(0.0, reserve_ttl)
+            elif delay > 0:
+                due = tx.now + delay
+            else:
+                due = tx.value("front_of_queue")
             tx.run("requeue_job", key=lease.key, refund=1, error=None, due=due)
+            if reserve_for:
+                tx.run("reserve_job", key=lease.key, reserved_for=reserve_for,
+                       moved_from=lease.owner)
             _emit(tx, "wake")
 
         await self._db.write(work)
@@ -387,10 +402,15 @@ def _recover_expired_leases(tx: Tx, max_lease_losses: int) -> int:
 
 def _start_due_jobs(tx: Tx, owner: str, handler_list: str, count: int,
                     lease_ttl: float) -> tuple[ClaimedJob, ...]:
-    """Up to `count` due pending jobs of these handlers -> running, oldest first."""
+    """Up to `count` pending jobs of these handlers -> running: first those reserved
+    for `owner`, then due ones, oldest first."""
     if count <= 0:
         return ()
-    keys = [row["key"] for row in tx.rows("claimable_keys", handlers=handler_list, count=count)]
+    keys = [row["key"] for row in tx.rows("reserved_keys", owner=owner, handlers=handler_list,
+                                          count=count)]
+    if len(keys) < count:
+        keys += [row["key"] for row in tx.rows("claimable_keys", handlers=handler_list,
+                                               count=count - len(keys))]
     if not keys:
         return ()
     last_token = tx.value("take_tokens", n=len(keys))
@@ -445,6 +465,8 @@ def _job_record(row: Any, tx: Tx) -> JobRecord:
         stats=JobStats(pid=row["pid"], rss_bytes=row["rss_bytes"],
                        cpu_percent=row["cpu_percent"]),
         checkpoint=_decode(row["checkpoint"]), checkpoint_at=row["checkpoint_at"],
+        reserved_for=row["reserved_for"], reserved_until=row["reserved_until"],
+        moved_from=row["moved_from"],
     )
 
 

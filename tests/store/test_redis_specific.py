@@ -82,10 +82,14 @@ async def test_all_keys_of_a_pool_share_its_hash_tag(
     await store.complete(a.lease, b"1")
     await store.fail(b.lease, "boom", final=True, retry_delay=0)
     await store.stop("c")
+    await store.dispatch(new_job("d"))
+    await store.release((await claim_one(store)).lease, reserve_for="sup-b",
+                        reserve_ttl=LONG_TTL)
 
     names = [name.decode() async for name in raw.scan_iter(match=f"*{pool_name}*")]
 
-    assert len(names) >= 8
+    assert len(names) >= 9
+    assert PoolKeys(pool_name).reserved("sup-b") in names
     for name in names:
         tag = re.search(r"\{([^}]*)\}", name)
         assert tag is not None and tag[1] == pool_name, name

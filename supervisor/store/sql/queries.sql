@@ -85,6 +85,16 @@ UPDATE jobs SET state = 'pending', lease_losses = lease_losses + 1, attempts = a
 WHERE pool = :pool AND state = 'running' AND lease_deadline < :boot
 RETURNING key;
 
+-- name: reserved_keys
+-- The jobs released for :owner (moves) whose reservation has not run out, claimed
+-- before any other: their `due` is the end of the reservation, so claimable_keys
+-- leaves them to it until then.
+SELECT key FROM jobs INDEXED BY jobs_reserved
+WHERE pool = :pool AND state = 'pending' AND reserved_for = :owner AND reserved_until > :now
+    AND handler IN (SELECT value FROM json_each(:handlers))
+ORDER BY reserved_until, rowid
+LIMIT :count;
+
 -- name: claimable_keys
 -- The per-handler index, so that a backlog of other handlers' jobs is never scanned.
 SELECT key FROM jobs INDEXED BY jobs_queue_by_handler
@@ -96,7 +106,8 @@ LIMIT :count;
 -- name: start_attempt
 UPDATE jobs SET state = 'running', supervisor = :owner, token = :token,
     attempts = attempts + 1, started_at = :now, lease_deadline = :boot + :lease_ttl,
-    due = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
+    due = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL,
+    reserved_for = NULL, reserved_until = NULL, moved_from = NULL
 WHERE pool = :pool AND key = :key
 RETURNING key, handler, payload, token, attempts, max_attempts, lease_deadline, checkpoint,
     EXISTS (SELECT 1 FROM notes WHERE notes.pool = :pool AND notes.key = :key) AS has_notes;
@@ -136,7 +147,8 @@ WHERE pool = :pool AND key = :key AND state = 'running' AND supervisor = :owner
 -- name: finish_job
 -- Ends a job failed or stopped.
 UPDATE jobs SET state = :state, error = :error, finished_at = :now,
-    due = NULL, lease_deadline = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
+    due = NULL, lease_deadline = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL,
+    reserved_for = NULL, reserved_until = NULL, moved_from = NULL
 WHERE pool = :pool AND key = :key;
 
 -- name: requeue_job
@@ -144,6 +156,11 @@ WHERE pool = :pool AND key = :key;
 UPDATE jobs SET state = 'pending', attempts = attempts - :refund,
     error = coalesce(:error, error), due = :due,
     lease_deadline = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
+WHERE pool = :pool AND key = :key;
+
+-- name: reserve_job
+-- A released job (a move) is held for :reserved_for until its `due`.
+UPDATE jobs SET reserved_for = :reserved_for, reserved_until = due, moved_from = :moved_from
 WHERE pool = :pool AND key = :key;
 
 -- name: request_stop
