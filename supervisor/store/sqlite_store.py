@@ -46,6 +46,7 @@ from supervisor.store.base import (
     JobState,
     JobStats,
     Lease,
+    Membership,
     MembershipState,
     Note,
     PoolSnapshot,
@@ -53,9 +54,8 @@ from supervisor.store.base import (
     StoreEvent,
     StoreHealth,
     SupervisorInfo,
-    SupervisorStatus,
 )
-from supervisor.store.members import decode_info, encode_info
+from supervisor.store.members import encode_info, live_members
 from supervisor.store.policy import (
     HEALTH_GAP,
     LIVE_TTLS,
@@ -279,6 +279,9 @@ class SqliteStore:
 
         return await self._db.write(work)
 
+    async def members(self) -> Membership:
+        return await self._db.read(_read_members)
+
     async def snapshot(self) -> PoolSnapshot:
         def tidy(tx: Tx) -> None:
             tx.run("drop_expired_records", cutoff=self._cutoff(tx))
@@ -310,20 +313,17 @@ class SqliteStore:
     def _read_snapshot(self, tx: Tx, error: str | None) -> PoolSnapshot:
         counts: dict[str, int] = dict.fromkeys(ALL_STATES, 0)
         counts.update({row["state"]: row["n"] for row in tx.rows("state_counts")})
-        supervisors = tuple(
-            SupervisorStatus(info=decode_info(row["info"]),
-                             last_seen=max(0.0, tx.boot - row["last_seen"]),
-                             running=row["running"])
-            for row in tx.rows("live_supervisors", live_ttls=LIVE_TTLS))
         running = tuple(_job_record(row, tx) for row in tx.rows("running_jobs"))
+        moving = tuple(_job_record(row, tx) for row in tx.rows("moving_jobs"))
         health = tx.row("health")
         if error is None:
             store = StoreHealth(state="ok", since=health["ok_since"] if health else tx.now)
         else:
             store = StoreHealth(state="failing", since=health["last_ok"] if health else tx.now,
                                 error=error)
-        return PoolSnapshot(pool=self.pool, store_time=tx.now, supervisors=supervisors,
-                            counts=counts, running=running, store=store)
+        return PoolSnapshot(pool=self.pool, store_time=tx.now,
+                            supervisors=_read_members(tx).members, counts=counts,
+                            running=running, store=store, moving=moving)
 
     def _cutoff(self, tx: Tx) -> float:
         """Finished records older than this are gone."""
@@ -417,6 +417,18 @@ def _start_due_jobs(tx: Tx, owner: str, handler_list: str, count: int,
     started = (tx.row("start_attempt", key=key, owner=owner, token=token, lease_ttl=lease_ttl)
                for token, key in enumerate(keys, start=last_token - len(keys) + 1))
     return tuple(_claimed_job(row, owner, tx) for row in started)
+
+
+def _read_members(tx: Tx) -> Membership:
+    running: dict[str, dict[str, int]] = {}
+    inbound: dict[str, int] = {}
+    for row in tx.rows("member_load"):
+        if row["handler"] is None:
+            inbound[row["id"]] = row["n"]
+        else:
+            running.setdefault(row["id"], {})[row["handler"]] = row["n"]
+    entries = ((row["info"], row["silent_for"]) for row in tx.rows("supervisor_entries"))
+    return Membership(store_time=tx.now, members=live_members(entries, running, inbound))
 
 
 def _held_job(tx: Tx, lease: Lease) -> Any:

@@ -1,4 +1,5 @@
-"""Moves: a job released with a reservation for one supervisor, claimed by it first."""
+"""Moves: a job released with a reservation for one supervisor, claimed by it first;
+and what a planner reads to plan moves (`members`, `snapshot().moving`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from tests.store.support import (
     claim_one,
     dispatch_all,
     new_job,
+    supervisor,
     wait_for_expiry,
 )
 
@@ -121,6 +123,7 @@ async def test_a_move_for_a_supervisor_that_does_not_run_the_handler_is_not_clai
 
 
 async def test_stop_of_a_moved_job_stops_it_and_leaves_nothing_reserved(store: Store) -> None:
+    await store.register(supervisor(TARGET))
     await store.dispatch(new_job("mover"))
     await move(store, "mover")
 
@@ -129,6 +132,8 @@ async def test_stop_of_a_moved_job_stops_it_and_leaves_nothing_reserved(store: S
     record = await store.job("mover")
     assert record.state == "stopped"
     assert (record.reserved_for, record.reserved_until, record.moved_from) == (None, None, None)
+    assert [m.inbound for m in (await store.members()).members] == [0]
+    assert (await store.snapshot()).moving == ()
     assert (await claim(store, 5, owner=TARGET)).jobs == ()
 
 
@@ -176,3 +181,62 @@ async def test_a_move_of_a_job_asked_to_stop_ends_it_stopped(store: Store) -> No
     assert record.state == "stopped"
     assert (record.reserved_for, record.reserved_until, record.moved_from) == (None, None, None)
     assert (await claim(store, 5, owner=TARGET)).jobs == ()
+    assert (await store.snapshot()).moving == ()
+
+
+async def test_members_show_each_members_load_per_handler_and_its_inbound_moves(
+    store: Store,
+) -> None:
+    a = supervisor(OWNER, handlers=("h1", "h2"), rebalance=("h1",))
+    b = supervisor(TARGET, handlers=("h1",), rebalance=("h1",))
+    await store.register(a)
+    await store.register(b)
+    await store.dispatch(new_job("a1", handler="h1"))
+    await store.dispatch(new_job("a2", handler="h1"))
+    await store.dispatch(new_job("a3", handler="h2"))
+    await store.dispatch(new_job("a4", handler="h1"))
+    held = {job.key: job.lease
+            for job in (await claim(store, 4, owner=OWNER, handlers=["h1", "h2"])).jobs}
+    await store.release(held["a1"], reserve_for=TARGET, reserve_ttl=LONG_TTL)
+    await store.release(held["a4"], reserve_for=TARGET, reserve_ttl=SHORT_TTL)
+    await wait_for_expiry(SHORT_TTL)  # a4's reservation has run out: not inbound
+
+    membership = await store.members()
+
+    assert [m.info for m in membership.members] == [a, b]
+    assert [type(m.info.handlers) for m in membership.members] == [tuple, tuple]
+    loads = [(m.info.id, m.running, m.running_by_handler, m.inbound)
+             for m in membership.members]
+    assert loads == [(OWNER, 2, {"h1": 1, "h2": 1}, 0), (TARGET, 0, {}, 1)]
+    snapshot = await store.snapshot()
+    assert [(s.info, s.running, s.running_by_handler, s.inbound)
+            for s in snapshot.supervisors] == [(m.info, m.running, m.running_by_handler,
+                                                m.inbound) for m in membership.members]
+    assert membership.store_time == pytest.approx(snapshot.store_time, abs=1)
+
+
+async def test_members_leave_out_supervisors_silent_for_three_ttls(store: Store) -> None:
+    await store.register(supervisor("sup-old", lease_ttl=0.2))
+    await store.register(supervisor("sup-new"))
+    await wait_for_expiry(0.4)
+
+    assert [m.info.id for m in (await store.members()).members] == ["sup-new"]
+
+
+async def test_snapshot_lists_moving_jobs_until_claimed_or_run_out(store: Store) -> None:
+    await dispatch_all(store, ["m1", "m2", "still"])
+    await move(store, "m1", to=TARGET, ttl=LONG_TTL)
+    await move(store, "m2", to=BYSTANDER, ttl=SHORT_TTL)
+
+    moving = (await store.snapshot()).moving
+    assert sorted((r.key, r.state, r.reserved_for, r.moved_from) for r in moving) == [
+        ("m1", "pending", TARGET, OWNER), ("m2", "pending", BYSTANDER, OWNER),
+    ]
+
+    await claim_one(store, owner=TARGET)
+    assert [r.key for r in (await store.snapshot()).moving] == ["m2"]
+
+    await wait_for_expiry(SHORT_TTL)
+    assert (await store.snapshot()).moving == ()
+    record = await store.job("m2")
+    assert (record.state, record.reserved_for) == ("pending", BYSTANDER)

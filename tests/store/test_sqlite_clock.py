@@ -195,13 +195,13 @@ async def test_a_version_3_file_is_migrated_and_takes_moves(db_path: Path) -> No
 
     store = await SqliteStore.open(f"sqlite:///{db_path}", "media")
     try:
-        (member,) = (await store.snapshot()).supervisors
-        assert (member.info, member.running) == (supervisor("sup-a"), 1)
+        (member,) = (await store.members()).members
+        assert (member.info, member.running_by_handler) == (supervisor("sup-a"), {"h": 1})
         waiting = await store.job("waiting")
         assert (waiting.state, waiting.reserved_for, waiting.moved_from) == (
             "pending", None, None)
         await store.release(Lease("held", 5, "sup-a"), reserve_for="sup-b", reserve_ttl=30.0)
-        assert (await store.job("held")).reserved_for == "sup-b"
+        assert [r.key for r in (await store.snapshot()).moving] == ["held"]
         (moved,) = (await store.claim("sup-b", ["h"], 1, 30.0, 3)).jobs
         assert (moved.key, moved.token, moved.checkpoint) == ("held", 6, b"7")
     finally:

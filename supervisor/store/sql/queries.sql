@@ -52,6 +52,13 @@ SELECT * FROM jobs WHERE pool = :pool AND state = :state ORDER BY created_at, ro
 -- name: running_jobs
 SELECT * FROM jobs WHERE pool = :pool AND state = 'running' ORDER BY started_at, rowid;
 
+-- name: moving_jobs
+-- Pending jobs whose reservation has not run out.
+SELECT * FROM jobs INDEXED BY jobs_reserved
+WHERE pool = :pool AND state = 'pending' AND reserved_for IS NOT NULL
+    AND reserved_until > :now
+ORDER BY created_at, rowid;
+
 -- name: state_counts
 SELECT state, count(*) AS n FROM jobs WHERE pool = :pool GROUP BY state;
 
@@ -203,14 +210,21 @@ UPDATE supervisors SET last_seen = :boot WHERE pool = :pool AND id = :id;
 -- name: delete_supervisor
 DELETE FROM supervisors WHERE pool = :pool AND id = :id AND instance = :instance;
 
--- name: live_supervisors
-SELECT s.info, s.last_seen,
-    (SELECT count(*) FROM jobs
-     WHERE jobs.pool = s.pool AND jobs.state = 'running' AND jobs.supervisor = s.id)
-        AS running
-FROM supervisors AS s
-WHERE s.pool = :pool AND s.last_seen >= :boot - :live_ttls * s.lease_ttl
-ORDER BY s.id;
+-- name: supervisor_entries
+-- Every entry; members.live_members leaves out those silent too long.
+SELECT info, :boot - last_seen AS silent_for FROM supervisors WHERE pool = :pool;
+
+-- name: member_load
+-- The running jobs of each owner per handler, and (handler NULL) the pending jobs whose
+-- live reservation names each supervisor.
+SELECT supervisor AS id, handler, count(*) AS n FROM jobs
+WHERE pool = :pool AND state = 'running'
+GROUP BY supervisor, handler
+UNION ALL
+SELECT reserved_for, NULL, count(*) FROM jobs INDEXED BY jobs_reserved
+WHERE pool = :pool AND state = 'pending' AND reserved_for IS NOT NULL
+    AND reserved_until > :now
+GROUP BY reserved_for;
 
 -- name: drop_silent_supervisors
 -- Only entries so long silent that they are garbage: a stalled supervisor must still
