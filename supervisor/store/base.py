@@ -75,8 +75,9 @@ class ClaimedJob:
 class ClaimBatch:
     """What one `claim` call did.
 
-    `next_due_in`: seconds until the earliest pending job held back by retry backoff
-    becomes claimable (None if there is none), so the claimer knows when to look again.
+    `next_due_in`: seconds until the earliest pending job held back by retry backoff,
+    or by a reservation for another supervisor, becomes claimable (None if there is
+    none), so the claimer knows when to look again.
     """
 
     jobs: tuple[ClaimedJob, ...]
@@ -269,10 +270,12 @@ class Store(Protocol):
         goes back to pending without spending an attempt and with `lease_losses` + 1;
         if a stop was requested for it, it ends `stopped` instead; if `lease_losses`
         reaches `max_lease_losses` it ends `failed` with an error that says so.
-        Then move up to `count` claimable pending jobs (due now, handler in
-        `handlers`), oldest first, to running: owner, a new token, attempt + 1,
-        lease deadline = store time + `lease_ttl`, started_at = store time.
-        `count` may be 0 (recovery only)."""
+        Then move up to `count` claimable pending jobs (handler in `handlers`) to
+        running: first those released for `owner` whose reservation has not run out,
+        then those due now, oldest first (a job reserved for another supervisor is due
+        when its reservation runs out); owner, a new token, attempt + 1, lease
+        deadline = store time + `lease_ttl`, started_at = store time, and the
+        reservation fields cleared.  `count` may be 0 (recovery only)."""
 
     async def renew(
         self,
@@ -309,9 +312,10 @@ class Store(Protocol):
     ) -> None:
         """running -> pending without spending the attempt (attempts - 1), claimable at
         once, ahead of newer jobs; with `delay` > 0, claimable `delay` seconds from
-        now instead.  With `reserve_for` (a move): claimable at once by that supervisor
-        only (its claims take reserved jobs first, if it runs their handler), and by
-        any other only `reserve_ttl` seconds from now; the record shows `reserved_for`,
+        now instead.  With `reserve_for` (a move; `delay` then does not apply):
+        claimable at once by that supervisor only (its claims take reserved jobs
+        first, if it runs their handler), and by any other only `reserve_ttl` seconds
+        from now; the record shows `reserved_for`,
         `reserved_until` and `moved_from` (the releasing owner) until it is claimed.
         If a stop was requested, ends `stopped` instead.  Raises `StaleToken` as
         `complete`."""

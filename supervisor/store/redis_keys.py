@@ -2,8 +2,9 @@
 
 Every key of a pool starts with `poolsup:{<pool>}:`, so the braces make the pool name
 the hash tag: all keys of a pool live in one Redis Cluster slot, and one script may
-touch any of them.  lua/_lib.lua builds the per-job names (`job:`, `notes:`) and the
-per-handler queues (`queue:`) the same way for the keys scripts find while they run.
+touch any of them.  lua/_lib.lua builds the per-job names (`job:`, `notes:`), the
+per-handler queues (`queue:`) and the per-supervisor reservations (`reserved:`) the same
+way for the keys scripts find while they run.
 """
 
 from __future__ import annotations
@@ -45,6 +46,12 @@ class PoolKeys:
         """zset per handler: its pending jobs, scored as in `pending` (lua/_lib.lua builds
         the same name)."""
         return f"{self.prefix}queue:{handler}"
+
+    def reserved(self, supervisor_id: str) -> str:
+        """zset per supervisor: the pending jobs released for it (moves), key -> when the
+        reservation runs out (store ms), which is also their score in `pending` and in
+        their queue (lua/_lib.lua builds the same name)."""
+        return f"{self.prefix}reserved:{supervisor_id}"
 
     @property
     def health(self) -> str:

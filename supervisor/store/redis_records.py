@@ -66,4 +66,7 @@ def decode_job(raw: Mapping[bytes, bytes]) -> JobRecord:
         ),
         checkpoint=json("checkpoint"),
         checkpoint_at=time("checkpoint_at"),
+        reserved_for=text("reserved_for"),
+        reserved_until=time("reserved_until"),
+        moved_from=text("moved_from"),
     )

@@ -2,25 +2,24 @@
 
 Key layout (see redis_keys.py): a hash per job, `pending` and `running` zsets that
 order work by due time and lease deadline, one `queue:<handler>` zset per handler
-(its pending jobs, for claiming), one `done:<state>` zset per final state for listing
-and retention, a token counter, the membership (`sup`, `seen`) and the store's health.
-All of a pool's keys share one hash tag.  Times come from Redis TIME.
+(its pending jobs, for claiming), one `reserved:<supervisor>` zset per move target,
+one `done:<state>` zset per final state for listing and retention, a token counter,
+the membership (`sup`, `seen`) and the store's health.  All of a pool's keys share one
+hash tag.  Times come from Redis TIME.
 
-`snapshot` reads with plain commands, not a script, so that it works while Redis
-refuses writes (some versions refuse every script under OOM).
+`members` and `snapshot` read with plain commands and one script that calls no write
+command (lua/members-3.lua), so that they work while Redis refuses writes.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
 import anyio
 import anyio.to_thread
-import orjson
 from redis.asyncio import Redis
 
 from supervisor.errors import ConfigError, JobNotFound, StoreError
@@ -32,6 +31,7 @@ from supervisor.store.base import (
     JobState,
     JobStats,
     Lease,
+    Membership,
     MembershipState,
     Note,
     PoolSnapshot,
@@ -39,9 +39,9 @@ from supervisor.store.base import (
     StoreEvent,
     StoreHealth,
     SupervisorInfo,
-    SupervisorStatus,
 )
-from supervisor.store.policy import HEALTH_GAP, LIVE_TTLS, MEMBER_GARBAGE_AFTER
+from supervisor.store.members import encode_info, live_members
+from supervisor.store.policy import HEALTH_GAP, MEMBER_GARBAGE_AFTER
 from supervisor.store.redis_connection import connect, redact, translated_errors
 from supervisor.store.redis_events import EventFeed
 from supervisor.store.redis_keys import PoolKeys
@@ -51,7 +51,6 @@ from supervisor.store.redis_scripts import ScriptArg, Scripts, commands
 DEFAULT_RETENTION = 86400.0
 # 2: pending jobs are also in one claim queue per handler (lua/upgrade-layout-2.lua).
 LAYOUT = 2
-_SUPERVISOR_FIELDS = frozenset(field.name for field in dataclasses.fields(SupervisorInfo))
 
 
 def _optional(value: float | None) -> ScriptArg:
@@ -169,10 +168,18 @@ class RedisStore:
         )
         return cast(JobState, state.decode())
 
-    async def release(self, lease: Lease, *, delay: float = 0.0) -> None:
+    async def release(
+        self,
+        lease: Lease,
+        *,
+        delay: float = 0.0,
+        reserve_for: str | None = None,
+        reserve_ttl: float = 0.0,
+    ) -> None:
         await self._finish_lease(
             "release", lease, [max(0.0, milliseconds(delay)), self._retention_ms,
-                               self._keys.channel],
+                               self._keys.channel, reserve_for or "",
+                               max(0.0, milliseconds(reserve_ttl))],
             done=("stopped",),
         )
 
@@ -227,7 +234,7 @@ class RedisStore:
         await self._run(
             "register",
             [k.supervisors, k.seen],
-            [info.id, info.instance, orjson.dumps(dataclasses.asdict(info))],
+            [info.id, info.instance, encode_info(info)],
             subject=info.id,
         )
 
@@ -261,6 +268,25 @@ class RedisStore:
             key=lambda record: record.created_at,
         )
 
+    async def members(self) -> Membership:
+        k = self._keys
+        now, entries, seen, running, inbound = await self._run(
+            "members", [k.supervisors, k.seen, k.running], [k.prefix], subject=self.pool
+        )
+        store_time = seconds(now)
+        last_seen = {member: seconds(score) for member, score in _pairs(seen)}
+        load: dict[str, dict[str, int]] = {}
+        for owner, handler, count in zip(running[0::3], running[1::3], running[2::3],
+                                         strict=True):
+            load.setdefault(owner.decode(), {})[handler.decode()] = int(count)
+        members = live_members(
+            ((info, store_time - last_seen.get(member, float("-inf")))
+             for member, info in _pairs(entries)),
+            load,
+            {member.decode(): int(count) for member, count in _pairs(inbound)},
+        )
+        return Membership(store_time=store_time, members=members)
+
     async def snapshot(self) -> PoolSnapshot:
         k = self._keys
         error = None
@@ -273,26 +299,20 @@ class RedisStore:
             )
         except StoreError as exc:
             error = exc.message
+        membership = await self.members()
+        now = membership.store_time
         with translated_errors(self._where):
             async with self._client.pipeline(transaction=False) as pipe:
-                pipe.time()
-                pipe.hgetall(k.supervisors)
-                pipe.zrange(k.seen, 0, -1, withscores=True)
                 pipe.hmget(k.health, "last_ok", "ok_since")
                 for listing in k.by_state.values():
                     pipe.zcard(listing)
                 pipe.zrange(k.running, 0, -1)
-                (clock, entries, seen, health, *sizes, running_keys) = await pipe.execute()
-        now = clock[0] + clock[1] / 1_000_000
+                # A live reservation scores later than now, as do retries held back.
+                pipe.zrangebyscore(k.pending, f"({milliseconds(now):.3f}", "+inf")
+                (health, *sizes, running_keys, later_keys) = await pipe.execute()
         counts = {state: int(size) for state, size in zip(k.by_state, sizes, strict=True)}
         records = await self._records([key.decode() for key in running_keys])
         running = tuple(r for r in records if r is not None and r.state == "running")
-        last_seen = {member: score / 1000.0 for member, score in seen}
-        supervisors = tuple(
-            status for member, info in sorted(entries.items())
-            if (status := self._supervisor_status(
-                info, now - last_seen.get(member, float("-inf")), running)) is not None
-        )
         last_ok, ok_since = (None if value is None else seconds(value) for value in health)
         if error is None:
             store = StoreHealth(state="ok", since=ok_since or now)
@@ -301,10 +321,11 @@ class RedisStore:
         return PoolSnapshot(
             pool=self.pool,
             store_time=now,
-            supervisors=supervisors,
+            supervisors=membership.members,
             counts=counts,
             running=running,
             store=store,
+            moving=await self._moving([key.decode() for key in later_keys], now),
         )
 
     @asynccontextmanager
@@ -368,18 +389,25 @@ class RedisStore:
                                 subject=self.pool)
         return [decode_job(raw) if raw else None for raw in raws]
 
-    @staticmethod
-    def _supervisor_status(
-        info_json: bytes, last_seen: float, running: Sequence[JobRecord]
-    ) -> SupervisorStatus | None:
-        """The entry's status, or None if it is silent for more than LIVE_TTLS ttls."""
-        fields = {name: value for name, value in orjson.loads(info_json).items()
-                  if name in _SUPERVISOR_FIELDS}
-        info = SupervisorInfo(**fields)
-        if last_seen > LIVE_TTLS * info.lease_ttl:
-            return None
-        return SupervisorStatus(
-            info=info,
-            last_seen=max(0.0, last_seen),
-            running=sum(1 for record in running if record.supervisor == info.id),
-        )
+    async def _moving(self, later: Sequence[str], now: float) -> tuple[JobRecord, ...]:
+        """The records of the pending jobs among `later` whose reservation has not run
+        out, oldest first.  Their reservation ends are read first, so that jobs held
+        back by a retry delay cost one small answer each."""
+        if not later:
+            return ()
+        with translated_errors(self._where):
+            async with self._client.pipeline(transaction=False) as pipe:
+                for key in later:
+                    pipe.hget(self._keys.job(key), "reserved_until")
+                ends: list[bytes | None] = await pipe.execute()
+        reserved = [key for key, end in zip(later, ends, strict=True)
+                    if end is not None and seconds(end) > now]
+        records = await self._records(reserved)
+        moving = [r for r in records if r is not None and r.state == "pending"
+                  and r.reserved_until is not None and r.reserved_until > now]
+        return tuple(sorted(moving, key=lambda record: record.created_at))
+
+
+def _pairs(flat: Sequence[Any]) -> zip[tuple[Any, Any]]:
+    """[a1, b1, a2, b2, ...] -> (a1, b1), (a2, b2), ..."""
+    return zip(flat[0::2], flat[1::2], strict=True)

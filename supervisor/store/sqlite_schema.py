@@ -26,7 +26,7 @@ from typing import TypeVar
 
 from supervisor.errors import ConfigError, StoreUnavailable
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
 MIN_SQLITE_VERSION = (3, 35, 0)  # RETURNING, UPDATE ... FROM, json_each
 BUSY_TIMEOUT_MS = 5000
@@ -173,6 +173,8 @@ def _ensure_schema(conn: sqlite3.Connection, path: Path, pool: str, clocks: Cloc
                 _migrate_1_to_2(conn, *clocks())
             if version < 3:
                 _migrate_2_to_3(conn)
+            if version < 4:
+                _migrate_3_to_4(conn)
         if version != SCHEMA_VERSION:
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         _check_boot(conn, boot_id())
@@ -204,6 +206,15 @@ def _migrate_2_to_3(conn: sqlite3.Connection) -> None:
     """Schema 3: each job's checkpoint and when it was saved."""
     conn.execute("ALTER TABLE jobs ADD COLUMN checkpoint BLOB")
     conn.execute("ALTER TABLE jobs ADD COLUMN checkpoint_at REAL")
+
+
+def _migrate_3_to_4(conn: sqlite3.Connection) -> None:
+    """Schema 4: moves, pending jobs reserved for one supervisor for a while."""
+    conn.execute("ALTER TABLE jobs ADD COLUMN reserved_for TEXT")
+    conn.execute("ALTER TABLE jobs ADD COLUMN reserved_until REAL")
+    conn.execute("ALTER TABLE jobs ADD COLUMN moved_from TEXT")
+    conn.execute("CREATE INDEX jobs_reserved ON jobs (pool, reserved_for, reserved_until) "
+                 "WHERE state = 'pending' AND reserved_for IS NOT NULL")
 
 
 def _check_boot(conn: sqlite3.Connection, current: str) -> None:

@@ -17,7 +17,6 @@ may reset a job's count of lease losses early, never hand its lease out.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import time
 from collections import deque
@@ -47,6 +46,7 @@ from supervisor.store.base import (
     JobState,
     JobStats,
     Lease,
+    Membership,
     MembershipState,
     Note,
     PoolSnapshot,
@@ -54,8 +54,8 @@ from supervisor.store.base import (
     StoreEvent,
     StoreHealth,
     SupervisorInfo,
-    SupervisorStatus,
 )
+from supervisor.store.members import encode_info, live_members
 from supervisor.store.policy import (
     HEALTH_GAP,
     LIVE_TTLS,
@@ -161,13 +161,28 @@ class SqliteStore:
 
         return await self._db.write(work)
 
-    async def release(self, lease: Lease, *, delay: float = 0.0) -> None:
+    async def release(
+        self,
+        lease: Lease,
+        *,
+        delay: float = 0.0,
+        reserve_for: str | None = None,
+        reserve_ttl: float = 0.0,
+    ) -> None:
         def work(tx: Tx) -> None:
             if _held_job(tx, lease)["stop_requested"]:
                 _finish(tx, lease.key, "stopped", f"stop requested; released by {lease.owner}")
                 return
-            due = tx.now + delay if delay > 0 else tx.value("front_of_queue")
+            if reserve_for:  # a move: others may claim it once the reservation runs out
+                due = tx.now + max(0.0, reserve_ttl)
+            elif delay > 0:
+                due = tx.now + delay
+            else:
+                due = tx.value("front_of_queue")
             tx.run("requeue_job", key=lease.key, refund=1, error=None, due=due)
+            if reserve_for:
+                tx.run("reserve_job", key=lease.key, reserved_for=reserve_for,
+                       moved_from=lease.owner)
             _emit(tx, "wake")
 
         await self._db.write(work)
@@ -237,7 +252,7 @@ class SqliteStore:
                         f"supervisor id {info.id!r} is taken by a live instance of pool "
                         f"{self.pool!r} (seen {silent_for:.1f} s ago)")
             tx.run("upsert_supervisor", id=info.id, instance=info.instance,
-                   info=orjson.dumps(dataclasses.asdict(info)).decode(),
+                   info=encode_info(info).decode(),
                    lease_ttl=info.lease_ttl)
 
         await self._db.write(work)
@@ -263,6 +278,9 @@ class SqliteStore:
             return [_job_record(row, tx) for row in rows]
 
         return await self._db.write(work)
+
+    async def members(self) -> Membership:
+        return await self._db.read(_read_members)
 
     async def snapshot(self) -> PoolSnapshot:
         def tidy(tx: Tx) -> None:
@@ -295,20 +313,17 @@ class SqliteStore:
     def _read_snapshot(self, tx: Tx, error: str | None) -> PoolSnapshot:
         counts: dict[str, int] = dict.fromkeys(ALL_STATES, 0)
         counts.update({row["state"]: row["n"] for row in tx.rows("state_counts")})
-        supervisors = tuple(
-            SupervisorStatus(info=SupervisorInfo(**orjson.loads(row["info"])),
-                             last_seen=max(0.0, tx.boot - row["last_seen"]),
-                             running=row["running"])
-            for row in tx.rows("live_supervisors", live_ttls=LIVE_TTLS))
         running = tuple(_job_record(row, tx) for row in tx.rows("running_jobs"))
+        moving = tuple(_job_record(row, tx) for row in tx.rows("moving_jobs"))
         health = tx.row("health")
         if error is None:
             store = StoreHealth(state="ok", since=health["ok_since"] if health else tx.now)
         else:
             store = StoreHealth(state="failing", since=health["last_ok"] if health else tx.now,
                                 error=error)
-        return PoolSnapshot(pool=self.pool, store_time=tx.now, supervisors=supervisors,
-                            counts=counts, running=running, store=store)
+        return PoolSnapshot(pool=self.pool, store_time=tx.now,
+                            supervisors=_read_members(tx).members, counts=counts,
+                            running=running, store=store, moving=moving)
 
     def _cutoff(self, tx: Tx) -> float:
         """Finished records older than this are gone."""
@@ -387,16 +402,33 @@ def _recover_expired_leases(tx: Tx, max_lease_losses: int) -> int:
 
 def _start_due_jobs(tx: Tx, owner: str, handler_list: str, count: int,
                     lease_ttl: float) -> tuple[ClaimedJob, ...]:
-    """Up to `count` due pending jobs of these handlers -> running, oldest first."""
+    """Up to `count` pending jobs of these handlers -> running: first those reserved
+    for `owner`, then due ones, oldest first."""
     if count <= 0:
         return ()
-    keys = [row["key"] for row in tx.rows("claimable_keys", handlers=handler_list, count=count)]
+    keys = [row["key"] for row in tx.rows("reserved_keys", owner=owner, handlers=handler_list,
+                                          count=count)]
+    if len(keys) < count:
+        keys += [row["key"] for row in tx.rows("claimable_keys", handlers=handler_list,
+                                               count=count - len(keys))]
     if not keys:
         return ()
     last_token = tx.value("take_tokens", n=len(keys))
     started = (tx.row("start_attempt", key=key, owner=owner, token=token, lease_ttl=lease_ttl)
                for token, key in enumerate(keys, start=last_token - len(keys) + 1))
     return tuple(_claimed_job(row, owner, tx) for row in started)
+
+
+def _read_members(tx: Tx) -> Membership:
+    running: dict[str, dict[str, int]] = {}
+    inbound: dict[str, int] = {}
+    for row in tx.rows("member_load"):
+        if row["handler"] is None:
+            inbound[row["id"]] = row["n"]
+        else:
+            running.setdefault(row["id"], {})[row["handler"]] = row["n"]
+    entries = ((row["info"], row["silent_for"]) for row in tx.rows("supervisor_entries"))
+    return Membership(store_time=tx.now, members=live_members(entries, running, inbound))
 
 
 def _held_job(tx: Tx, lease: Lease) -> Any:
@@ -445,6 +477,8 @@ def _job_record(row: Any, tx: Tx) -> JobRecord:
         stats=JobStats(pid=row["pid"], rss_bytes=row["rss_bytes"],
                        cpu_percent=row["cpu_percent"]),
         checkpoint=_decode(row["checkpoint"]), checkpoint_at=row["checkpoint_at"],
+        reserved_for=row["reserved_for"], reserved_until=row["reserved_until"],
+        moved_from=row["moved_from"],
     )
 
 

@@ -61,11 +61,18 @@ async def wait_for_expiry(ttl: float = SHORT_TTL) -> None:
 
 
 def supervisor(
-    id: str = OWNER, *, instance: str = "i-1", lease_ttl: float = LONG_TTL, capacity: int = 4
+    id: str = OWNER,
+    *,
+    instance: str = "i-1",
+    lease_ttl: float = LONG_TTL,
+    capacity: int = 4,
+    handlers: tuple[str, ...] = (),
+    rebalance: tuple[str, ...] = (),
 ) -> SupervisorInfo:
     return SupervisorInfo(
         id=id, instance=instance, host=f"host-{id}", pid=4242, capacity=capacity,
-        lease_ttl=lease_ttl, started_at=1_700_000_000.0,
+        lease_ttl=lease_ttl, started_at=1_700_000_000.0, handlers=handlers,
+        rebalance=rebalance,
     )
 
 

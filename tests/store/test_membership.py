@@ -23,6 +23,16 @@ async def test_a_registered_supervisor_is_in_the_snapshot(store: Store) -> None:
     assert snapshot.supervisors[0].running == 0
 
 
+async def test_a_supervisors_handlers_and_rebalance_come_back_as_tuples(store: Store) -> None:
+    info = supervisor("sup-a", handlers=("h1", "h2"), rebalance=("h1",))
+    await store.register(info)
+
+    (status,) = (await store.snapshot()).supervisors
+
+    assert status.info == info
+    assert (type(status.info.handlers), type(status.info.rebalance)) == (tuple, tuple)
+
+
 async def test_another_live_instance_cannot_take_the_id(store: Store) -> None:
     await store.register(supervisor("sup-a", instance="i-1"))
 

@@ -7,6 +7,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import anyio
+import orjson
 import pytest
 from redis.asyncio import Redis
 
@@ -19,6 +20,7 @@ from supervisor.store.redis_keys import PoolKeys
 from supervisor.store.redis_scripts import Status, commands
 from tests.helpers.redis_server import RedisServer, free_port
 from tests.store.support import (
+    HANDLER,
     LONG_TTL,
     OWNER,
     claim,
@@ -35,7 +37,7 @@ EXPECTED_COMMANDS = {
     "ack-notifications", "tidy",
     "dispatch", "claim", "renew", "complete", "fail", "release", "finish-stopped", "stop",
     "notify", "take-notifications", "register", "deregister", "forget", "upgrade-layout",
-    "save-checkpoint",
+    "save-checkpoint", "members",
 }
 
 
@@ -81,10 +83,14 @@ async def test_all_keys_of_a_pool_share_its_hash_tag(
     await store.complete(a.lease, b"1")
     await store.fail(b.lease, "boom", final=True, retry_delay=0)
     await store.stop("c")
+    await store.dispatch(new_job("d"))
+    await store.release((await claim_one(store)).lease, reserve_for="sup-b",
+                        reserve_ttl=LONG_TTL)
 
     names = [name.decode() async for name in raw.scan_iter(match=f"*{pool_name}*")]
 
-    assert len(names) >= 8
+    assert len(names) >= 9
+    assert PoolKeys(pool_name).reserved("sup-b") in names
     for name in names:
         tag = re.search(r"\{([^}]*)\}", name)
         assert tag is not None and tag[1] == pool_name, name
@@ -213,15 +219,17 @@ async def _store_with_work(store: Store) -> None:
     await claim_one(store)
 
 
-async def test_snapshot_works_while_redis_is_out_of_memory(
+async def test_snapshot_and_members_work_while_redis_is_out_of_memory(
     own_redis: RedisServer, own_raw: Redis, pool_name: str
 ) -> None:
     async with opened_store(own_redis.url, pool_name) as store:
         await _store_with_work(store)
         healthy = await store.snapshot()
+        await own_raw.script_flush()  # the scripts are loaded again under OOM
         await own_raw.config_set("maxmemory-policy", "noeviction")
         await own_raw.config_set("maxmemory", 1)
         try:
+            membership = await store.members()
             snapshot = await store.snapshot()
             with pytest.raises(StoreError, match="maxmemory"):
                 await store.dispatch(new_job("more"))
@@ -237,6 +245,9 @@ async def test_snapshot_works_while_redis_is_out_of_memory(
         assert snapshot.counts["pending"] == 1 and snapshot.counts["running"] == 1
         assert [r.key for r in snapshot.running] == ["busy"]
         assert [s.info.id for s in snapshot.supervisors] == [OWNER]
+        assert [(m.info.id, m.running_by_handler) for m in membership.members] == [
+            (OWNER, {HANDLER: 1})
+        ]
         assert (await store.snapshot()).store.state == "ok"
 
 
@@ -250,11 +261,13 @@ async def test_a_read_only_replica_is_a_store_error(
             with pytest.raises(StoreError, match="read only"):
                 await store.dispatch(new_job("more"))
             snapshot = await store.snapshot()
+            membership = await store.members()
         finally:
             await own_raw.replicaof("NO", "ONE")
 
         assert snapshot.store.state == "failing"
         assert snapshot.counts["running"] == 1
+        assert [(m.info.id, m.running) for m in membership.members] == [(OWNER, 1)]
 
 
 async def test_pending_jobs_of_a_pool_written_before_the_claim_queues_are_claimed(
@@ -271,3 +284,18 @@ async def test_pending_jobs_of_a_pool_written_before_the_claim_queues_are_claime
 
     assert sorted(job.key for job in batch.jobs) == ["old-1", "old-2"]
     assert await raw.get(keys.layout) == b"2"
+
+
+async def test_a_membership_entry_written_before_handlers_and_rebalance_still_reads(
+    store: Store, raw: Redis, pool_name: str
+) -> None:
+    keys = PoolKeys(pool_name)
+    await store.register(supervisor("sup-a"))
+    entry = {"id": "sup-a", "instance": "i-1", "host": "h", "pid": 1, "capacity": 2,
+             "lease_ttl": LONG_TTL, "state": "running", "started_at": 1.0}
+    await raw.hset(keys.supervisors, "sup-a", orjson.dumps(entry))
+
+    (member,) = (await store.members()).members
+
+    assert (member.info.id, member.info.handlers, member.info.rebalance) == ("sup-a", (), ())
+    assert (await store.snapshot()).supervisors[0].info == member.info

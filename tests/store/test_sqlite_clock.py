@@ -22,6 +22,8 @@ pytestmark = pytest.mark.anyio
 
 V1_SCHEMA = Path(__file__).with_name("sqlite_schema_v1.sql")
 V2_SCHEMA = Path(__file__).with_name("sqlite_schema_v2.sql")
+V3_SCHEMA = Path(__file__).with_name("sqlite_schema_v3.sql")
+MOVE_COLUMNS = ("reserved_for", "reserved_until", "moved_from")
 
 
 def request(key: str) -> DispatchRequest:
@@ -127,10 +129,10 @@ async def test_a_version_1_file_is_migrated_with_its_leases_kept(db_path: Path) 
     finally:
         await store.close()
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
         indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
-        assert "jobs_queue_by_handler" in indexes
-        assert {"checkpoint", "checkpoint_at"} <= _job_columns(conn)
+        assert {"jobs_queue_by_handler", "jobs_reserved"} <= indexes
+        assert {"checkpoint", "checkpoint_at", *MOVE_COLUMNS} <= _job_columns(conn)
 
 
 async def test_a_version_2_file_is_migrated_and_takes_checkpoints(db_path: Path) -> None:
@@ -166,6 +168,47 @@ async def test_a_version_2_file_is_migrated_and_takes_checkpoints(db_path: Path)
     with sqlite3.connect(db_path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert {"checkpoint", "checkpoint_at"} <= _job_columns(conn)
+
+
+async def test_a_version_3_file_is_migrated_and_takes_moves(db_path: Path) -> None:
+    now, boot = sqlite_db.read_clocks()
+    with sqlite3.connect(db_path) as conn:
+        conn.executescript(V3_SCHEMA.read_text())
+        conn.execute("PRAGMA user_version = 3")
+        conn.execute("INSERT INTO counters (pool, token) VALUES ('media', 5)")
+        conn.execute(
+            "INSERT INTO jobs (pool, key, handler, state, attempts, max_attempts, token, "
+            "supervisor, payload, created_at, started_at, lease_deadline, checkpoint, "
+            "checkpoint_at) VALUES ('media', 'held', 'h', 'running', 1, 3, 5, 'sup-a', "
+            "x'7b7d', ?, ?, ?, x'37', ?)",
+            (now - 10, now - 5, boot + 30, now - 1))
+        conn.execute(
+            "INSERT INTO jobs (pool, key, handler, state, max_attempts, payload, created_at, "
+            "due) VALUES ('media', 'waiting', 'h', 'pending', 3, x'7b7d', ?, ?)",
+            (now - 10, now - 10))
+        # An entry as version 3 wrote it: no handlers, no rebalance.
+        entry = {name: value for name, value in asdict(supervisor("sup-a")).items()
+                 if name not in ("handlers", "rebalance")}
+        conn.execute(
+            "INSERT INTO supervisors (pool, id, instance, info, lease_ttl, last_seen) "
+            "VALUES ('media', 'sup-a', 'i-1', ?, 30.0, ?)", (json.dumps(entry), boot))
+
+    store = await SqliteStore.open(f"sqlite:///{db_path}", "media")
+    try:
+        (member,) = (await store.members()).members
+        assert (member.info, member.running_by_handler) == (supervisor("sup-a"), {"h": 1})
+        waiting = await store.job("waiting")
+        assert (waiting.state, waiting.reserved_for, waiting.moved_from) == (
+            "pending", None, None)
+        await store.release(Lease("held", 5, "sup-a"), reserve_for="sup-b", reserve_ttl=30.0)
+        assert [r.key for r in (await store.snapshot()).moving] == ["held"]
+        (moved,) = (await store.claim("sup-b", ["h"], 1, 30.0, 3)).jobs
+        assert (moved.key, moved.token, moved.checkpoint) == ("held", 6, b"7")
+    finally:
+        await store.close()
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert set(MOVE_COLUMNS) <= _job_columns(conn)
 
 
 def _job_columns(conn: sqlite3.Connection) -> set[str]:

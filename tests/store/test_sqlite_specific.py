@@ -22,6 +22,7 @@ from supervisor.store import sqlite_schema
 from supervisor.store.base import DispatchRequest
 from supervisor.store.sqlite_schema import SCHEMA_VERSION
 from supervisor.store.sqlite_store import SqliteStore
+from tests.store.support import supervisor
 
 pytestmark = pytest.mark.anyio
 
@@ -245,3 +246,18 @@ async def test_several_processes_share_one_file_without_lock_errors(db_path: Pat
     counts = (await store.snapshot()).counts
     assert counts["succeeded"] + counts["running"] == processes * rounds
     await store.close()
+
+
+async def test_members_read_while_another_process_holds_the_write_lock(db_path: Path) -> None:
+    store = await SqliteStore.open(url_of(db_path), "media")
+    await store.register(supervisor("sup-a"))
+    holder = hold_write_lock(db_path, 0.6)
+    try:
+        started = anyio.current_time()
+        membership = await store.members()
+        took = anyio.current_time() - started
+    finally:
+        holder.join()
+        await store.close()
+    assert took < 0.3  # it did not wait for the lock: it writes nothing
+    assert [member.info.id for member in membership.members] == ["sup-a"]

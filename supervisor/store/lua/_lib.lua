@@ -10,7 +10,11 @@
 --
 -- Every pending job is in two zsets with the same score: the pool-wide `pending` (for
 -- listing, counts and front_score) and its handler's `queue:<handler>` (for claiming),
--- so a backlog of one handler is never scanned by a claim for another.
+-- so a backlog of one handler is never scanned by a claim for another.  A job released
+-- for one supervisor (a move: `reserved_for` in its hash) is in a third,
+-- `reserved:<supervisor>`, which that supervisor's claims read first; its score in all
+-- three is `reserved_until`, so that other claims see it only once the reservation has
+-- run out.  enqueue and dequeue are the only places that maintain these zsets.
 
 local OK, JOB_EXISTS, JOB_NOT_FOUND, STALE_TOKEN, SUPERVISOR_ID_TAKEN = 0, 1, 2, 3, 4
 
@@ -41,17 +45,31 @@ local function queue_key(prefix, handler)
   return prefix .. 'queue:' .. handler
 end
 
--- Add the job to the pending zsets (pool-wide and its handler's) at `score`.
-local function enqueue(pool, job, key, score)
-  redis.call('ZADD', pool.pending, score, key)
-  redis.call('ZADD', queue_key(pool.prefix, redis.call('HGET', job, 'handler')), score, key)
+local function reserved_key(prefix, supervisor)
+  return prefix .. 'reserved:' .. supervisor
 end
 
+-- Add the job to the pending zsets (pool-wide, its handler's, and its reservation's if
+-- the hash names one) at `score`.
+local function enqueue(pool, job, key, score)
+  local f = redis.call('HMGET', job, 'handler', 'reserved_for')
+  redis.call('ZADD', pool.pending, score, key)
+  redis.call('ZADD', queue_key(pool.prefix, f[1]), score, key)
+  if f[2] then
+    redis.call('ZADD', reserved_key(pool.prefix, f[2]), score, key)
+  end
+end
+
+-- Take the job out of the pending zsets; a reservation goes with it (claimed, or ended).
 local function dequeue(pool, job, key)
   redis.call('ZREM', pool.pending, key)
-  local handler = redis.call('HGET', job, 'handler')
-  if handler then
-    redis.call('ZREM', queue_key(pool.prefix, handler), key)
+  local f = redis.call('HMGET', job, 'handler', 'reserved_for')
+  if f[1] then
+    redis.call('ZREM', queue_key(pool.prefix, f[1]), key)
+  end
+  if f[2] then
+    redis.call('ZREM', reserved_key(pool.prefix, f[2]), key)
+    redis.call('HDEL', job, 'reserved_for', 'reserved_until', 'moved_from')
   end
 end
 

@@ -1,5 +1,6 @@
--- Recover expired leases of the pool, then claim up to `count` due pending jobs of
--- the given handlers, oldest first across their queues.
+-- Recover expired leases of the pool, then claim up to `count` pending jobs of the
+-- given handlers: first those released for this owner whose reservation has not run out
+-- (reserved:<owner>), then due ones, oldest first across their queues.
 -- KEYS: 1 pending zset, 2 running zset, 3 token counter, 4 done:failed, 5 done:stopped
 -- ARGV: 1 key prefix, 2 owner, 3 count, 4 lease ttl (ms), 5 max lease losses (0: no
 --       limit), 6 retention (ms), 7 events channel, 8... handlers this owner runs
@@ -71,29 +72,57 @@ local function oldest_due()
 end
 
 local claimed = {}
+local deadline = pool.now + ttl
+
+local function start_attempt(key, job, f)
+  local token = redis.call('INCR', KEYS[3])
+  local attempt = redis.call('HINCRBY', job, 'attempts', 1)
+  redis.call('HSET', job, 'state', 'running', 'owner', owner, 'token', token,
+             'started_at', fmt(pool.now), 'lease_deadline', fmt(deadline))
+  redis.call('HDEL', job, 'due', 'pid', 'rss_bytes', 'cpu_percent')
+  dequeue(pool, job, key)
+  redis.call('ZADD', pool.running, deadline, key)
+  local has_notes = redis.call('EXISTS', notes_key(prefix, key))
+  claimed[#claimed + 1] = {key, f[2], f[3], token, attempt, f[4], fmt(deadline), has_notes,
+                           f[5]}
+end
+
+local FIELDS = {'state', 'handler', 'payload', 'max_attempts', 'checkpoint', 'reserved_for'}
+
+-- Moves to this owner first.  Only the live reservations are read (their jobs score
+-- later than now), and they are few: each runs out after its reservation ttl.
 if count > 0 then
-  local deadline = pool.now + ttl
+  local runs = {}
+  for i = 8, #ARGV do
+    runs[ARGV[i]] = true
+  end
+  local reserved = reserved_key(prefix, owner)
+  for _, key in ipairs(redis.call('ZRANGEBYSCORE', reserved, after(pool.now), '+inf')) do
+    if #claimed >= count then
+      break
+    end
+    local job = job_key(prefix, key)
+    local f = redis.call('HMGET', job, unpack(FIELDS))
+    if f[1] ~= 'pending' or f[6] ~= owner then
+      redis.call('ZREM', reserved, key)  -- left behind; never expected
+    elseif runs[f[2]] then
+      start_attempt(key, job, f)
+    end
+  end
+end
+
+if count > #claimed then
   for _, entry in ipairs(oldest_due()) do
     if #claimed >= count then
       break
     end
     local key = entry.key
     local job = job_key(prefix, key)
-    local f = redis.call('HMGET', job, 'state', 'handler', 'payload', 'max_attempts',
-                         'checkpoint')
+    local f = redis.call('HMGET', job, unpack(FIELDS))
     if f[1] ~= 'pending' or queue_key(prefix, f[2] or '') ~= entry.queue then
       redis.call('ZREM', entry.queue, key)  -- left behind; never expected
     else
-      local token = redis.call('INCR', KEYS[3])
-      local attempt = redis.call('HINCRBY', job, 'attempts', 1)
-      redis.call('HSET', job, 'state', 'running', 'owner', owner, 'token', token,
-                 'started_at', fmt(pool.now), 'lease_deadline', fmt(deadline))
-      redis.call('HDEL', job, 'due', 'pid', 'rss_bytes', 'cpu_percent')
-      dequeue(pool, job, key)
-      redis.call('ZADD', pool.running, deadline, key)
-      local has_notes = redis.call('EXISTS', notes_key(prefix, key))
-      claimed[#claimed + 1] = {key, f[2], f[3], token, attempt, f[4], fmt(deadline), has_notes,
-                               f[5]}
+      start_attempt(key, job, f)
     end
   end
 end

@@ -1,8 +1,10 @@
 -- running -> pending without spending the attempt: ahead of every pending job, or
--- claimable after a delay; or stopped if a stop was requested.
+-- claimable after a delay, or (a move) held for one supervisor until a reservation runs
+-- out; or stopped if a stop was requested.
 -- KEYS: 1 job hash, 2 notes list, 3 pending zset, 4 running zset, 5 done:stopped
 -- ARGV: 1 key, 2 token, 3 owner, 4 key prefix, 5 delay (ms; 0: at once, at the
---       front), 6 retention (ms), 7 events channel
+--       front), 6 retention (ms), 7 events channel, 8 supervisor to reserve it for
+--       ('': none; the delay then does not apply), 9 reservation ttl (ms)
 -- Returns: {OK, state after the call} or {STALE_TOKEN}
 
 local job, notes, key = KEYS[1], KEYS[2], ARGV[1]
@@ -17,8 +19,15 @@ if redis.call('HGET', job, 'stop_requested') == '1' then
   return {OK, 'stopped'}
 end
 redis.call('HINCRBY', job, 'attempts', -1)
-local delay = tonumber(ARGV[5])
-if delay > 0 then
+local delay, target = tonumber(ARGV[5]), ARGV[8]
+if target ~= '' then
+  -- Its score everywhere is the end of the reservation: the target's claims find it
+  -- in reserved:<target> before that, everyone's in the queues after.
+  local reserved_until = pool.now + math.max(0, tonumber(ARGV[9]))
+  redis.call('HSET', job, 'reserved_for', target, 'reserved_until', fmt(reserved_until),
+             'moved_from', ARGV[3])
+  requeue(pool, job, key, reserved_until)
+elseif delay > 0 then
   requeue(pool, job, key, pool.now + delay)
 else
   requeue(pool, job, key, front_score(pool))

@@ -52,6 +52,13 @@ SELECT * FROM jobs WHERE pool = :pool AND state = :state ORDER BY created_at, ro
 -- name: running_jobs
 SELECT * FROM jobs WHERE pool = :pool AND state = 'running' ORDER BY started_at, rowid;
 
+-- name: moving_jobs
+-- Pending jobs whose reservation has not run out.
+SELECT * FROM jobs INDEXED BY jobs_reserved
+WHERE pool = :pool AND state = 'pending' AND reserved_for IS NOT NULL
+    AND reserved_until > :now
+ORDER BY created_at, rowid;
+
 -- name: state_counts
 SELECT state, count(*) AS n FROM jobs WHERE pool = :pool GROUP BY state;
 
@@ -85,6 +92,16 @@ UPDATE jobs SET state = 'pending', lease_losses = lease_losses + 1, attempts = a
 WHERE pool = :pool AND state = 'running' AND lease_deadline < :boot
 RETURNING key;
 
+-- name: reserved_keys
+-- The jobs released for :owner (moves) whose reservation has not run out, claimed
+-- before any other: their `due` is the end of the reservation, so claimable_keys
+-- leaves them to it until then.
+SELECT key FROM jobs INDEXED BY jobs_reserved
+WHERE pool = :pool AND state = 'pending' AND reserved_for = :owner AND reserved_until > :now
+    AND handler IN (SELECT value FROM json_each(:handlers))
+ORDER BY reserved_until, rowid
+LIMIT :count;
+
 -- name: claimable_keys
 -- The per-handler index, so that a backlog of other handlers' jobs is never scanned.
 SELECT key FROM jobs INDEXED BY jobs_queue_by_handler
@@ -96,7 +113,8 @@ LIMIT :count;
 -- name: start_attempt
 UPDATE jobs SET state = 'running', supervisor = :owner, token = :token,
     attempts = attempts + 1, started_at = :now, lease_deadline = :boot + :lease_ttl,
-    due = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
+    due = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL,
+    reserved_for = NULL, reserved_until = NULL, moved_from = NULL
 WHERE pool = :pool AND key = :key
 RETURNING key, handler, payload, token, attempts, max_attempts, lease_deadline, checkpoint,
     EXISTS (SELECT 1 FROM notes WHERE notes.pool = :pool AND notes.key = :key) AS has_notes;
@@ -136,7 +154,8 @@ WHERE pool = :pool AND key = :key AND state = 'running' AND supervisor = :owner
 -- name: finish_job
 -- Ends a job failed or stopped.
 UPDATE jobs SET state = :state, error = :error, finished_at = :now,
-    due = NULL, lease_deadline = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
+    due = NULL, lease_deadline = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL,
+    reserved_for = NULL, reserved_until = NULL, moved_from = NULL
 WHERE pool = :pool AND key = :key;
 
 -- name: requeue_job
@@ -144,6 +163,11 @@ WHERE pool = :pool AND key = :key;
 UPDATE jobs SET state = 'pending', attempts = attempts - :refund,
     error = coalesce(:error, error), due = :due,
     lease_deadline = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
+WHERE pool = :pool AND key = :key;
+
+-- name: reserve_job
+-- A released job (a move) is held for :reserved_for until its `due`.
+UPDATE jobs SET reserved_for = :reserved_for, reserved_until = due, moved_from = :moved_from
 WHERE pool = :pool AND key = :key;
 
 -- name: request_stop
@@ -186,14 +210,21 @@ UPDATE supervisors SET last_seen = :boot WHERE pool = :pool AND id = :id;
 -- name: delete_supervisor
 DELETE FROM supervisors WHERE pool = :pool AND id = :id AND instance = :instance;
 
--- name: live_supervisors
-SELECT s.info, s.last_seen,
-    (SELECT count(*) FROM jobs
-     WHERE jobs.pool = s.pool AND jobs.state = 'running' AND jobs.supervisor = s.id)
-        AS running
-FROM supervisors AS s
-WHERE s.pool = :pool AND s.last_seen >= :boot - :live_ttls * s.lease_ttl
-ORDER BY s.id;
+-- name: supervisor_entries
+-- Every entry; members.live_members leaves out those silent too long.
+SELECT info, :boot - last_seen AS silent_for FROM supervisors WHERE pool = :pool;
+
+-- name: member_load
+-- The running jobs of each owner per handler, and (handler NULL) the pending jobs whose
+-- live reservation names each supervisor.
+SELECT supervisor AS id, handler, count(*) AS n FROM jobs
+WHERE pool = :pool AND state = 'running'
+GROUP BY supervisor, handler
+UNION ALL
+SELECT reserved_for, NULL, count(*) FROM jobs INDEXED BY jobs_reserved
+WHERE pool = :pool AND state = 'pending' AND reserved_for IS NOT NULL
+    AND reserved_until > :now
+GROUP BY reserved_for;
 
 -- name: drop_silent_supervisors
 -- Only entries so long silent that they are garbage: a stalled supervisor must still

@@ -38,11 +38,19 @@ CREATE TABLE jobs (
     -- dispatch of the key starts without one.  checkpoint_at is wall clock.
     checkpoint BLOB,
     checkpoint_at REAL,
+    -- A pending job released for one supervisor (a move): only it claims the job until
+    -- reserved_until (wall clock, also the job's `due`, so that other claims skip it
+    -- until then); moved_from is the supervisor that released it.  Cleared by a claim.
+    reserved_for TEXT,
+    reserved_until REAL,
+    moved_from TEXT,
     UNIQUE (pool, key)
 ) STRICT;
 
 CREATE INDEX jobs_queue ON jobs (pool, due) WHERE state = 'pending';
 CREATE INDEX jobs_queue_by_handler ON jobs (pool, handler, due) WHERE state = 'pending';
+CREATE INDEX jobs_reserved ON jobs (pool, reserved_for, reserved_until)
+    WHERE state = 'pending' AND reserved_for IS NOT NULL;
 CREATE INDEX jobs_leases ON jobs (pool, lease_deadline) WHERE state = 'running';
 CREATE INDEX jobs_finished ON jobs (pool, finished_at) WHERE finished_at IS NOT NULL;
 CREATE INDEX jobs_by_state ON jobs (pool, state, created_at);
