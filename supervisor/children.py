@@ -92,6 +92,8 @@ class ForkServer:
         self.alive = True
         self._closing = False
         self._send_lock = anyio.Lock()
+        self._pongs: dict[int, anyio.Event] = {}
+        self._ping_seq = 0
         self.died = anyio.Event()
 
     @property
@@ -161,6 +163,24 @@ class ForkServer:
         if self.alive:
             await self._send({"op": protocol.OP_KILL, "job": job_id})
 
+    async def ping(self, timeout: float) -> bool:
+        """Whether the fork server answers within `timeout`: its loop, which also
+        enforces fences and limits, is turning."""
+        if not self.alive:
+            return False
+        self._ping_seq += 1
+        seq = self._ping_seq
+        pong = self._pongs[seq] = anyio.Event()
+        try:
+            with anyio.move_on_after(timeout):
+                await self._send({"op": protocol.OP_PING, "seq": seq})
+                await pong.wait()
+        except ForkServerDied:
+            pass
+        finally:
+            del self._pongs[seq]
+        return pong.is_set() and self.alive
+
     async def _send(self, message: dict[str, Any], fds: list[int] | None = None) -> None:
         data = protocol.encode(message)
         ancillary = []
@@ -205,6 +225,11 @@ class ForkServer:
             self.handler_errors = dict(event.get("handlers") or {})
             self._ready.set()
             return
+        if kind == protocol.EV_PONG:
+            pong = self._pongs.get(int(event["seq"]))
+            if pong is not None:
+                pong.set()
+            return
         child = self._children.get(str(event.get("job")))
         if child is None:
             return
@@ -237,6 +262,8 @@ class ForkServer:
             log.error("fork server (pid %s) exited; its children died with it", self.pid)
         self.alive = False
         self._ready.set()
+        for pong in self._pongs.values():
+            pong.set()  # no answer is coming: a ping waiting for one returns now
         if self._children:
             known = [child.pid for child in self._children.values() if child.pid is not None]
             survivors = await orphans.kill_orphans(known, fork_server_pid=self.pid)
