@@ -37,6 +37,11 @@ log = logging.getLogger("poolsup.children")
 # the interpreter needs to start and find its packages, and the locale.
 _FORK_SERVER_VARIABLES = frozenset({"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "VIRTUAL_ENV"})
 _FORK_SERVER_PREFIXES = ("LC_", "PYTHON")
+# The service manager's messages to this process (sd_notify, the watchdog, socket
+# activation): never for a job, even one that inherits the whole environment.
+_SERVICE_MANAGER_VARIABLES = frozenset({
+    "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES",
+})
 
 # Sent before the fork is confirmed, the first message fits in the socket buffer, so
 # the child finds it waiting; a larger one would block until the child reads it.
@@ -318,13 +323,15 @@ def fork_server_environment(
     handlers: Mapping[str, HandlerConfig], environ: Mapping[str, str]
 ) -> dict[str, str]:
     """The fork server's environment: without our own (which may hold store
-    credentials), unless a handler asks to inherit it.
+    credentials), unless a handler asks to inherit it; never with the service
+    manager's variables.
 
     The fork server builds each job's environment from this one; keeping the rest out
     of it, rather than only out of the jobs, keeps it out of their memory too.
     """
     if any(handler.inherit_env for handler in handlers.values()):
-        return dict(environ)
+        return {name: value for name, value in environ.items()
+                if name not in _SERVICE_MANAGER_VARIABLES}
     return {
         name: value
         for name, value in environ.items()
