@@ -26,6 +26,8 @@ from supervisor.fork_servers import ForkServers
 from supervisor.job_runner import SPAWN_RETRY_DELAY, JobServices, JobSettings, run_job
 from supervisor.lease_keeper import LeaseKeeper
 from supervisor.running import Registry, RunningJob
+from supervisor.sd_notify import NO_SERVICE_MANAGER, ServiceEnvironment, take_service_environment
+from supervisor.service import ServiceReporter
 from supervisor.store import opened_store
 from supervisor.store.base import ClaimedJob, MembershipState, Store, SupervisorInfo
 from supervisor.store_failures import StoreFailures
@@ -39,7 +41,9 @@ SPAWN_READY_POLL = 0.05
 
 
 class Supervisor:
-    def __init__(self, config: Config, store: Store) -> None:
+    def __init__(
+        self, config: Config, store: Store, service: ServiceEnvironment = NO_SERVICE_MANAGER
+    ) -> None:
         self.config = config
         self.store = store
         settings = config.supervisor
@@ -90,6 +94,13 @@ class Supervisor:
         self._registering = False
         self.outcomes_left_to_recovery = 0
         self.exit_code = 0
+        self.service = ServiceReporter(
+            environment=service, registry=self.registry, capacity=settings.capacity,
+            store_failures=(self.keeper.failures, self.claimer.failures,
+                            self.membership_failures, self.job_services.outcome_failures),
+            fork_server=lambda: self._fork_servers.current if self._fork_servers else None,
+            drain_budget=settings.drain_timeout + settings.stop_grace + settings.lease_ttl,
+        )
 
     @property
     def fork_servers(self) -> ForkServers:
@@ -163,6 +174,8 @@ class Supervisor:
                         self.info.id, self.config.pool.name, self.info.capacity,
                         self.info.lease_ttl, ", ".join(self.config.handlers),
                     )
+                    self.service.ready()
+                    background.start_soon(self.service.run)
                     background.start_soon(self.keeper.run)
                     background.start_soon(self.claimer.run)
                     background.start_soon(self._listen)
@@ -239,6 +252,7 @@ class Supervisor:
             log.warning("could not %s: %s", what, error)
 
     async def _drain(self) -> None:
+        self.service.stopping()
         self.claimer.stop()
         self.info = dataclasses.replace(self.info, state="draining")
         assert self._background is not None
@@ -287,7 +301,9 @@ class Supervisor:
             task_status.started()
             async for signum in signals:
                 if signum == signal.SIGHUP:
+                    self.service.reloading()
                     await self._reload()
+                    self.service.ready()
                 elif self._shutdown.is_set():
                     log.info("second %s: stopping running jobs now", signal.Signals(signum).name)
                     self._hurry.set()
@@ -344,9 +360,10 @@ class Supervisor:
 
 async def serve(config: Config) -> int:
     """Run until SIGTERM/SIGINT; the process exit code."""
+    service = take_service_environment(os.environ)  # before any process is started
     async with opened_store(
         config.pool.store, config.pool.name, retention=config.pool.retention
     ) as store:
-        supervisor = Supervisor(config, store)
+        supervisor = Supervisor(config, store, service)
         await supervisor.serve()
         return supervisor.exit_code

@@ -62,6 +62,9 @@ class ServiceEnvironment:
     watchdog_interval: float | None  # seconds between WATCHDOG=1 pings
 
 
+NO_SERVICE_MANAGER = ServiceEnvironment(notify_socket=None, watchdog_interval=None)
+
+
 def take_service_environment(environ: MutableMapping[str, str]) -> ServiceEnvironment:
     """Read the service manager's variables and remove them from `environ`, as
     sd_notify(3)'s `unset_environment` does: nothing started later inherits them."""

@@ -4,15 +4,22 @@ what jobs inherit, and the log formats, against real `poolsup run` processes."""
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import socket
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from supervisor.sd_notify import Notifier, take_service_environment
+from tests.helpers.pool import SupervisorProcess, finished, wait_for
+from tests.integration.conftest import Pool
+
+Message = dict[str, str]
 
 
 class NotifySocket:
@@ -91,3 +98,169 @@ def test_the_service_variables_are_taken_out_of_the_environment() -> None:
     assert service.notify_socket == "@sock"
     assert service.watchdog_interval == 2.0
     assert environ == {"PATH": "/bin"}
+
+
+# -- a real `poolsup run` talking to a real notify socket
+
+WATCHDOG_USEC = 2_000_000  # pings every second
+
+
+@pytest.fixture
+def sqlite_pool(tmp_path: Path, pool_name: str) -> Iterator[Pool]:
+    """The notify protocol does not depend on the store: one store is enough."""
+    pool = Pool(tmp_path, f"sqlite:///{tmp_path}/pool.db", pool_name)
+    yield pool
+    pool.close()
+
+
+def notify_env(path: str, *, watchdog_usec: int | None = WATCHDOG_USEC) -> dict[str, str]:
+    env = {"NOTIFY_SOCKET": path}
+    if watchdog_usec is not None:
+        env["WATCHDOG_USEC"] = str(watchdog_usec)
+    return env
+
+
+def wait_message(
+    listener: NotifySocket, predicate: Callable[[Message], bool], timeout: float = 20.0,
+    *, after: int = 0,
+) -> int:
+    """The index of the first message from `after` on that satisfies `predicate`."""
+    def found() -> int | None:
+        for index, message in enumerate(listener.receive()[after:], start=after):
+            if predicate(message):
+                return index + 1  # wait_for wants a truthy value
+        return None
+    return int(wait_for(found, timeout, message="a notify message")) - 1
+
+
+def pings_between(listener: NotifySocket, start: float, end: float) -> int:
+    listener.receive()
+    return sum(1 for at, message in listener.messages
+               if "WATCHDOG" in message and start <= at <= end)
+
+
+def has(name: str, value: str | None = None) -> Callable[[Message], bool]:
+    return lambda message: name in message and (value is None or message[name] == value)
+
+
+def test_notify_ready_status_watchdog_reload_and_stopping_in_order(
+    sqlite_pool: Pool, notify_path: tuple[str, NotifySocket]
+) -> None:
+    path, listener = notify_path
+    config = sqlite_pool.config({"sleeps": {"path": "basic.py", "function": "sleeps"}},
+                                capacity=2, drain_timeout=1, stop_grace=1)
+    supervisor = sqlite_pool.start(config, serving=False, env=notify_env(path))
+    ready = wait_message(listener, has("READY", "1"))
+    wait_for(lambda: "serving pool" in supervisor.log(), 5, message="the log line")
+    assert listener.receive()[ready]["STATUS"] == "0/2 jobs running, store ok"
+    first_ping = wait_message(listener, has("WATCHDOG", "1"), after=ready)
+    wait_message(listener, has("WATCHDOG", "1"), after=first_ping + 1)
+
+    sqlite_pool.client().dispatch("busy", {"seconds": 60}, handler="sleeps")
+    wait_message(listener, has("STATUS", "1/2 jobs running, store ok"), after=ready)
+
+    before = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
+    supervisor.signal(signal.SIGHUP)
+    reloading = wait_message(listener, has("RELOADING", "1"), after=ready + 1)
+    after = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
+    assert before <= int(listener.receive()[reloading]["MONOTONIC_USEC"]) <= after
+    reloaded = wait_message(listener, has("READY", "1"), after=reloading)
+    assert "handlers reloaded" in supervisor.log()
+
+    supervisor.signal(signal.SIGTERM)
+    stopping = wait_message(listener, has("STOPPING", "1"), after=reloaded)
+    assert supervisor.wait(30) == 0
+    assert ready < first_ping < reloading < reloaded < stopping
+
+
+def test_a_drain_asks_systemd_for_more_stop_time_while_it_lasts(
+    sqlite_pool: Pool, notify_path: tuple[str, NotifySocket]
+) -> None:
+    path, listener = notify_path
+    config = sqlite_pool.config({"sleeps": {"path": "basic.py", "function": "sleeps"}},
+                                drain_timeout=30)
+    supervisor = sqlite_pool.start(config, env=notify_env(path, watchdog_usec=None))
+    client = sqlite_pool.client()
+    client.dispatch("short", {"seconds": 4}, handler="sleeps")
+    wait_for(lambda: client.job("short")["state"] == "running", 20)
+    supervisor.signal(signal.SIGTERM)
+    stopping = wait_message(listener, has("STOPPING", "1"))
+    extend = wait_message(listener, has("EXTEND_TIMEOUT_USEC"), after=stopping)
+    assert int(listener.receive()[extend]["EXTEND_TIMEOUT_USEC"]) >= 5_000_000
+    assert supervisor.wait(30) == 0
+    assert finished(client, "short")["state"] == "succeeded"
+    assert "draining: 1 job(s) left, store ok" in [
+        message.get("STATUS") for message in listener.receive()[stopping:]
+    ]
+
+
+def fork_server_of(supervisor: SupervisorProcess) -> psutil.Process:
+    (server,) = [child for child in psutil.Process(supervisor.pid).children()
+                 if "sandbox.forkserver" in " ".join(child.cmdline())]
+    return server
+
+
+def test_a_frozen_fork_server_stops_the_watchdog_pings(
+    sqlite_pool: Pool, notify_path: tuple[str, NotifySocket]
+) -> None:
+    path, listener = notify_path
+    config = sqlite_pool.config({"echo": {"path": "basic.py", "function": "echo"}})
+    supervisor = sqlite_pool.start(config, env=notify_env(path))
+    wait_message(listener, has("WATCHDOG", "1"))
+    server = fork_server_of(supervisor)
+    server.suspend()
+    try:
+        frozen_at = time.monotonic()
+        time.sleep(4.0)
+        # One ping may have been on its way when the fork server froze.
+        assert pings_between(listener, frozen_at + 1.5, time.monotonic()) == 0
+        assert "watchdog not pinged: the fork server did not answer" in supervisor.log()
+    finally:
+        server.resume()
+    resumed = len(listener.receive())
+    wait_message(listener, has("WATCHDOG", "1"), after=resumed)
+
+
+def test_a_stalled_event_loop_withholds_the_ping_after_it(
+    sqlite_pool: Pool, notify_path: tuple[str, NotifySocket]
+) -> None:
+    path, listener = notify_path
+    config = sqlite_pool.config({"echo": {"path": "basic.py", "function": "echo"}})
+    supervisor = sqlite_pool.start(config, env=notify_env(path))
+    wait_message(listener, has("WATCHDOG", "1"))
+    supervisor.signal(signal.SIGSTOP)
+    try:
+        stopped_at = time.monotonic()
+        time.sleep(3.0)
+        assert pings_between(listener, stopped_at + 0.2, time.monotonic()) == 0
+    finally:
+        supervisor.signal(signal.SIGCONT)
+    resumed = len(listener.receive())
+    wait_message(listener, has("WATCHDOG", "1"), after=resumed)
+    wait_for(lambda: "watchdog not pinged: the event loop ran" in supervisor.log(), 10,
+             message="the late tick to be logged")
+
+
+ENVIRONMENT_HANDLER = """
+import os
+
+def run(job):
+    return sorted(os.environ)
+"""
+
+
+@pytest.mark.parametrize("inherit_env", [False, True])
+def test_jobs_never_see_the_service_managers_variables(
+    sqlite_pool: Pool, notify_path: tuple[str, NotifySocket], tmp_path: Path, inherit_env: bool
+) -> None:
+    path, _listener = notify_path
+    handler = tmp_path / "environment.py"
+    handler.write_text(ENVIRONMENT_HANDLER)
+    config = sqlite_pool.config({"env": {"path": str(handler), "inherit_env": inherit_env}})
+    sqlite_pool.start(config, env={**notify_env(path), "WATCHDOG_PID": str(os.getpid()),
+                                   "SOMETHING_ELSE": "x"})
+    client = sqlite_pool.client()
+    client.dispatch("env", None, handler="env")
+    names = set(wait_for(lambda: finished(client, "env"), 20)["result"])
+    assert not names & {"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"}
+    assert ("SOMETHING_ELSE" in names) == inherit_env
