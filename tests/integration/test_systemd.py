@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import orjson
 import psutil
 import pytest
 
@@ -264,3 +265,50 @@ def test_jobs_never_see_the_service_managers_variables(
     names = set(wait_for(lambda: finished(client, "env"), 20)["result"])
     assert not names & {"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"}
     assert ("SOMETHING_ELSE" in names) == inherit_env
+
+
+# -- log formats
+
+
+def test_json_log_lines_parse_and_carry_each_jobs_key_and_token(sqlite_pool: Pool) -> None:
+    config = sqlite_pool.config({"echo": {"path": "basic.py", "function": "echo"}})
+    supervisor = sqlite_pool.start(config, serving=False, args=("--log-format", "json"))
+    wait_for(lambda: "serving pool" in supervisor.log(), 20, message="serving")
+    client = sqlite_pool.client()
+    key = "odd] key (token 0)"
+    client.dispatch(key, {}, handler="echo")
+    token = wait_for(lambda: finished(client, key), 20)["token"]
+    supervisor.signal(signal.SIGTERM)
+    assert supervisor.wait(30) == 0
+    lines = [orjson.loads(line) for line in supervisor.log().splitlines()]
+    assert all({"time", "level", "logger", "message"} <= line.keys() for line in lines)
+    about_the_job = [line for line in lines if key in line["message"]]
+    assert len(about_the_job) >= 2  # started, succeeded
+    assert all((line["key"], line["token"]) == (key, token) for line in about_the_job)
+
+
+def test_text_log_lines_in_the_journal_have_a_priority_and_no_timestamp(
+    sqlite_pool: Pool, tmp_path: Path
+) -> None:
+    config = sqlite_pool.config({"echo": {"path": "basic.py", "function": "echo"}})
+    log_path = tmp_path / "journal.log"
+    log_path.touch()
+    stat = log_path.stat()
+    supervisor = SupervisorProcess(config, log_path).start(
+        {"JOURNAL_STREAM": f"{stat.st_dev}:{stat.st_ino}"}
+    )
+    sqlite_pool.supervisors.append(supervisor)
+    supervisor.wait_serving()
+    supervisor.signal(signal.SIGTERM)
+    assert supervisor.wait(30) == 0
+    lines = supervisor.log().splitlines()
+    assert "<6>INFO poolsup: supervisor" in lines[0]
+    assert all(line.startswith(("<6>", "<4>", "<3>")) for line in lines)
+
+
+def test_text_log_lines_elsewhere_have_a_timestamp(sqlite_pool: Pool, tmp_path: Path) -> None:
+    config = sqlite_pool.config({"echo": {"path": "basic.py", "function": "echo"}})
+    # JOURNAL_STREAM inherited from a unit, while stderr was redirected elsewhere.
+    supervisor = sqlite_pool.start(config, env={"JOURNAL_STREAM": "1:1"})
+    first = supervisor.log().splitlines()[0]
+    assert first[:2] == "20" and " INFO poolsup: " in first
