@@ -7,6 +7,8 @@ import logging
 import os
 import signal
 import socket
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -17,7 +19,8 @@ import psutil
 import pytest
 
 from supervisor.sd_notify import Notifier, take_service_environment
-from tests.helpers.pool import SupervisorProcess, finished, wait_for
+from tests.helpers.pool import SupervisorProcess, finished, wait_for, write_pool
+from tests.helpers.redis_server import RedisServer
 from tests.integration.conftest import Pool
 
 Message = dict[str, str]
@@ -312,3 +315,74 @@ def test_text_log_lines_elsewhere_have_a_timestamp(sqlite_pool: Pool, tmp_path: 
     supervisor = sqlite_pool.start(config, env={"JOURNAL_STREAM": "1:1"})
     first = supervisor.log().splitlines()[0]
     assert first[:2] == "20" and " INFO poolsup: " in first
+
+
+# -- store passwords
+
+
+PASSWORD = "s3cret-of-the-store"
+WRONG_PASSWORD = "wr0ng-guess-of-the-store"
+
+
+@pytest.fixture
+def redis_with_password() -> Iterator[RedisServer]:
+    server = RedisServer(password=PASSWORD).start()
+    yield server
+    server.remove()
+
+
+def poolsup(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "supervisor.cli", *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_store_passwords_appear_in_no_log_error_or_output(
+    tmp_path: Path, pool_name: str, redis_with_password: RedisServer
+) -> None:
+    pool = Pool(tmp_path, redis_with_password.url, pool_name)
+    try:
+        handlers = {"echo": {"path": "basic.py", "function": "echo"}}
+        config = pool.config(handlers)
+        supervisor = pool.start(config, args=("--log-level", "DEBUG"))
+        outputs: list[str] = []
+        for command in (["check"], ["dispatch", "k1", "--payload", "{}"], ["status"],
+                        ["status", "--json"], ["jobs"], ["job", "k1"]):
+            result = poolsup(*command, "-c", str(config))
+            assert result.returncode == 0, result.stderr
+            outputs += [result.stdout, result.stderr]
+
+        # While the store is down, the supervisor's error lines name it.
+        redis_with_password.stop()
+        wait_for(lambda: "store failing" in supervisor.log(), 20, message="a store failure")
+        status = poolsup("status", "-c", str(config))
+        assert status.returncode == 1
+        outputs += [status.stdout, status.stderr]
+        redis_with_password.start()
+        wait_for(lambda: "store works again" in supervisor.log(), 30, message="recovery")
+
+        # A wrong password is refused by the store; the error shows neither.
+        wrong_url = redis_with_password.url.replace(PASSWORD, WRONG_PASSWORD)
+        wrong = write_pool(tmp_path, store=wrong_url, pool=pool_name, handlers=handlers,
+                           name="wrong.toml")
+        refused = poolsup("status", "-c", str(wrong))
+        assert refused.returncode == 1
+        assert "127.0.0.1" in refused.stderr
+        outputs += [refused.stdout, refused.stderr]
+        waiting = pool.start(wrong, serving=False)
+        wait_for(lambda: "store failing" in waiting.log(), 20, message="a refused login")
+
+        # A URL the config refuses is quoted without its password.
+        bad_scheme = write_pool(tmp_path, store=f"redis+tls://:{PASSWORD}@h/0", pool=pool_name,
+                                handlers=handlers, name="bad.toml")
+        rejected = poolsup("check", "-c", str(bad_scheme))
+        assert rejected.returncode == 2
+        outputs += [rejected.stdout, rejected.stderr]
+
+        supervisor.signal(signal.SIGTERM)
+        supervisor.wait(30)
+        everything = "\n".join(outputs) + pool.logs()
+        assert "k1" in everything and "store failing" in everything
+        assert PASSWORD not in everything
+        assert WRONG_PASSWORD not in everything
+    finally:
+        pool.close()
