@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -18,6 +19,7 @@ import orjson
 import psutil
 import pytest
 
+from supervisor.config import SupervisorConfig
 from supervisor.sd_notify import Notifier, take_service_environment
 from tests.helpers.pool import SupervisorProcess, finished, wait_for, write_pool
 from tests.helpers.redis_server import RedisServer
@@ -386,3 +388,66 @@ def test_store_passwords_appear_in_no_log_error_or_output(
         assert WRONG_PASSWORD not in everything
     finally:
         pool.close()
+
+
+# -- the units
+
+
+UNITS_DIR = Path(__file__).resolve().parents[2] / "systemd"
+SHIPPED_BINARY = "/opt/poolsup/venv/bin/poolsup"
+MAX_EXPOSURE = 2.0
+needs_systemd_analyze = pytest.mark.skipif(
+    shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed"
+)
+
+
+@pytest.fixture(params=[("poolsup.service", "poolsup.service"),
+                        ("poolsup@.service", "poolsup@media.service")], ids=lambda p: p[0])
+def unit(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    """A copy of a shipped unit (an instance, for the template) whose ExecStart names
+    an executable that exists here, for `verify` to check everything else."""
+    shipped, name = request.param
+    text = (UNITS_DIR / shipped).read_text()
+    assert SHIPPED_BINARY in text
+    copy = tmp_path / name
+    copy.write_text(text.replace(SHIPPED_BINARY, shutil.which("poolsup") or sys.executable))
+    return copy
+
+
+@needs_systemd_analyze
+def test_units_verify_cleanly(unit: Path) -> None:
+    result = subprocess.run(["systemd-analyze", "verify", "--man=false", str(unit)],
+                            capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stdout + result.stderr) == (0, "")
+
+
+@needs_systemd_analyze
+def test_units_are_hardened_to_an_exposure_of_at_most_2(unit: Path) -> None:
+    result = subprocess.run(
+        ["systemd-analyze", "security", "--offline=true",
+         f"--threshold={int(MAX_EXPOSURE * 10)}", str(unit)],
+        capture_output=True, text=True, timeout=60,
+    )
+    overall = [line for line in result.stdout.splitlines() if "Overall exposure level" in line]
+    assert len(overall) == 1, result.stdout + result.stderr
+    assert float(overall[0].split(":")[1].split()[0]) <= MAX_EXPOSURE, overall[0]
+    assert result.returncode == 0, overall[0]
+
+
+def unit_settings(shipped: str) -> dict[str, str]:
+    text = (UNITS_DIR / shipped).read_text()
+    return dict(line.split("=", 1) for line in text.splitlines()
+                if "=" in line and not line.startswith("#"))
+
+
+@pytest.mark.parametrize("shipped", ["poolsup.service", "poolsup@.service"])
+def test_units_speak_the_notify_protocol_and_outwait_a_default_drain(shipped: str) -> None:
+    settings = unit_settings(shipped)
+    assert {name: settings.get(name) for name in (
+        "Type", "NotifyAccess", "KillMode", "Restart", "RestartPreventExitStatus", "LimitMEMLOCK",
+    )} == {"Type": "notify", "NotifyAccess": "main", "KillMode": "mixed",
+           "Restart": "on-failure", "RestartPreventExitStatus": "2", "LimitMEMLOCK": "infinity"}
+    assert settings["WatchdogSec"].endswith("s")
+    defaults = SupervisorConfig(id="x")
+    drain = defaults.drain_timeout + defaults.stop_grace + defaults.lease_ttl
+    assert float(settings["TimeoutStopSec"].removesuffix("s")) > drain
