@@ -98,7 +98,7 @@ class Supervisor:
             environment=service, registry=self.registry, capacity=settings.capacity,
             store_failures=(self.keeper.failures, self.claimer.failures,
                             self.membership_failures, self.job_services.outcome_failures),
-            fork_server=lambda: self._fork_servers.current if self._fork_servers else None,
+            fork_server=lambda: None if self._fork_servers is None else self._fork_servers.current,
             drain_budget=settings.drain_timeout + settings.stop_grace + settings.lease_ttl,
         )
 

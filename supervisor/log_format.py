@@ -10,7 +10,7 @@ import logging
 import os
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import IO, Any
 
 import orjson
 
@@ -97,12 +97,12 @@ def formatter_for(log_format: str, *, journal: bool) -> logging.Formatter:
     return JournalFormatter(formatter) if journal else formatter
 
 
-def stderr_is_journal(environ: Mapping[str, str], fd: int) -> bool:
-    """Whether `fd` is the journal stream systemd connected, as `$JOURNAL_STREAM`
+def stderr_is_journal(environ: Mapping[str, str], stream: IO[Any]) -> bool:
+    """Whether `stream` is the journal stream systemd connected, as `$JOURNAL_STREAM`
     (`DEVICE:INODE`) names it; a redirected stderr is not (systemd.exec(5))."""
     device, _, inode = environ.get("JOURNAL_STREAM", "").partition(":")
     try:
-        stat = os.fstat(fd)
+        stat = os.fstat(stream.fileno())
         return (stat.st_dev, stat.st_ino) == (int(device), int(inode))
     except (OSError, ValueError):
         return False

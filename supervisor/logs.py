@@ -53,7 +53,7 @@ def logging_to_stderr(level: str, log_format: str = "text") -> Iterator[None]:
     root = logging.getLogger()
     root.setLevel(level.upper())
     handler = _DroppingQueueHandler(records)
-    journal = stderr_is_journal(os.environ, sys.stderr.fileno())
+    journal = stderr_is_journal(os.environ, sys.stderr)
     handler.setFormatter(formatter_for(log_format, journal=journal))
     root.addHandler(handler)
     listener.start()

@@ -17,7 +17,7 @@ import anyio
 
 from supervisor.children import ForkServer
 from supervisor.core.service_status import DrainProgress, drain_extension, status_line
-from supervisor.core.watchdog import LOOP_LAG_FRACTION, next_watchdog_tick, reason_to_withhold_ping
+from supervisor.core.watchdog import TICK_TOLERANCE, next_watchdog_tick, reason_to_withhold_ping
 from supervisor.running import Registry
 from supervisor.sd_notify import Notifier, ServiceEnvironment
 from supervisor.store_failures import StoreFailures
@@ -50,7 +50,7 @@ class ServiceReporter:
 
     def ready(self) -> None:
         """Serving: registered in the store, a fork server ready (also after a reload)."""
-        self._notifier.send("READY=1", self._status_field())
+        self._send("READY=1")
 
     def reloading(self) -> None:
         now_usec = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
@@ -59,7 +59,7 @@ class ServiceReporter:
     def stopping(self) -> None:
         """A drain started."""
         self._drain = DrainProgress.start(jobs_left=len(self._registry), now=time.monotonic())
-        self._notifier.send("STOPPING=1", self._status_field())
+        self._send("STOPPING=1")
 
     async def run(self) -> None:
         """Until cancelled: keep STATUS= current, extend a drain's stop time while it
@@ -71,22 +71,24 @@ class ServiceReporter:
             if self._watchdog_interval is not None:
                 group.start_soon(self._ping_watchdog, self._watchdog_interval)
 
-    def _status_field(self) -> str:
-        self._status_sent = status_line(
+    def _status(self) -> str:
+        return status_line(
             running=len(self._registry),
             capacity=self._capacity,
             store_failing=any(failures.failing for failures in self._store_failures),
             draining=self._drain is not None,
         )
-        return f"STATUS={self._status_sent}"
+
+    def _send(self, *fields: str) -> None:
+        """`fields` and the current STATUS= line, in one message."""
+        self._status_sent = self._status()
+        self._notifier.send(*fields, f"STATUS={self._status_sent}")
 
     async def _report_status(self) -> None:
         while True:
             await anyio.sleep(STATUS_INTERVAL)
-            previous = self._status_sent
-            status = self._status_field()
-            if self._status_sent != previous:
-                self._notifier.send(status)
+            if self._status() != self._status_sent:
+                self._send()
             if self._drain is not None:
                 now = time.monotonic()
                 self._drain = self._drain.observe(jobs_left=len(self._registry), now=now)
@@ -100,7 +102,7 @@ class ServiceReporter:
             await anyio.sleep(max(0.0, due - time.monotonic()))
             woke_at = time.monotonic()
             server = self._fork_server()
-            answered = server is not None and await server.ping(interval * LOOP_LAG_FRACTION)
+            answered = server is not None and await server.ping(interval * TICK_TOLERANCE)
             reason = reason_to_withhold_ping(
                 now=woke_at, due=due, interval=interval, fork_server_answered=answered
             )

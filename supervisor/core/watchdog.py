@@ -8,8 +8,10 @@ fork server withholds pings, so systemd restarts the service; a failing store do
 
 from __future__ import annotations
 
-# A tick later than this fraction of the interval means the loop is not turning on time.
-LOOP_LAG_FRACTION = 0.5
+# A fraction of the interval: how late a tick may come, and how long the fork server
+# may take to answer, for the ping to go.  Both together stay within one interval, so
+# a healthy supervisor never misses a tick.
+TICK_TOLERANCE = 0.5
 
 
 def watchdog_interval(usec: str | None, watchdog_pid: str | None, *, pid: int) -> float | None:
@@ -29,7 +31,7 @@ def reason_to_withhold_ping(
 ) -> str | None:
     """None when a tick that was `due` and came at `now` may ping; otherwise why not."""
     late = now - due
-    if late > interval * LOOP_LAG_FRACTION:
+    if late > interval * TICK_TOLERANCE:
         return f"the event loop ran {late:.1f} s late"
     if not fork_server_answered:
         return "the fork server did not answer"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import sys
@@ -104,8 +105,10 @@ def test_stderr_is_the_journal_only_when_journal_stream_names_it(tmp_path: Path)
     path = tmp_path / "stream"
     with path.open("w") as stream:
         stat = os.fstat(stream.fileno())
-        fd = stream.fileno()
-        assert stderr_is_journal({"JOURNAL_STREAM": f"{stat.st_dev}:{stat.st_ino}"}, fd)
-        assert not stderr_is_journal({"JOURNAL_STREAM": f"{stat.st_dev}:{stat.st_ino + 1}"}, fd)
-        assert not stderr_is_journal({"JOURNAL_STREAM": "garbage"}, fd)
-        assert not stderr_is_journal({}, fd)
+        journal = {"JOURNAL_STREAM": f"{stat.st_dev}:{stat.st_ino}"}
+        assert stderr_is_journal(journal, stream)
+        assert not stderr_is_journal({"JOURNAL_STREAM": f"{stat.st_dev}:{stat.st_ino + 1}"},
+                                     stream)
+        assert not stderr_is_journal({"JOURNAL_STREAM": "garbage"}, stream)
+        assert not stderr_is_journal({}, stream)
+    assert not stderr_is_journal(journal, io.StringIO())  # no file descriptor
