@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -29,26 +30,37 @@ Message = dict[str, str]
 
 
 class NotifySocket:
-    """A service manager's end: a bound AF_UNIX datagram socket, and what came in."""
+    """A service manager's end: a bound AF_UNIX datagram socket, and a thread that
+    records each message with the time it came."""
 
     def __init__(self, address: str | bytes) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.bind(address)
-        self.sock.settimeout(0.1)
-        self.messages: list[tuple[float, dict[str, str]]] = []
+        self.sock.settimeout(0.05)
+        self.messages: list[tuple[float, Message]] = []
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
-    def receive(self) -> list[dict[str, str]]:
-        """Every message that came in so far, oldest first."""
-        while True:
+    def _read(self) -> None:
+        while not self._closing.is_set():
             try:
                 data = self.sock.recv(65536)
-            except (TimeoutError, BlockingIOError):
-                break
+            except TimeoutError:
+                continue
             fields = dict(line.split("=", 1) for line in data.decode().splitlines())
-            self.messages.append((time.monotonic(), fields))
-        return [fields for _, fields in self.messages]
+            with self._lock:
+                self.messages.append((time.monotonic(), fields))
+
+    def receive(self) -> list[Message]:
+        """Every message that came in so far, oldest first."""
+        with self._lock:
+            return [fields for _, fields in self.messages]
 
     def close(self) -> None:
+        self._closing.set()
+        self._reader.join()
         self.sock.close()
 
 
@@ -65,7 +77,8 @@ def test_notifier_sends_fields_to_a_socket_path(notify_path: tuple[str, NotifySo
     notifier = Notifier(path)
     notifier.send("READY=1", "STATUS=0/4 jobs running, store ok")
     notifier.close()
-    assert listener.receive() == [{"READY": "1", "STATUS": "0/4 jobs running, store ok"}]
+    received = wait_for(listener.receive, 10)
+    assert received == [{"READY": "1", "STATUS": "0/4 jobs running, store ok"}]
 
 
 def test_notifier_sends_to_an_abstract_socket() -> None:
@@ -75,7 +88,7 @@ def test_notifier_sends_to_an_abstract_socket() -> None:
         notifier = Notifier("@" + name)
         notifier.send("READY=1")
         notifier.close()
-        assert listener.receive() == [{"READY": "1"}]
+        assert wait_for(listener.receive, 10) == [{"READY": "1"}]
     finally:
         listener.close()
 
@@ -140,8 +153,8 @@ def wait_message(
 
 
 def pings_between(listener: NotifySocket, start: float, end: float) -> int:
-    listener.receive()
-    return sum(1 for at, message in listener.messages
+    time.sleep(0.2)  # for the reader to take in what came by `end`
+    return sum(1 for at, message in list(listener.messages)
                if "WATCHDOG" in message and start <= at <= end)
 
 
@@ -225,6 +238,27 @@ def test_a_frozen_fork_server_stops_the_watchdog_pings(
         server.resume()
     resumed = len(listener.receive())
     wait_message(listener, has("WATCHDOG", "1"), after=resumed)
+
+
+def test_a_store_outage_shows_in_the_status_and_the_watchdog_pings_go_on(
+    tmp_path: Path, pool_name: str, own_redis: RedisServer,
+    notify_path: tuple[str, NotifySocket],
+) -> None:
+    path, listener = notify_path
+    pool = Pool(tmp_path, own_redis.url, pool_name)
+    try:
+        config = pool.config({"echo": {"path": "basic.py", "function": "echo"}})
+        pool.start(config, env=notify_env(path))
+        wait_message(listener, has("STATUS", "0/4 jobs running, store ok"))
+        own_redis.stop()
+        failing = wait_message(listener, has("STATUS", "0/4 jobs running, store failing"))
+        outage_seen_at = time.monotonic()
+        time.sleep(3.0)
+        assert pings_between(listener, outage_seen_at, time.monotonic()) >= 2
+        own_redis.start()
+        wait_message(listener, has("STATUS", "0/4 jobs running, store ok"), 30, after=failing)
+    finally:
+        pool.close()
 
 
 def test_a_stalled_event_loop_withholds_the_ping_after_it(
