@@ -133,7 +133,7 @@ class Supervisor:
         try:
             await self.store.release(claimed.lease, delay=SPAWN_RETRY_DELAY)
         except (StoreFailure, StaleToken) as error:
-            log.warning("[%s] could not release: %s", claimed.key, error)
+            log.warning("[%s] could not release (token %d): %s", claimed.key, claimed.token, error)
 
     async def _run_job(self, job: RunningJob) -> None:
         try:
@@ -148,7 +148,7 @@ class Supervisor:
                 try:
                     await job.fork_server.kill(job.job_id)
                 except Exception:
-                    log.exception("[%s] could not kill its child", job.key)
+                    log.exception("[%s] could not kill its child (token %d)", job.key, job.token)
         finally:
             self.registry.remove(job)
 
