@@ -170,6 +170,8 @@ class ForkServer:
             self._jobs.kill(message["job"])
         elif op == protocol.OP_EXIT:
             self._exiting = True
+        elif op == protocol.OP_PING:
+            self._send({"ev": protocol.EV_PONG, "seq": message["seq"]})
         else:
             raise ValueError(f"unknown op {op!r}")
 

@@ -24,10 +24,12 @@ Two channels:
     {"op": "signal", "job": JOB_ID, "signal": N}              to the job's process group
     {"op": "kill", "job": JOB_ID}                             SIGKILL the whole job
     {"op": "exit"}                                            kill every job, then exit
+    {"op": "ping", "seq": N}                                  answered with "pong" at once
   fork server -> supervisor
     {"ev": "ready", "pid": PID, "handlers": {NAME: ERROR_OR_NULL}}
     {"ev": "spawned", "job": JOB_ID, "pid": PID}
     {"ev": "spawn_failed", "job": JOB_ID, "error": TEXT}
+    {"ev": "pong", "seq": N}                                  its loop is turning
     {"ev": "exited", "job": JOB_ID, "pid": PID, "code": N|null, "signal": N|null,
      "fenced": BOOL, "reason": TEXT, "survivors": [PID, ...]}
       Sent once the job's child is reaped and every process a job left behind is
@@ -74,11 +76,13 @@ OP_FENCE = "fence"
 OP_SIGNAL = "signal"
 OP_KILL = "kill"
 OP_EXIT = "exit"
+OP_PING = "ping"
 
 EV_READY = "ready"
 EV_SPAWNED = "spawned"
 EV_SPAWN_FAILED = "spawn_failed"
 EV_EXITED = "exited"
+EV_PONG = "pong"
 
 MSG_START = "start"
 MSG_STOP = "stop"

@@ -37,6 +37,11 @@ log = logging.getLogger("poolsup.children")
 # the interpreter needs to start and find its packages, and the locale.
 _FORK_SERVER_VARIABLES = frozenset({"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "VIRTUAL_ENV"})
 _FORK_SERVER_PREFIXES = ("LC_", "PYTHON")
+# The service manager's messages to this process (sd_notify, the watchdog, socket
+# activation): never for a job, even one that inherits the whole environment.
+_SERVICE_MANAGER_VARIABLES = frozenset({
+    "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES",
+})
 
 # Sent before the fork is confirmed, the first message fits in the socket buffer, so
 # the child finds it waiting; a larger one would block until the child reads it.
@@ -92,6 +97,8 @@ class ForkServer:
         self.alive = True
         self._closing = False
         self._send_lock = anyio.Lock()
+        self._pongs: dict[int, anyio.Event] = {}
+        self._ping_seq = 0
         self.died = anyio.Event()
 
     @property
@@ -161,6 +168,24 @@ class ForkServer:
         if self.alive:
             await self._send({"op": protocol.OP_KILL, "job": job_id})
 
+    async def ping(self, timeout: float) -> bool:
+        """Whether the fork server answers within `timeout`: its loop, which also
+        enforces fences and limits, is turning."""
+        if not self.alive:
+            return False
+        self._ping_seq += 1
+        seq = self._ping_seq
+        pong = self._pongs[seq] = anyio.Event()
+        try:
+            with anyio.move_on_after(timeout):
+                await self._send({"op": protocol.OP_PING, "seq": seq})
+                await pong.wait()
+        except ForkServerDied:
+            pass
+        finally:
+            del self._pongs[seq]
+        return pong.is_set() and self.alive
+
     async def _send(self, message: dict[str, Any], fds: list[int] | None = None) -> None:
         data = protocol.encode(message)
         ancillary = []
@@ -205,6 +230,11 @@ class ForkServer:
             self.handler_errors = dict(event.get("handlers") or {})
             self._ready.set()
             return
+        if kind == protocol.EV_PONG:
+            pong = self._pongs.get(int(event["seq"]))
+            if pong is not None:
+                pong.set()
+            return
         child = self._children.get(str(event.get("job")))
         if child is None:
             return
@@ -237,6 +267,8 @@ class ForkServer:
             log.error("fork server (pid %s) exited; its children died with it", self.pid)
         self.alive = False
         self._ready.set()
+        for pong in self._pongs.values():
+            pong.set()  # no answer is coming: a ping waiting for one returns now
         if self._children:
             known = [child.pid for child in self._children.values() if child.pid is not None]
             survivors = await orphans.kill_orphans(known, fork_server_pid=self.pid)
@@ -291,13 +323,15 @@ def fork_server_environment(
     handlers: Mapping[str, HandlerConfig], environ: Mapping[str, str]
 ) -> dict[str, str]:
     """The fork server's environment: without our own (which may hold store
-    credentials), unless a handler asks to inherit it.
+    credentials), unless a handler asks to inherit it; never with the service
+    manager's variables.
 
     The fork server builds each job's environment from this one; keeping the rest out
     of it, rather than only out of the jobs, keeps it out of their memory too.
     """
     if any(handler.inherit_env for handler in handlers.values()):
-        return dict(environ)
+        return {name: value for name, value in environ.items()
+                if name not in _SERVICE_MANAGER_VARIABLES}
     return {
         name: value
         for name, value in environ.items()

@@ -16,6 +16,7 @@ import orjson
 from supervisor.client import AsyncClient, client_options, parse_payload
 from supervisor.config import Config, load_config, resolve_config_path
 from supervisor.errors import PoolsupError, UsageError
+from supervisor.log_format import LOG_FORMATS
 from supervisor.logs import logging_to_stderr
 from supervisor.status import render_status_text
 from supervisor.store.base import ALL_STATES
@@ -99,15 +100,17 @@ def main() -> None:
 @config_option
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+@click.option("--log-format", default="text", show_default=True, type=click.Choice(LOG_FORMATS),
+              help="json: one object per line (time, level, logger, message, key, token)")
 @reports_errors
-def run(config_path: str | None, log_level: str) -> None:
+def run(config_path: str | None, log_level: str, log_format: str) -> None:
     """Run the supervisor in the foreground until SIGTERM/SIGINT."""
     from supervisor.daemon import serve
 
     config = read_config(config_path, require_handlers=True)
     # Until the supervisor's own handler is in place, a reload request must not kill it.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    with logging_to_stderr(log_level):
+    with logging_to_stderr(log_level, log_format):
         code = anyio.run(serve, config)
     sys.exit(code)
 

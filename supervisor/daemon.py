@@ -27,6 +27,8 @@ from supervisor.job_runner import SPAWN_RETRY_DELAY, JobServices, JobSettings, r
 from supervisor.lease_keeper import LeaseKeeper
 from supervisor.rebalancer import Rebalancer
 from supervisor.running import Registry, RunningJob
+from supervisor.sd_notify import NO_SERVICE_MANAGER, ServiceEnvironment, take_service_environment
+from supervisor.service import ServiceReporter
 from supervisor.store import opened_store
 from supervisor.store.base import ClaimedJob, MembershipState, Store, SupervisorInfo
 from supervisor.store_failures import StoreFailures
@@ -40,7 +42,9 @@ SPAWN_READY_POLL = 0.05
 
 
 class Supervisor:
-    def __init__(self, config: Config, store: Store) -> None:
+    def __init__(
+        self, config: Config, store: Store, service: ServiceEnvironment = NO_SERVICE_MANAGER
+    ) -> None:
         self.config = config
         self.store = store
         settings = config.supervisor
@@ -96,6 +100,13 @@ class Supervisor:
         self._registering = False
         self.outcomes_left_to_recovery = 0
         self.exit_code = 0
+        self.service = ServiceReporter(
+            environment=service, registry=self.registry, capacity=settings.capacity,
+            store_failures=(self.keeper.failures, self.claimer.failures,
+                            self.membership_failures, self.job_services.outcome_failures),
+            fork_server=lambda: None if self._fork_servers is None else self._fork_servers.current,
+            drain_budget=settings.drain_timeout + settings.stop_grace + settings.lease_ttl,
+        )
 
     @property
     def fork_servers(self) -> ForkServers:
@@ -128,7 +139,7 @@ class Supervisor:
         try:
             await self.store.release(claimed.lease, delay=SPAWN_RETRY_DELAY)
         except (StoreFailure, StaleToken) as error:
-            log.warning("[%s] could not release: %s", claimed.key, error)
+            log.warning("[%s] could not release (token %d): %s", claimed.key, claimed.token, error)
 
     async def _run_job(self, job: RunningJob) -> None:
         try:
@@ -143,7 +154,7 @@ class Supervisor:
                 try:
                     await job.fork_server.kill(job.job_id)
                 except Exception:
-                    log.exception("[%s] could not kill its child", job.key)
+                    log.exception("[%s] could not kill its child (token %d)", job.key, job.token)
         finally:
             self.registry.remove(job)
 
@@ -169,6 +180,8 @@ class Supervisor:
                         self.info.id, self.config.pool.name, self.info.capacity,
                         self.info.lease_ttl, ", ".join(self.config.handlers),
                     )
+                    self.service.ready()
+                    background.start_soon(self.service.run)
                     background.start_soon(self.keeper.run)
                     background.start_soon(self.claimer.run)
                     background.start_soon(self.rebalancer.run)
@@ -246,6 +259,7 @@ class Supervisor:
             log.warning("could not %s: %s", what, error)
 
     async def _drain(self) -> None:
+        self.service.stopping()
         self.claimer.stop()
         self.rebalancer.stop()
         self.info = dataclasses.replace(self.info, state="draining")
@@ -295,7 +309,9 @@ class Supervisor:
             task_status.started()
             async for signum in signals:
                 if signum == signal.SIGHUP:
+                    self.service.reloading()
                     await self._reload()
+                    self.service.ready()
                 elif self._shutdown.is_set():
                     log.info("second %s: stopping running jobs now", signal.Signals(signum).name)
                     self._hurry.set()
@@ -362,9 +378,10 @@ def _rebalanced(config: Config) -> tuple[str, ...]:
 
 async def serve(config: Config) -> int:
     """Run until SIGTERM/SIGINT; the process exit code."""
+    service = take_service_environment(os.environ)  # before any process is started
     async with opened_store(
         config.pool.store, config.pool.name, retention=config.pool.retention
     ) as store:
-        supervisor = Supervisor(config, store)
+        supervisor = Supervisor(config, store, service)
         await supervisor.serve()
         return supervisor.exit_code

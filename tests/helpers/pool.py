@@ -71,13 +71,15 @@ class SupervisorProcess:
     process: subprocess.Popen[bytes] = field(init=False)
 
     def start(
-        self, env: dict[str, str] | None = None, *, new_session: bool = False
+        self, env: dict[str, str] | None = None, *, new_session: bool = False,
+        args: tuple[str, ...] = (),
     ) -> SupervisorProcess:
         """With `new_session`, in a session and process group of its own, as a shell
-        starts a job: `os.killpg(self.pid, ...)` then reaches the whole group."""
+        starts a job: `os.killpg(self.pid, ...)` then reaches the whole group.  `args`
+        go after `poolsup run -c CONFIG`."""
         log_file = self.log_path.open("ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "supervisor.cli", "run", "-c", str(self.config)],
+            [sys.executable, "-m", "supervisor.cli", "run", "-c", str(self.config), *args],
             stdout=log_file,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

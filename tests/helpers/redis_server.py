@@ -21,9 +21,13 @@ def free_port() -> int:
         return port
 
 
-def answers_ping(port: int) -> bool:
+def answers_ping(port: int, password: str | None = None) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5) as conn:
+            if password is not None:
+                conn.sendall(f"AUTH {password}\r\n".encode())
+                if not conn.recv(64).startswith(b"+OK"):
+                    return False
             conn.sendall(b"PING\r\n")
             return conn.recv(64).startswith(b"+PONG")
     except OSError:
@@ -32,16 +36,19 @@ def answers_ping(port: int) -> bool:
 
 class RedisServer:
     """One redis-server process.  `start()` again after `stop()` reuses the port, so
-    clients can reconnect to the same URL."""
+    clients can reconnect to the same URL.  With a `password`, it requires one
+    (`--requirepass`), and `url` carries it."""
 
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(self, port: int | None = None, *, password: str | None = None) -> None:
         self.port = port or free_port()
+        self.password = password
         self._process: subprocess.Popen[bytes] | None = None
         self._dir: Path | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        auth = f":{self.password}@" if self.password is not None else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     @property
     def pid(self) -> int:
@@ -53,12 +60,13 @@ class RedisServer:
             self._dir = Path(tempfile.mkdtemp(prefix="poolsup-redis-"))
         self._process = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--save", "", "--appendonly", "no",
-             "--bind", "127.0.0.1", "--dir", str(self._dir)],
+             "--bind", "127.0.0.1", "--dir", str(self._dir),
+             *(["--requirepass", self.password] if self.password is not None else [])],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + START_TIMEOUT
-        while not answers_ping(self.port):
+        while not answers_ping(self.port, self.password):
             if self._process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(f"redis-server did not start on port {self.port}")

@@ -26,11 +26,12 @@ class Pool:
                           name=file, **supervisor)
 
     def start(
-        self, config: Path, *, serving: bool = True, new_session: bool = False
+        self, config: Path, *, serving: bool = True, new_session: bool = False,
+        env: dict[str, str] | None = None, args: tuple[str, ...] = (),
     ) -> SupervisorProcess:
         index = len(self.supervisors)
         process = SupervisorProcess(config, self.directory / f"supervisor-{index}.log").start(
-            new_session=new_session
+            env, new_session=new_session, args=args
         )
         self.supervisors.append(process)
         if serving:

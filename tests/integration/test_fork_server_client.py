@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
+from pathlib import Path
 
 import anyio
 import orjson
 import pytest
 
-from supervisor.children import ForkServer
+from supervisor.children import ForkServer, open_fork_server
+from supervisor.config import load_config
+from tests.helpers.pool import write_pool
 
 pytestmark = pytest.mark.anyio
 
@@ -58,3 +63,22 @@ async def test_exit_status_without_survivors() -> None:
     status = await exit_status_of({"code": None, "signal": 9, "fenced": True})
     assert status.survivors == ()
     assert status.fenced is True
+
+
+async def test_a_fork_server_answers_pings_and_a_frozen_one_does_not(tmp_path: Path) -> None:
+    config = load_config(write_pool(
+        tmp_path, store=f"sqlite:///{tmp_path}/pool.db", pool="ping",
+        handlers={"echo": {"path": "basic.py", "function": "echo"}},
+    ), require_handlers=True)
+    async with open_fork_server(config.handlers) as server:
+        assert await server.ping(timeout=10.0)
+        os.kill(server.pid, signal.SIGSTOP)
+        try:
+            assert not await server.ping(timeout=0.5)
+        finally:
+            os.kill(server.pid, signal.SIGCONT)
+        assert await server.ping(timeout=10.0)
+        os.kill(server.pid, signal.SIGKILL)
+        with anyio.fail_after(10):
+            await server.died.wait()
+        assert not await server.ping(timeout=10.0)
