@@ -10,6 +10,7 @@ import anyio
 from sandbox.protocol import fence_clock
 from supervisor.core.leases import MAX_LEASE_LOSSES
 from supervisor.errors import StoreFailure
+from supervisor.metrics import metrics
 from supervisor.running import Registry
 from supervisor.store.base import ClaimedJob, Store
 from supervisor.store_failures import StoreFailures
@@ -67,7 +68,9 @@ class Claimer:
                 await anyio.sleep(self.failures.failed(error))  # not cut short by wake-ups
                 continue
             self.failures.succeeded()
+            metrics.claims.inc(len(batch.jobs))
             if batch.recovered:
+                metrics.recovered.inc(batch.recovered)
                 log.info("recovered %d job(s) with expired leases", batch.recovered)
             for claimed in batch.jobs:
                 self._start_job(claimed, sent_at)

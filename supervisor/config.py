@@ -81,12 +81,19 @@ class ScheduleConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class MetricsConfig:
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class Config:
     path: Path
     pool: PoolConfig
     supervisor: SupervisorConfig
     handlers: Mapping[str, HandlerConfig]
     schedules: Mapping[str, ScheduleConfig]
+    metrics: MetricsConfig | None = None
 
 
 def resolve_config_path(option: str | None, environ: Mapping[str, str] = os.environ) -> Path:
@@ -101,7 +108,7 @@ def load_config(
     absolute = Path(os.path.abspath(path))
     base = absolute.parent
     root = TomlTable(doc, (), doc.data)
-    root.only("pool", "supervisor", "handlers", "schedules")
+    root.only("pool", "supervisor", "handlers", "schedules", "metrics")
     pool = _read_pool(root.table("pool", required=True), base, environ)
     supervisor = _read_supervisor(root.table("supervisor"))
     handlers_table = root.table("handlers")
@@ -124,6 +131,7 @@ def load_config(
         supervisor=supervisor,
         handlers=MappingProxyType(handlers),
         schedules=MappingProxyType(schedules),
+        metrics=_read_metrics(root.table("metrics")) if "metrics" in doc.data else None,
     )
 
 
@@ -188,6 +196,19 @@ def _read_supervisor(t: TomlTable) -> SupervisorConfig:
         drain_timeout=t.seconds("drain_timeout", 30.0, low=0),
         stop_grace=t.seconds("stop_grace", 10.0, low=0),
     )
+
+
+def _read_metrics(t: TomlTable) -> MetricsConfig:
+    t.only("listen")
+    listen = t.string("listen", None) or t.missing("listen")
+    host, colon, port = listen.rpartition(":")
+    if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise t.fail("listen", f'must be "host:port" (got {describe(listen)})')
+    try:
+        import prometheus_client  # noqa: F401
+    except ImportError:
+        raise t.fail(None, "needs prometheus-client: pip install 'poolsup[metrics]'") from None
+    return MetricsConfig(host=host.strip("[]"), port=int(port))
 
 
 def _read_handler(t: TomlTable, base: Path) -> HandlerConfig:

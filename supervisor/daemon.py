@@ -10,6 +10,7 @@ import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
 
 import anyio
 import anyio.abc
@@ -21,10 +22,17 @@ from supervisor.core.leases import fence_deadline
 from supervisor.core.outcome import StopReason
 from supervisor.core.retry import loop_retry_delay
 from supervisor.core.stats import percentile
-from supervisor.errors import ConfigError, StaleToken, StoreFailure, SupervisorIdTaken
+from supervisor.errors import (
+    ConfigError,
+    PoolsupError,
+    StaleToken,
+    StoreFailure,
+    SupervisorIdTaken,
+)
 from supervisor.fork_servers import ForkServers
 from supervisor.job_runner import SPAWN_RETRY_DELAY, JobServices, JobSettings, run_job
 from supervisor.lease_keeper import LeaseKeeper
+from supervisor.metrics import metrics
 from supervisor.rebalancer import Rebalancer
 from supervisor.running import Registry, RunningJob
 from supervisor.sd_notify import NO_SERVICE_MANAGER, ServiceEnvironment, take_service_environment
@@ -39,6 +47,7 @@ MAX_FORK_SERVER_RESTARTS = 5
 # Membership writes at shutdown wait at most this long for a failing store.
 SHUTDOWN_WRITE_TIMEOUT = 2.0
 SPAWN_READY_POLL = 0.05
+JOB_COUNT_INTERVAL = 5.0
 
 
 class Supervisor:
@@ -185,6 +194,8 @@ class Supervisor:
                     background.start_soon(self.keeper.run)
                     background.start_soon(self.claimer.run)
                     background.start_soon(self.rebalancer.run)
+                    if metrics.on:
+                        background.start_soon(self._count_jobs)
                     background.start_soon(self._listen)
                     background.start_soon(self._replace_dead_fork_servers)
                     await self._shutdown.wait()
@@ -280,6 +291,15 @@ class Supervisor:
         while len(self.registry) and not (event is not None and event.is_set()):
             with anyio.move_on_after(0.2):
                 await self.registry.changed.wait()
+
+    async def _count_jobs(self) -> None:
+        """The pool's jobs by state, for metrics."""
+        while True:
+            with suppress(StoreFailure):  # the loops that need the store report it
+                counts = (await self.store.snapshot()).counts
+                for state, count in counts.items():
+                    metrics.jobs.labels(state).set(count)
+            await anyio.sleep(JOB_COUNT_INTERVAL)
 
     async def _listen(self) -> None:
         failures = StoreFailures("events")
@@ -379,9 +399,19 @@ def _rebalanced(config: Config) -> tuple[str, ...]:
 async def serve(config: Config) -> int:
     """Run until SIGTERM/SIGINT; the process exit code."""
     service = take_service_environment(os.environ)  # before any process is started
-    async with opened_store(
-        config.pool.store, config.pool.name, retention=config.pool.retention
-    ) as store:
-        supervisor = Supervisor(config, store, service)
-        await supervisor.serve()
-        return supervisor.exit_code
+    if config.metrics is not None:
+        listen = config.metrics
+        try:
+            metrics.serve(listen.host, listen.port, supervisor=config.supervisor.id)
+        except OSError as error:
+            raise PoolsupError(f"[metrics] listen {listen.host}:{listen.port}: "
+                               f"{error.strerror or error}") from None
+    try:
+        async with opened_store(
+            config.pool.store, config.pool.name, retention=config.pool.retention
+        ) as store:
+            supervisor = Supervisor(config, store, service)
+            await supervisor.serve()
+            return supervisor.exit_code
+    finally:
+        metrics.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import signal
@@ -29,6 +30,7 @@ from supervisor.core.outcome import (
 )
 from supervisor.core.retry import backoff_delay
 from supervisor.errors import PoolsupError, StaleToken, StoreFailure
+from supervisor.metrics import metrics
 from supervisor.notes import NoteCourier
 from supervisor.output import OutputPump
 from supervisor.running import Registry, RunningJob
@@ -100,6 +102,8 @@ async def run_job(job: RunningJob, services: JobServices) -> bool:
     log.info("[%s] started %s attempt %d token %d pid %s",
              job.key, claimed.handler, claimed.attempt, job.token, child.pid)
     exit_report, details = await _supervise(job, child, services)
+    if exit_report.fenced:
+        metrics.fenced_kills.inc()
     status = child.status
     outcome = decide_outcome(
         exit_report,
@@ -115,9 +119,9 @@ def _explained(outcome: Outcome, details: str, *, killed_after_grace: bool) -> O
     """The error a user reads: the reason on the first line, then what helps act on it."""
     suffix = "; did not stop within stop_grace, killed" if killed_after_grace else ""
     match outcome:
-        case Fail(error, final):
+        case Fail(error):
             text = error + suffix
-            return Fail(f"{text}\n\n{details}" if details else text, final)
+            return dataclasses.replace(outcome, error=f"{text}\n\n{details}" if details else text)
         case Stopped(why):
             return Stopped(why + suffix)
     return outcome
@@ -240,11 +244,14 @@ async def _store_outcome(job: RunningJob, outcome: Outcome, store: Store) -> Non
     match outcome:
         case Complete(result_json):
             await store.complete(lease, result_json)
+            metrics.outcomes.labels("succeeded", "").inc()
             log.info("[%s] succeeded (token %d)", job.key, job.token)
         case Fail(error, final):
             delay = backoff_delay(job.claimed.attempt, random.random())
             final = final or job.claimed.attempt >= job.max_attempts
             state = await store.fail(lease, error, final=final, retry_delay=delay)
+            kind = {"pending": "retried", "failed": "failed"}.get(state, state)
+            metrics.outcomes.labels(kind, outcome.cause).inc()
             if state == "pending":
                 log.info("[%s] attempt %d failed, retry in %.1f s (token %d): %s",
                          job.key, job.claimed.attempt, delay, job.token, error)
@@ -258,8 +265,11 @@ async def _store_outcome(job: RunningJob, outcome: Outcome, store: Store) -> Non
             else:
                 await store.release(lease, reserve_for=move.target, reserve_ttl=move.reserve_ttl)
                 log.info("[%s] released for %s (token %d)", job.key, move.target, job.token)
+            metrics.outcomes.labels("released", "").inc()
         case Stopped(why):
             await store.finish_stopped(lease, why)
+            metrics.outcomes.labels("stopped", "").inc()
             log.info("[%s] stopped (token %d)", job.key, job.token)
         case Abandon(why):
+            metrics.outcomes.labels("abandoned", "").inc()
             log.warning("[%s] abandoned (token %d): %s", job.key, job.token, why)

@@ -14,8 +14,9 @@ from supervisor.children import ForkServer, ForkServerDied
 from supervisor.core.leases import fence_deadline, renew_interval, renewal_lag
 from supervisor.core.outcome import StopReason
 from supervisor.errors import StoreFailure
+from supervisor.metrics import metrics
 from supervisor.running import Registry
-from supervisor.store.base import MembershipState, Store
+from supervisor.store.base import JobStats, MembershipState, Store
 from supervisor.store_failures import StoreFailures
 
 log = logging.getLogger("poolsup.leases")
@@ -88,7 +89,10 @@ class LeaseKeeper:
         stats = {job.key: job.stats() for job in jobs}
         sent_at = fence_clock()
         if expected_at is not None:
-            self.stats.record_lag(renewal_lag(expected_at, sent_at))
+            lag = renewal_lag(expected_at, sent_at)
+            self.stats.record_lag(lag)
+            metrics.renewal_lag.observe(lag)
+        _record_children(stats)
         try:
             with anyio.fail_after(renew_interval(self._lease_ttl)):
                 result = await self._store.renew(
@@ -97,10 +101,12 @@ class LeaseKeeper:
         except (StoreFailure, TimeoutError) as error:
             # Children are fenced by the fork server, whatever happens here.
             self.stats.failures += 1
+            metrics.renewals.labels("failed").inc()
             self.failures.failed(error)
             return
         self.failures.succeeded()
         self.stats.renewals += 1
+        metrics.renewals.labels("ok").inc()
         deadline = fence_deadline(sent_at, self._lease_ttl)
         held_by_server: dict[ForkServer, list[str]] = {}
         for job in jobs:
@@ -118,6 +124,7 @@ class LeaseKeeper:
                 if job.finalizing:
                     continue  # its outcome went in while this renewal was in flight
                 self.stats.leases_lost += 1
+                metrics.leases_lost.inc()
                 log.warning("[%s] lease lost (token %d)", job.key, job.token)
                 job.request_stop(StopReason.LEASE_LOST)
             elif job.key in result.stop_requested:
@@ -126,3 +133,10 @@ class LeaseKeeper:
                 job.notes_waiting.set()
         if result.membership != "ok":
             self._on_membership(result.membership)
+
+
+def _record_children(stats: dict[str, JobStats]) -> None:
+    running = [job for job in stats.values() if job.pid is not None]
+    metrics.running_children.set(len(running))
+    metrics.children_rss.set(sum(job.rss_bytes or 0 for job in running))
+    metrics.children_cpu.set(sum(job.cpu_percent or 0.0 for job in running))

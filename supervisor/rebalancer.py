@@ -18,6 +18,7 @@ from sandbox.protocol import fence_clock
 from supervisor.core.outcome import StopReason
 from supervisor.core.rebalance import Candidate, MemberLoad, Move, pick_jobs, plan_moves, settled
 from supervisor.errors import StoreFailure
+from supervisor.metrics import metrics
 from supervisor.running import MoveOrder, Registry, RunningJob
 from supervisor.store.base import Store, SupervisorStatus
 
@@ -118,6 +119,7 @@ class Rebalancer:
             log.info("[%s] moving to %s (token %d)", key, target, job.token)
             job.move_to(MoveOrder(target, reservation_time(self._lease_ttl)))
             self.moves_started += 1
+            metrics.moves.inc()
 
     def _movable_jobs(self) -> list[RunningJob]:
         return [job for job in self._registry

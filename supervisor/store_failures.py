@@ -8,7 +8,8 @@ import re
 import time
 
 from supervisor.core.retry import loop_retry_delay
-from supervisor.errors import StoreFailure
+from supervisor.errors import StoreFailure, StoreUnavailable
+from supervisor.metrics import metrics
 
 log = logging.getLogger("poolsup.store")
 
@@ -35,6 +36,7 @@ class StoreFailures:
         """Record a failure; the seconds to wait before the next try."""
         now = time.monotonic()
         self.in_a_row += 1
+        metrics.store_errors.labels(self.loop, _kind(error)).inc()
         text = str(error) or type(error).__name__
         kind = _SCRIPT_SHA.sub("", text)
         if self.failing_since is None:
@@ -56,3 +58,9 @@ class StoreFailures:
                      time.monotonic() - self.failing_since, self.in_a_row)
         self.failing_since = None
         self.in_a_row = 0
+
+
+def _kind(error: StoreFailure | TimeoutError) -> str:
+    if isinstance(error, TimeoutError):
+        return "timeout"
+    return "unavailable" if isinstance(error, StoreUnavailable) else "error"

@@ -42,6 +42,7 @@ class Complete:
 class Fail:
     error: str
     final: bool
+    cause: str = "error"  # error (the handler's), crash, timeout, limit, protocol
 
 
 @dataclass(frozen=True)
@@ -88,21 +89,21 @@ def decide_outcome(
     if stop_reason in (StopReason.DRAIN, StopReason.REBALANCE):
         return _handed_off(child, stop_reason)
     if child.protocol_error is not None and stop_reason is None:
-        return Fail(child.protocol_error, final=False)
+        return Fail(child.protocol_error, final=False, cause="protocol")
     if child.result_json is not None and child.protocol_error is None:
         return Complete(child.result_json)
     if child.fenced:
         return Release("killed by the fence: the lease could not be renewed in time")
     if child.reason is not None:
         # Whatever else was under way (a drain, a timeout): the limit is what ended it.
-        return Fail(child.reason, final=False)
+        return Fail(child.reason, final=False, cause="limit")
     if stop_reason is StopReason.TIMEOUT:
-        return Fail(f"timeout after {timeout:g} s", final=False)
+        return Fail(f"timeout after {timeout:g} s", final=False, cause="timeout")
     if child.message is not None and child.message.get("t") == "error":
         return Fail(
             str(child.message.get("error", "handler failed")), bool(child.message.get("final"))
         )
-    return Fail(describe_exit(child.exit_code, signal_name), final=False)
+    return Fail(describe_exit(child.exit_code, signal_name), final=False, cause="crash")
 
 
 def _handed_off(child: ChildExit, stop_reason: StopReason) -> Outcome:
@@ -113,7 +114,7 @@ def _handed_off(child: ChildExit, stop_reason: StopReason) -> Outcome:
     if child.result_json is not None and returned_first:
         return Complete(child.result_json)
     if child.reason is not None:
-        return Fail(child.reason, final=False)
+        return Fail(child.reason, final=False, cause="limit")
     message = child.message
     if message is not None and message.get("t") == "error" and message.get("final"):
         return Fail(str(message.get("error", "handler failed")), True)

@@ -45,7 +45,7 @@ def test_drain_and_rebalance_release() -> None:
 
 def test_timeout_fails_the_attempt_with_the_limit() -> None:
     outcome = decide_outcome(exited(code=None, sig=9), StopReason.TIMEOUT, timeout=2)
-    assert outcome == Fail("timeout after 2 s", final=False)
+    assert outcome == Fail("timeout after 2 s", final=False, cause="timeout")
 
 
 def test_handler_error_message_is_kept() -> None:
@@ -58,11 +58,12 @@ def test_handler_error_message_is_kept() -> None:
 def test_crash_without_message_names_the_signal() -> None:
     outcome = decide_outcome(exited(code=None, sig=signal.SIGSEGV), None, timeout=0,
                              signal_name="SIGSEGV")
-    assert outcome == Fail("killed by signal SIGSEGV", final=False)
+    assert outcome == Fail("killed by signal SIGSEGV", final=False, cause="crash")
 
 
 def test_exit_code_without_message() -> None:
-    assert decide_outcome(exited(code=3), None, timeout=0) == Fail("exit code 3", final=False)
+    assert decide_outcome(exited(code=3), None, timeout=0) == Fail(
+        "exit code 3", final=False, cause="crash")
 
 
 def test_user_stop_wins_over_a_result_returned_in_response() -> None:
@@ -77,13 +78,13 @@ def test_a_limit_the_fork_server_enforced_fails_the_attempt_with_its_reason() ->
     for reason in (MEMORY, "cpu limit 2 s exceeded"):
         outcome = decide_outcome(exited(code=None, sig=9, reason=reason), None, timeout=0,
                                  signal_name="SIGKILL")
-        assert outcome == Fail(reason, final=False)
+        assert outcome == Fail(reason, final=False, cause="limit")
 
 
 def test_a_limit_is_the_reason_even_during_a_timeout_or_a_drain() -> None:
     for stop in (StopReason.TIMEOUT, StopReason.DRAIN, StopReason.REBALANCE):
         outcome = decide_outcome(exited(code=None, sig=9, reason=MEMORY), stop, timeout=2)
-        assert outcome == Fail(MEMORY, final=False)
+        assert outcome == Fail(MEMORY, final=False, cause="limit")
 
 
 def test_a_limit_does_not_override_a_stop_a_fence_a_lost_lease_or_a_result() -> None:
@@ -98,14 +99,14 @@ def test_a_limit_does_not_override_a_stop_a_fence_a_lost_lease_or_a_result() -> 
 
 def test_exit_without_a_result_or_a_message() -> None:
     outcome = decide_outcome(exited(code=0), None, timeout=0)
-    assert outcome == Fail("exited without a result (exit code 0)", final=False)
+    assert outcome == Fail("exited without a result (exit code 0)", final=False, cause="crash")
 
 
 def test_a_protocol_error_fails_the_attempt_even_with_a_result() -> None:
     child = ChildExit(message=None, result_json=b"1", exit_code=0, exit_signal=None,
                       fenced=False, protocol_error="the child sent an invalid control message")
     assert decide_outcome(child, None, timeout=0) == Fail(
-        "the child sent an invalid control message", final=False)
+        "the child sent an invalid control message", final=False, cause="protocol")
 
 
 def test_a_protocol_error_does_not_override_a_stop_or_a_drain() -> None:
@@ -146,7 +147,7 @@ def test_an_ordinary_error_in_answer_to_a_drain_releases() -> None:
 
 def test_a_limit_during_a_drain_still_fails_the_attempt() -> None:
     outcome = decide_outcome(answered(result=None, reason=MEMORY), StopReason.DRAIN, timeout=0)
-    assert outcome == Fail(MEMORY, final=False)
+    assert outcome == Fail(MEMORY, final=False, cause="limit")
 
 
 def test_a_user_stop_ends_stopped_even_with_a_value_returned_before() -> None:

@@ -1,0 +1,110 @@
+"""Prometheus metrics (`[metrics] listen`), kept by prometheus-client.
+
+The supervisor records as it works (`metrics.claims.inc()`); with metrics off every
+instrument is a no-op.  prometheus-client serves the scrapes from a thread of its own,
+so a scrape never waits for the event loop and the loop never waits for a scrape.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+log = logging.getLogger("poolsup.metrics")
+
+LAG_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+class _Off:
+    """An instrument that records nothing."""
+
+    def labels(self, *_values: str, **_labels: str) -> _Off:
+        return self
+
+    def inc(self, amount: float = 1.0) -> None:
+        pass
+
+    def set(self, value: float) -> None:
+        pass
+
+    def observe(self, value: float) -> None:
+        pass
+
+
+_OFF: Any = _Off()
+
+
+class Metrics:
+    """The process's instruments: no-ops until `serve` is called."""
+
+    def __init__(self) -> None:
+        self.jobs: Any = _OFF
+        self.claims: Any = _OFF
+        self.recovered: Any = _OFF
+        self.outcomes: Any = _OFF
+        self.renewals: Any = _OFF
+        self.renewal_lag: Any = _OFF
+        self.leases_lost: Any = _OFF
+        self.fenced_kills: Any = _OFF
+        self.running_children: Any = _OFF
+        self.children_rss: Any = _OFF
+        self.children_cpu: Any = _OFF
+        self.moves: Any = _OFF
+        self.store_errors: Any = _OFF
+        self._server: Any = None
+
+    @property
+    def on(self) -> bool:
+        return self._server is not None
+
+    def serve(self, host: str, port: int, *, supervisor: str) -> None:
+        """Create the instruments and start serving /metrics on host:port."""
+        import prometheus_client as prom
+
+        registry = prom.CollectorRegistry()
+        self.jobs = prom.Gauge("poolsup_jobs", "Jobs of the pool by state (read every 5 s)",
+                               ["state"], registry=registry)
+        self.claims = prom.Counter("poolsup_claims", "Jobs claimed by this supervisor",
+                                   registry=registry)
+        self.recovered = prom.Counter(
+            "poolsup_recovered_leases", "Expired leases recovered by this supervisor's claims",
+            registry=registry)
+        self.outcomes = prom.Counter(
+            "poolsup_outcomes", "Attempts ended here, by outcome (succeeded, failed, retried, "
+            "stopped, released, abandoned) and cause of a failure", ["outcome", "cause"],
+            registry=registry)
+        self.renewals = prom.Counter("poolsup_lease_renewals", "Batch lease renewals, by result",
+                                     ["result"], registry=registry)
+        self.renewal_lag = prom.Histogram(
+            "poolsup_renewal_lag_seconds", "How late each renewal was sent",
+            buckets=LAG_BUCKETS, registry=registry)
+        self.leases_lost = prom.Counter("poolsup_leases_lost", "Leases found lost at renewal",
+                                        registry=registry)
+        self.fenced_kills = prom.Counter(
+            "poolsup_fenced_kills", "Children killed by the fence (lease not renewed in time)",
+            registry=registry)
+        self.running_children = prom.Gauge("poolsup_running_children",
+                                           "Job children running now", registry=registry)
+        self.children_rss = prom.Gauge("poolsup_children_rss_bytes",
+                                       "Resident memory of the job children, summed",
+                                       registry=registry)
+        self.children_cpu = prom.Gauge("poolsup_children_cpu_percent",
+                                       "CPU use of the job children, summed", registry=registry)
+        self.moves = prom.Counter("poolsup_rebalance_moves",
+                                  "Jobs this supervisor moved to another", registry=registry)
+        self.store_errors = prom.Counter(
+            "poolsup_store_errors", "Failed store calls, by loop and kind", ["loop", "kind"],
+            registry=registry)
+        about = prom.Info("poolsup_supervisor", "This supervisor", registry=registry)
+        about.info({"id": supervisor})
+        self._server, _thread = prom.start_http_server(port, host, registry=registry)
+        log.info("metrics on http://%s:%d/metrics", host, port)
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+
+metrics = Metrics()

@@ -1,0 +1,72 @@
+"""`[metrics] listen`: a Prometheus endpoint that shows what the supervisor did."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.helpers.pool import finished, wait_for
+from tests.helpers.redis_server import free_port
+from tests.integration.conftest import Pool
+
+HANDLERS = {
+    "echo": {"path": "outcomes.py", "function": "async_echo"},
+    "boom": {"path": "outcomes.py", "function": "always_fails", "max_attempts": 1},
+}
+
+
+def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+        text = answer.read().decode()
+    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
+def with_metrics(config: Path, port: int) -> Path:
+    config.write_text(config.read_text() + f'\n[metrics]\nlisten = "127.0.0.1:{port}"\n')
+    return config
+
+
+def test_metrics_show_the_jobs_that_ran(pool: Pool) -> None:
+    port = free_port()
+    pool.start(with_metrics(pool.config(HANDLERS, lease_ttl=2), port))
+    client = pool.client()
+    for i in range(3):
+        client.dispatch(f"ok-{i}", {"x": i}, handler="echo")
+    client.dispatch("bad", None, handler="boom")
+    for key in ("ok-0", "ok-1", "ok-2", "bad"):
+        wait_for(lambda key=key: finished(client, key), 20, message=f"{key} to finish")
+
+    def seen() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        samples = scrape(port)
+        return samples if samples.get(("poolsup_renewal_lag_seconds_count", ()), 0) else {}
+
+    samples = wait_for(seen, 10, message="a timed renewal in the metrics")
+    assert samples[("poolsup_claims_total", ())] == 4
+    assert samples[("poolsup_outcomes_total", (("cause", ""), ("outcome", "succeeded")))] == 3
+    assert samples[("poolsup_outcomes_total", (("cause", "error"), ("outcome", "failed")))] == 1
+    assert samples[("poolsup_lease_renewals_total", (("result", "ok"),))] >= 1
+    assert ("poolsup_leases_lost_total", ()) in samples
+    assert ("poolsup_store_errors_total", ()) not in samples  # labelled, none yet
+    counted = wait_for(lambda: (s := scrape(port)).get(("poolsup_jobs", (("state", "succeeded"),)))
+                       == 3 and s, 20, message="job counts")
+    assert counted[("poolsup_jobs", (("state", "failed"),))] == 1
+
+
+def test_metrics_without_prometheus_client_is_a_config_error(pool: Pool, tmp_path: Path) -> None:
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    (blocked / "prometheus_client.py").write_text("raise ImportError('not installed')\n")
+    config = with_metrics(pool.config(HANDLERS), free_port())
+    result = subprocess.run(
+        [sys.executable, "-m", "supervisor.cli", "check", "-c", str(config)],
+        capture_output=True, text=True, env={"PYTHONPATH": str(blocked), "PATH": "/usr/bin"},
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "[metrics]" in result.stderr and "pip install 'poolsup[metrics]'" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
