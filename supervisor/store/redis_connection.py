@@ -1,4 +1,4 @@
-"""Connecting to Redis, and turning driver errors into poolsup's."""
+"""Connecting to Redis (one server or a Cluster), and turning driver errors into poolsup's."""
 
 from __future__ import annotations
 
@@ -8,25 +8,36 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from redis import exceptions as redis_errors
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from supervisor.errors import StoreError, StoreUnavailable
+from supervisor.store import redis_url
 
 SOCKET_TIMEOUT = 5.0
 HEALTH_CHECK_INTERVAL = 30
+_SECRET_PARAMETERS = frozenset({"password", "ssl_password"})
+
+RedisClient = Redis | RedisCluster
 
 
-def connect(url: str) -> Redis:
-    """A client for `url`.  It connects on first use.
+def connect(url: str) -> RedisClient:
+    """A client for `url` (checked by redis_url.parse: ConfigError if it is wrong).  It
+    connects on first use.
 
     The driver does not retry: our scripts are not idempotent, and a command retried
     after its reply was lost would run twice (a second claim, a spurious StaleToken).
     Callers see StoreUnavailable and decide; a stale pooled connection is still
     replaced silently, because the pool checks connections before handing them out.
+    A cluster client still follows MOVED and ASK redirections (the command did not run
+    where it was refused), and after a connection error it reads the cluster's layout
+    again before its next command.
     """
-    return Redis.from_url(
-        url,
+    target = redis_url.parse(url, redact(url))
+    client: type[Redis] | type[RedisCluster] = RedisCluster if target.cluster else Redis
+    return client.from_url(
+        target.url,
         socket_timeout=SOCKET_TIMEOUT,
         socket_connect_timeout=SOCKET_TIMEOUT,
         health_check_interval=HEALTH_CHECK_INTERVAL,
@@ -35,13 +46,15 @@ def connect(url: str) -> Redis:
 
 
 def redact(url: str) -> str:
-    """The URL without its password (in the user info or a `password=` parameter)."""
+    """The URL without its passwords (in the user info, a `password=` or an
+    `ssl_password=` parameter)."""
     parts = urlsplit(url)
     netloc = parts.netloc
     if parts.password is not None:
         host = netloc.rpartition("@")[2]
         netloc = f"{parts.username}@{host}" if parts.username else host
-    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k != "password"])
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query)
+                       if k not in _SECRET_PARAMETERS], safe="/")
     # Built by hand: urlunsplit drops the `//` of an empty host (unix:///path).
     return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
 
@@ -51,7 +64,12 @@ def translated_errors(where: str) -> Iterator[None]:
     """Raise StoreUnavailable or StoreError for driver errors inside the block."""
     try:
         yield
+    except redis_errors.AuthenticationError as exc:
+        # A ConnectionError to redis-py; named apart, since no wait will mend it alone.
+        raise StoreUnavailable(f"redis at {where}: authentication failed: {exc}") from exc
     except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError) as exc:
         raise StoreUnavailable(f"redis at {where} unreachable: {exc}") from exc
+    except redis_errors.NoPermissionError as exc:
+        raise StoreError(f"redis at {where}: not permitted for this user (ACL): {exc}") from exc
     except redis_errors.RedisError as exc:
         raise StoreError(f"redis at {where} refused the request: {exc}") from exc

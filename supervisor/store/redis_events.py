@@ -12,10 +12,10 @@ from typing import Any
 
 import anyio
 from redis import exceptions as redis_errors
-from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 
 from supervisor.store.base import StoreEvent
+from supervisor.store.redis_connection import RedisClient
 
 RECONNECT_FIRST_DELAY = 0.1
 RECONNECT_MAX_DELAY = 5.0
@@ -43,7 +43,9 @@ class EventFeed:
     """An endless async iterator of StoreEvent that never raises for a lost connection:
     it reconnects with backoff, forever, and yields a `wake` after each reconnect."""
 
-    def __init__(self, client: Redis, channel: str, *, probe_after: float = PROBE_AFTER) -> None:
+    def __init__(
+        self, client: RedisClient, channel: str, *, probe_after: float = PROBE_AFTER
+    ) -> None:
         self._client = client
         self._channel = channel
         self._probe_after = probe_after

@@ -15,10 +15,10 @@ from enum import IntEnum
 from importlib import resources
 from typing import Any
 
-from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
 from supervisor.errors import JobExists, JobNotFound, PoolsupError, StaleToken, SupervisorIdTaken
+from supervisor.store.redis_connection import RedisClient
 
 _LIBRARY = "_lib.lua"
 _COMMAND_FILE = re.compile(r"(?P<name>[a-z][a-z-]*)-(?P<keys>\d+)\.lua")
@@ -74,7 +74,7 @@ def commands() -> dict[str, Command]:
 class Scripts:
     """The commands registered on one client (EVALSHA, loaded again after NOSCRIPT)."""
 
-    def __init__(self, client: Redis) -> None:
+    def __init__(self, client: RedisClient) -> None:
         self._registered: dict[str, tuple[Command, AsyncScript]] = {
             name: (command, client.register_script(command.source))
             for name, command in commands().items()

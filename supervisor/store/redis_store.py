@@ -20,7 +20,6 @@ from typing import Any, cast
 
 import anyio
 import anyio.to_thread
-from redis.asyncio import Redis
 
 from supervisor.errors import ConfigError, JobNotFound, StoreError
 from supervisor.store.base import (
@@ -42,7 +41,7 @@ from supervisor.store.base import (
 )
 from supervisor.store.members import encode_info, live_members
 from supervisor.store.policy import HEALTH_GAP, MEMBER_GARBAGE_AFTER
-from supervisor.store.redis_connection import connect, redact, translated_errors
+from supervisor.store.redis_connection import RedisClient, connect, redact, translated_errors
 from supervisor.store.redis_events import EventFeed
 from supervisor.store.redis_keys import PoolKeys
 from supervisor.store.redis_records import decode_job, milliseconds, seconds
@@ -66,7 +65,7 @@ class RedisStore:
         self._where = redact(url)
         self._retention_ms = max(1, round(milliseconds(retention)))
         try:
-            self._client: Redis = connect(url)
+            self._client: RedisClient = connect(url)
         except ValueError as exc:
             raise ConfigError(f"store URL {self._where!r}: {exc}") from exc
         self._scripts = Scripts(self._client)

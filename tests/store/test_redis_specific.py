@@ -126,6 +126,7 @@ async def test_pool_names_that_would_break_the_hash_tag_are_refused(
         ("redis://user:pw@host:6379/0", "redis://user@host:6379/0"),
         ("rediss://:pw@[::1]:6380/2", "rediss://[::1]:6380/2"),
         ("unix:///run/redis.sock?db=1&password=pw", "unix:///run/redis.sock?db=1"),
+        ("rediss://h/0?ssl_keyfile=/k.pem&ssl_password=pw", "rediss://h/0?ssl_keyfile=/k.pem"),
         ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
     ],
 )
