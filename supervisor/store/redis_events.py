@@ -3,6 +3,8 @@
 Scripts publish `w` (a job became claimable), `s:<key>` (stop requested for a running
 job) and `n:<key>` (a notification was queued).  Hints are lost while the connection
 is down; after every reconnect the feed yields a `wake`, so the reader looks again.
+A subscription Redis refuses (an ACL user without the channel) is no lost connection:
+it is raised as a StoreError, as a script's refusal would be.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from redis import exceptions as redis_errors
 from redis.asyncio.client import PubSub
 
 from supervisor.store.base import StoreEvent
-from supervisor.store.redis_connection import RedisClient
+from supervisor.store.redis_connection import RedisClient, translated_errors
 
 RECONNECT_FIRST_DELAY = 0.1
 RECONNECT_MAX_DELAY = 5.0
@@ -44,10 +46,11 @@ class EventFeed:
     it reconnects with backoff, forever, and yields a `wake` after each reconnect."""
 
     def __init__(
-        self, client: RedisClient, channel: str, *, probe_after: float = PROBE_AFTER
+        self, client: RedisClient, channel: str, *, where: str, probe_after: float = PROBE_AFTER
     ) -> None:
         self._client = client
         self._channel = channel
+        self._where = where
         self._probe_after = probe_after
         self._pubsub: PubSub | None = None
         self._probing = False
@@ -55,7 +58,7 @@ class EventFeed:
     async def start(self) -> None:
         """Subscribe, so hints published after this returns are delivered.  A failure is
         not raised: the first iteration reconnects."""
-        with contextlib.suppress(*DROPPED):
+        with translated_errors(self._where), contextlib.suppress(*DROPPED):
             await self._subscribe()
 
     def __aiter__(self) -> EventFeed:
@@ -109,7 +112,7 @@ class EventFeed:
     async def _reconnect(self) -> None:
         delay = RECONNECT_FIRST_DELAY
         while True:
-            with contextlib.suppress(*DROPPED):
+            with translated_errors(self._where), contextlib.suppress(*DROPPED):
                 await self._subscribe()
                 return
             await anyio.sleep(delay)

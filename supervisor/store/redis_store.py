@@ -329,7 +329,7 @@ class RedisStore:
 
     @asynccontextmanager
     async def events(self) -> AsyncIterator[AsyncIterator[StoreEvent]]:
-        feed = EventFeed(self._client, self._keys.channel)
+        feed = EventFeed(self._client, self._keys.channel, where=self._where)
         await feed.start()
         try:
             yield feed

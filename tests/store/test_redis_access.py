@@ -21,6 +21,7 @@ USER, PASSWORD = "app", "s3cr/et:pw"  # characters a URL must escape
 ACL_ARGS = (
     "--user", USER, "on", f">{PASSWORD}", "~poolsup:*", "&poolsup:*", "+@all",
     "--user", "reader", "on", ">reader-pw", "~poolsup:*", "&poolsup:*", "+@all", "-evalsha",
+    "--user", "deaf", "on", ">deaf-pw", "~poolsup:*", "+@all",
     "--user", "default", "off",
 )
 
@@ -76,6 +77,15 @@ async def test_a_command_the_acl_user_may_not_run_is_a_store_error_that_says_so(
             await store.dispatch(new_job("k1"))
     assert "not permitted" in caught.value.message
     assert "reader-pw" not in caught.value.message
+
+
+async def test_events_on_a_channel_the_acl_user_may_not_read_are_a_store_error(
+    acl_redis: RedisServer, pool_name: str
+) -> None:
+    async with opened_store(acl_redis.url_as("deaf", "deaf-pw"), pool_name) as store:
+        with pytest.raises(StoreError, match="not permitted"):
+            async with store.events():
+                pass
 
 
 @pytest.fixture(scope="module")

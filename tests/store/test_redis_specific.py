@@ -190,7 +190,7 @@ async def test_events_notice_a_frozen_redis_and_wake_once_it_is_back(
     own_redis: RedisServer,
 ) -> None:
     client = connect(own_redis.url)
-    feed = EventFeed(client, "poolsup:{probe}:events", probe_after=0.2)
+    feed = EventFeed(client, "poolsup:{probe}:events", where="test", probe_after=0.2)
     try:
         await feed.start()
         own_redis.pause()
