@@ -8,6 +8,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from redis import exceptions as redis_errors
 from redis.asyncio import Redis
+from redis.asyncio.client import PubSub
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
@@ -59,15 +60,39 @@ def redact(url: str) -> str:
     return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
 
 
+async def open_pubsub(client: RedisClient) -> PubSub:
+    """A pub/sub connection on `client`.  A cluster client must know the cluster's
+    layout before it can pick the node of a channel, which only its commands teach it:
+    it learns it here if it has not yet."""
+    if isinstance(client, RedisCluster):
+        await client.initialize()
+    return client.pubsub()
+
+
+def _refused_credentials(exc: BaseException) -> redis_errors.AuthenticationError | None:
+    """The AuthenticationError behind `exc`: itself, or what made a cluster client give up
+    on every node."""
+    for error in (exc, exc.__cause__):
+        if isinstance(error, redis_errors.AuthenticationError):
+            return error
+    return None
+
+
 @contextmanager
 def translated_errors(where: str) -> Iterator[None]:
     """Raise StoreUnavailable or StoreError for driver errors inside the block."""
     try:
         yield
-    except redis_errors.AuthenticationError as exc:
-        # A ConnectionError to redis-py; named apart, since no wait will mend it alone.
-        raise StoreUnavailable(f"redis at {where}: authentication failed: {exc}") from exc
-    except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError) as exc:
+    except (redis_errors.ConnectionError, redis_errors.RedisClusterException) as exc:
+        # An AuthenticationError is a ConnectionError to redis-py; it is named apart, since
+        # no wait mends it alone.  A cluster client that reaches no node, or no node for
+        # a slot, raises a RedisClusterException, which is no RedisError.
+        refused = _refused_credentials(exc)
+        if refused is not None:
+            raise StoreUnavailable(
+                f"redis at {where}: authentication failed: {refused}") from exc
+        raise StoreUnavailable(f"redis at {where} unreachable: {exc}") from exc
+    except (redis_errors.TimeoutError, OSError) as exc:
         raise StoreUnavailable(f"redis at {where} unreachable: {exc}") from exc
     except redis_errors.NoPermissionError as exc:
         raise StoreError(f"redis at {where}: not permitted for this user (ACL): {exc}") from exc

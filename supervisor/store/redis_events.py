@@ -17,7 +17,7 @@ from redis import exceptions as redis_errors
 from redis.asyncio.client import PubSub
 
 from supervisor.store.base import StoreEvent
-from supervisor.store.redis_connection import RedisClient, translated_errors
+from supervisor.store.redis_connection import RedisClient, open_pubsub, translated_errors
 
 RECONNECT_FIRST_DELAY = 0.1
 RECONNECT_MAX_DELAY = 5.0
@@ -26,7 +26,9 @@ RECONNECT_MAX_DELAY = 5.0
 PROBE_AFTER = 5.0
 SUBSCRIBE_TIMEOUT = 5.0
 
-DROPPED = (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError)
+# A cluster client that reaches no node raises RedisClusterException, no RedisError.
+DROPPED = (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError,
+           redis_errors.RedisClusterException)
 
 
 def parse_event(data: bytes) -> StoreEvent | None:
@@ -95,7 +97,7 @@ class EventFeed:
         return None
 
     async def _subscribe(self) -> None:
-        pubsub = self._client.pubsub()
+        pubsub = await open_pubsub(self._client)
         try:
             await pubsub.subscribe(self._channel)
             with anyio.fail_after(SUBSCRIBE_TIMEOUT):
