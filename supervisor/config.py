@@ -20,7 +20,7 @@ from supervisor.sizes import parse_size as parse_size
 from supervisor.toml_tables import NAME, TomlDocument, TomlTable, is_identifier
 
 _D = TypeVar("_D")
-_STORE_SCHEMES = ("redis", "rediss", "unix", "sqlite")
+_STORE_SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster", "unix", "sqlite")
 _CRON_FIELD = re.compile(r"[0-9A-Za-z*/,-]+")
 
 
@@ -153,7 +153,8 @@ def _check_store_url(url: str, where: str) -> str:
     scheme = url.partition("://")[0].lower() if "://" in url else ""
     if scheme not in _STORE_SCHEMES:
         raise ConfigError(
-            f"{where} must be a redis://, rediss://, unix:// or sqlite:// URL"
+            f"{where} must be a redis://, rediss://, redis+cluster://, rediss+cluster://, "
+            "unix:// or sqlite:// URL"
             f" (got {describe(redact_url(url))})"
         )
     if scheme == "sqlite" and not url.partition("://")[2].strip("/"):

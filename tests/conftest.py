@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.helpers.redis_cluster import RedisClusterNodes
 from tests.helpers.redis_server import RedisServer
 
 
@@ -26,6 +27,14 @@ def redis_server() -> Iterator[RedisServer]:
 @pytest.fixture(scope="session")
 def redis_url(redis_server: RedisServer) -> str:
     return redis_server.url
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisClusterNodes]:
+    """A three-node Redis Cluster, started once for the session when a test asks."""
+    cluster = RedisClusterNodes().start()
+    yield cluster
+    cluster.remove()
 
 
 @pytest.fixture

@@ -9,15 +9,16 @@ from contextlib import asynccontextmanager
 from supervisor.errors import ConfigError
 from supervisor.store.base import Store
 from supervisor.store.redis_connection import redact
+from supervisor.store.redis_url import SCHEMES as REDIS_SCHEMES
 
 __all__ = ["Store", "open_store", "opened_store"]
 
-REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})
 DEFAULT_RETENTION = 86400.0
 
 
 async def open_store(url: str, pool: str, *, retention: float = DEFAULT_RETENTION) -> Store:
-    """The store `url` names (redis://, rediss://, unix://, sqlite:///path) for `pool`.
+    """The store `url` names (redis://, rediss://, unix://, redis+cluster://,
+    rediss+cluster://, sqlite:///path) for `pool`.
     The caller closes it; `opened_store` does that for you."""
     scheme = url.partition("://")[0].lower() if "://" in url else ""
     if scheme in REDIS_SCHEMES:
@@ -30,8 +31,8 @@ async def open_store(url: str, pool: str, *, retention: float = DEFAULT_RETENTIO
         store: Store = await sqlite_store.SqliteStore.open(url, pool, retention=retention)
         return store
     raise ConfigError(
-        f"store URL {redact(url)!r}: unknown scheme; use redis://, rediss://, unix:// "
-        "or sqlite:///path/to/file.db"
+        f"store URL {redact(url)!r}: unknown scheme; use redis://, rediss://, unix://, "
+        "redis+cluster://, rediss+cluster:// or sqlite:///path/to/file.db"
     )
 
 

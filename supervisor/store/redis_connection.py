@@ -1,4 +1,4 @@
-"""Connecting to Redis, and turning driver errors into poolsup's."""
+"""Connecting to Redis (one server or a Cluster), and turning driver errors into poolsup's."""
 
 from __future__ import annotations
 
@@ -8,25 +8,37 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from redis import exceptions as redis_errors
 from redis.asyncio import Redis
+from redis.asyncio.client import PubSub
+from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from supervisor.errors import StoreError, StoreUnavailable
+from supervisor.store import redis_url
 
 SOCKET_TIMEOUT = 5.0
 HEALTH_CHECK_INTERVAL = 30
+_SECRET_PARAMETERS = frozenset({"password", "ssl_password"})
+
+RedisClient = Redis | RedisCluster
 
 
-def connect(url: str) -> Redis:
-    """A client for `url`.  It connects on first use.
+def connect(url: str) -> RedisClient:
+    """A client for `url` (checked by redis_url.parse: ConfigError if it is wrong).  It
+    connects on first use.
 
     The driver does not retry: our scripts are not idempotent, and a command retried
     after its reply was lost would run twice (a second claim, a spurious StaleToken).
     Callers see StoreUnavailable and decide; a stale pooled connection is still
     replaced silently, because the pool checks connections before handing them out.
+    A cluster client still follows MOVED and ASK redirections (the command did not run
+    where it was refused), and after a connection error it reads the cluster's layout
+    again before its next command.
     """
-    return Redis.from_url(
-        url,
+    target = redis_url.parse(url, redact(url))
+    client: type[Redis] | type[RedisCluster] = RedisCluster if target.cluster else Redis
+    return client.from_url(
+        target.url,
         socket_timeout=SOCKET_TIMEOUT,
         socket_connect_timeout=SOCKET_TIMEOUT,
         health_check_interval=HEALTH_CHECK_INTERVAL,
@@ -35,15 +47,35 @@ def connect(url: str) -> Redis:
 
 
 def redact(url: str) -> str:
-    """The URL without its password (in the user info or a `password=` parameter)."""
+    """The URL without its passwords (in the user info, a `password=` or an
+    `ssl_password=` parameter)."""
     parts = urlsplit(url)
     netloc = parts.netloc
     if parts.password is not None:
         host = netloc.rpartition("@")[2]
         netloc = f"{parts.username}@{host}" if parts.username else host
-    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k != "password"])
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query)
+                       if k not in _SECRET_PARAMETERS], safe="/")
     # Built by hand: urlunsplit drops the `//` of an empty host (unix:///path).
     return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
+
+
+async def open_pubsub(client: RedisClient) -> PubSub:
+    """A pub/sub connection on `client`.  A cluster client must know the cluster's
+    layout before it can pick the node of a channel, which only its commands teach it:
+    it learns it here if it has not yet."""
+    if isinstance(client, RedisCluster):
+        await client.initialize()
+    return client.pubsub()
+
+
+def _refused_credentials(exc: BaseException) -> redis_errors.AuthenticationError | None:
+    """The AuthenticationError behind `exc`: itself, or what made a cluster client give up
+    on every node."""
+    for error in (exc, exc.__cause__):
+        if isinstance(error, redis_errors.AuthenticationError):
+            return error
+    return None
 
 
 @contextmanager
@@ -51,7 +83,18 @@ def translated_errors(where: str) -> Iterator[None]:
     """Raise StoreUnavailable or StoreError for driver errors inside the block."""
     try:
         yield
-    except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError) as exc:
+    except (redis_errors.ConnectionError, redis_errors.RedisClusterException) as exc:
+        # An AuthenticationError is a ConnectionError to redis-py; it is named apart, since
+        # no wait mends it alone.  A cluster client that reaches no node, or no node for
+        # a slot, raises a RedisClusterException, which is no RedisError.
+        refused = _refused_credentials(exc)
+        if refused is not None:
+            raise StoreUnavailable(
+                f"redis at {where}: authentication failed: {refused}") from exc
         raise StoreUnavailable(f"redis at {where} unreachable: {exc}") from exc
+    except (redis_errors.TimeoutError, OSError) as exc:
+        raise StoreUnavailable(f"redis at {where} unreachable: {exc}") from exc
+    except redis_errors.NoPermissionError as exc:
+        raise StoreError(f"redis at {where}: not permitted for this user (ACL): {exc}") from exc
     except redis_errors.RedisError as exc:
         raise StoreError(f"redis at {where} refused the request: {exc}") from exc

@@ -3,6 +3,8 @@
 Scripts publish `w` (a job became claimable), `s:<key>` (stop requested for a running
 job) and `n:<key>` (a notification was queued).  Hints are lost while the connection
 is down; after every reconnect the feed yields a `wake`, so the reader looks again.
+A subscription Redis refuses (an ACL user without the channel) is no lost connection:
+it is raised as a StoreError, as a script's refusal would be.
 """
 
 from __future__ import annotations
@@ -12,10 +14,10 @@ from typing import Any
 
 import anyio
 from redis import exceptions as redis_errors
-from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 
 from supervisor.store.base import StoreEvent
+from supervisor.store.redis_connection import RedisClient, open_pubsub, translated_errors
 
 RECONNECT_FIRST_DELAY = 0.1
 RECONNECT_MAX_DELAY = 5.0
@@ -24,7 +26,9 @@ RECONNECT_MAX_DELAY = 5.0
 PROBE_AFTER = 5.0
 SUBSCRIBE_TIMEOUT = 5.0
 
-DROPPED = (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError)
+# A cluster client that reaches no node raises RedisClusterException, no RedisError.
+DROPPED = (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError,
+           redis_errors.RedisClusterException)
 
 
 def parse_event(data: bytes) -> StoreEvent | None:
@@ -43,9 +47,12 @@ class EventFeed:
     """An endless async iterator of StoreEvent that never raises for a lost connection:
     it reconnects with backoff, forever, and yields a `wake` after each reconnect."""
 
-    def __init__(self, client: Redis, channel: str, *, probe_after: float = PROBE_AFTER) -> None:
+    def __init__(
+        self, client: RedisClient, channel: str, *, where: str, probe_after: float = PROBE_AFTER
+    ) -> None:
         self._client = client
         self._channel = channel
+        self._where = where
         self._probe_after = probe_after
         self._pubsub: PubSub | None = None
         self._probing = False
@@ -53,7 +60,7 @@ class EventFeed:
     async def start(self) -> None:
         """Subscribe, so hints published after this returns are delivered.  A failure is
         not raised: the first iteration reconnects."""
-        with contextlib.suppress(*DROPPED):
+        with translated_errors(self._where), contextlib.suppress(*DROPPED):
             await self._subscribe()
 
     def __aiter__(self) -> EventFeed:
@@ -90,7 +97,7 @@ class EventFeed:
         return None
 
     async def _subscribe(self) -> None:
-        pubsub = self._client.pubsub()
+        pubsub = await open_pubsub(self._client)
         try:
             await pubsub.subscribe(self._channel)
             with anyio.fail_after(SUBSCRIBE_TIMEOUT):
@@ -107,7 +114,7 @@ class EventFeed:
     async def _reconnect(self) -> None:
         delay = RECONNECT_FIRST_DELAY
         while True:
-            with contextlib.suppress(*DROPPED):
+            with translated_errors(self._where), contextlib.suppress(*DROPPED):
                 await self._subscribe()
                 return
             await anyio.sleep(delay)

@@ -1,10 +1,26 @@
-"""Names of a pool's Redis keys.
+"""Names of a pool's Redis keys, and why every script of a pool works on Redis Cluster.
 
 Every key of a pool starts with `poolsup:{<pool>}:`, so the braces make the pool name
-the hash tag: all keys of a pool live in one Redis Cluster slot, and one script may
-touch any of them.  lua/_lib.lua builds the per-job names (`job:`, `notes:`), the
-per-handler queues (`queue:`) and the per-supervisor reservations (`reserved:`) the same
-way for the keys scripts find while they run.
+the hash tag: all keys of a pool live in one Redis Cluster slot, on one node.
+
+Scripts declare in KEYS every key they touch, except the three that find jobs while
+they run (lua/claim-7+n.lua, lua/members-3.lua, lua/upgrade-layout-2.lua): a claim
+cannot know which job hashes it will recover or claim before it has read the queues.
+They build those names from the key prefix, as lua/_lib.lua's job_key, notes_key,
+queue_key and reserved_key do, and each script's header lists them.  That is safe:
+
+- A script without a `#!lua` line may touch keys it did not declare as long as they
+  hash to the slot of its declared keys (Redis 7.0 refuses cross-slot keys only for
+  scripts with a shebang and for functions), and the node it runs on serves that slot;
+  every key of the pool shares the hash tag, so both always hold.
+- While the pool's slot is being migrated to another node (resharding), a declared key
+  already moved makes Redis answer ASK or TRYAGAIN before the script runs, but an
+  undeclared one fails the script where it touches it ("non local key"), after the
+  writes it made before.  members writes nothing; upgrade-layout only adds jobs to
+  queues, again on its next run; claim reads all of a job's undeclared keys before its
+  first write for that job, so it stops between two jobs, each recovered or claimed
+  whole, and the supervisor retries it like any store error.  Resharding a busy pool's
+  slot is still best done with its supervisors stopped.
 """
 
 from __future__ import annotations
@@ -52,6 +68,12 @@ class PoolKeys:
         reservation runs out (store ms), which is also their score in `pending` and in
         their queue (lua/_lib.lua builds the same name)."""
         return f"{self.prefix}reserved:{supervisor_id}"
+
+    @property
+    def write_probe(self) -> str:
+        """never written: a script's first write when it must be refused under maxmemory
+        (lua/_lib.lua refuse_when_full)."""
+        return self.prefix + "write-probe"
 
     @property
     def health(self) -> str:

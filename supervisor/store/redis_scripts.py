@@ -1,8 +1,10 @@
 """The Lua commands: read once from lua/, registered per client, status codes mapped.
 
-Each command is `lua/<name>-<key count>.lua`; `lua/_lib.lua` is prepended to every one
-(so line numbers in Redis error messages count from the top of _lib.lua).  Scripts
-answer `{status, ...}`; `error_for` is the one place a status becomes an exception.
+Each command is `lua/<name>-<key count>.lua`, or `lua/<name>-<key count>+<k>n.lua` for
+one that takes k more keys per item of a list (`renew-4+2n`: four, then two per lease;
+`+n` is one per item); `lua/_lib.lua` is prepended to every one (so line numbers in
+Redis error messages count from the top of _lib.lua).  Scripts answer `{status, ...}`;
+`error_for` is the one place a status becomes an exception.
 """
 
 from __future__ import annotations
@@ -15,13 +17,13 @@ from enum import IntEnum
 from importlib import resources
 from typing import Any
 
-from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
 from supervisor.errors import JobExists, JobNotFound, PoolsupError, StaleToken, SupervisorIdTaken
+from supervisor.store.redis_connection import RedisClient
 
 _LIBRARY = "_lib.lua"
-_COMMAND_FILE = re.compile(r"(?P<name>[a-z][a-z-]*)-(?P<keys>\d+)\.lua")
+_COMMAND_FILE = re.compile(r"(?P<name>[a-z][a-z-]*)-(?P<keys>\d+)(?:\+(?P<per>\d*)n)?\.lua")
 
 ScriptArg = str | bytes | int | float
 
@@ -32,9 +34,15 @@ class Status(IntEnum):
     JOB_NOT_FOUND = 2
     STALE_TOKEN = 3
     SUPERVISOR_ID_TAKEN = 4
+    KEYS_CHANGED = 5
 
 
-def error_for(status: Status, subject: str) -> PoolsupError:
+class KeysChanged(Exception):
+    """The keys the caller declared, read from the job just before, are no longer the
+    job's: the script changed nothing; read them again and retry."""
+
+
+def error_for(status: Status, subject: str) -> PoolsupError | KeysChanged:
     """The exception for a script's non-OK status; `subject` is the key or id it was about."""
     match status:
         case Status.JOB_EXISTS:
@@ -43,6 +51,8 @@ def error_for(status: Status, subject: str) -> PoolsupError:
             return JobNotFound(f"no live or retained job has the key {subject!r}")
         case Status.STALE_TOKEN:
             return StaleToken(f"job {subject!r}: the lease is stale, another claim owns it")
+        case Status.KEYS_CHANGED:
+            return KeysChanged(subject)
         case Status.SUPERVISOR_ID_TAKEN:
             return SupervisorIdTaken(
                 f"supervisor id {subject!r} is in use by another live instance of the pool"
@@ -53,8 +63,19 @@ def error_for(status: Status, subject: str) -> PoolsupError:
 @dataclass(frozen=True)
 class Command:
     name: str
-    key_count: int
-    source: str
+    key_count: int  # the fixed keys
+    source: str  # with _lib.lua
+    body: str  # without
+    keys_per_item: int = 0  # then this many more per item (0: none)
+
+    def check_key_count(self, count: int) -> None:
+        per = self.keys_per_item
+        if count == self.key_count or (
+            per and count > self.key_count and (count - self.key_count) % per == 0
+        ):
+            return
+        wanted = f"{self.key_count}" + (f" + {per} per item" if per else "")
+        raise ValueError(f"{self.name} takes {wanted} keys, got {count}")
 
 
 @functools.cache
@@ -66,15 +87,17 @@ def commands() -> dict[str, Command]:
     for entry in folder.iterdir():
         match = _COMMAND_FILE.fullmatch(entry.name)
         if match:
-            source = library + "\n" + entry.read_text(encoding="utf-8")
-            found[match["name"]] = Command(match["name"], int(match["keys"]), source)
+            body = entry.read_text(encoding="utf-8")
+            per = 0 if match["per"] is None else int(match["per"] or 1)
+            found[match["name"]] = Command(match["name"], int(match["keys"]),
+                                           library + "\n" + body, body, per)
     return found
 
 
 class Scripts:
     """The commands registered on one client (EVALSHA, loaded again after NOSCRIPT)."""
 
-    def __init__(self, client: Redis) -> None:
+    def __init__(self, client: RedisClient) -> None:
         self._registered: dict[str, tuple[Command, AsyncScript]] = {
             name: (command, client.register_script(command.source))
             for name, command in commands().items()
@@ -86,8 +109,7 @@ class Scripts:
         """Run a command; raise the typed error for a non-OK status, else return the rest
         of its answer."""
         command, script = self._registered[name]
-        if len(keys) != command.key_count:
-            raise ValueError(f"{name} takes {command.key_count} keys, got {len(keys)}")
+        command.check_key_count(len(keys))
         answer = await script(keys=list(keys), args=list(args))
         status = Status(int(answer[0]))
         if status is not Status.OK:

@@ -20,7 +20,6 @@ from typing import Any, cast
 
 import anyio
 import anyio.to_thread
-from redis.asyncio import Redis
 
 from supervisor.errors import ConfigError, JobNotFound, StoreError
 from supervisor.store.base import (
@@ -42,13 +41,15 @@ from supervisor.store.base import (
 )
 from supervisor.store.members import encode_info, live_members
 from supervisor.store.policy import HEALTH_GAP, MEMBER_GARBAGE_AFTER
-from supervisor.store.redis_connection import connect, redact, translated_errors
+from supervisor.store.redis_connection import RedisClient, connect, redact, translated_errors
 from supervisor.store.redis_events import EventFeed
 from supervisor.store.redis_keys import PoolKeys
 from supervisor.store.redis_records import decode_job, milliseconds, seconds
-from supervisor.store.redis_scripts import ScriptArg, Scripts, commands
+from supervisor.store.redis_scripts import KeysChanged, ScriptArg, Scripts, commands
 
 DEFAULT_RETENTION = 86400.0
+# stop: tries before a job whose queue or reservation keeps changing is an error.
+KEYS_CHANGED_RETRIES = 10
 # 2: pending jobs are also in one claim queue per handler (lua/upgrade-layout-2.lua).
 LAYOUT = 2
 
@@ -66,7 +67,7 @@ class RedisStore:
         self._where = redact(url)
         self._retention_ms = max(1, round(milliseconds(retention)))
         try:
-            self._client: Redis = connect(url)
+            self._client: RedisClient = connect(url)
         except ValueError as exc:
             raise ConfigError(f"store URL {self._where!r}: {exc}") from exc
         self._scripts = Scripts(self._client)
@@ -84,9 +85,9 @@ class RedisStore:
         k = self._keys
         await self._run(
             "dispatch",
-            [k.job(request.key), k.notes(request.key), k.pending, *k.all_done],
-            [request.key, request.handler, request.payload, request.max_attempts, k.channel,
-             k.prefix],
+            [k.job(request.key), k.notes(request.key), k.pending, *k.all_done,
+             k.queue(request.handler), k.write_probe],
+            [request.key, request.handler, request.payload, request.max_attempts, k.channel],
             subject=request.key,
         )
 
@@ -103,9 +104,11 @@ class RedisStore:
             await self._run("upgrade-layout", [k.pending, k.layout], [k.prefix, LAYOUT],
                             subject=self.pool)
             self._layout_checked = True
+        handlers = list(dict.fromkeys(handlers))  # a queue declared twice would be scanned twice
         recovered, next_due, _now, claimed = await self._run(
             "claim",
-            [k.pending, k.running, k.token, k.done("failed"), k.done("stopped")],
+            [k.pending, k.running, k.token, k.done("failed"), k.done("stopped"),
+             k.write_probe, k.reserved(owner), *(k.queue(handler) for handler in handlers)],
             [k.prefix, owner, count, milliseconds(lease_ttl), max_lease_losses,
              self._retention_ms, k.channel, *handlers],
             subject=owner,
@@ -138,14 +141,16 @@ class RedisStore:
         stats: dict[str, JobStats],
     ) -> RenewResult:
         k = self._keys
-        args: list[ScriptArg] = [k.prefix, owner, instance, milliseconds(lease_ttl),
+        keys = [k.running, k.seen, k.supervisors, k.health]
+        args: list[ScriptArg] = [owner, instance, milliseconds(lease_ttl),
                                  milliseconds(HEALTH_GAP)]
         for lease in leases:
             job_stats = stats.get(lease.key, JobStats())
+            keys += [k.job(lease.key), k.notes(lease.key)]
             args += [lease.key, lease.token, _optional(job_stats.pid),
                      _optional(job_stats.rss_bytes), _optional(job_stats.cpu_percent)]
         now, lost, stopping, notified, membership = await self._run(
-            "renew", [k.running, k.seen, k.supervisors, k.health], args, subject=owner
+            "renew", keys, args, subject=owner
         )
         return RenewResult(
             lost=frozenset(key.decode() for key in lost),
@@ -156,15 +161,18 @@ class RedisStore:
         )
 
     async def complete(self, lease: Lease, result: bytes) -> None:
-        await self._finish_lease("complete", lease, [result, self._retention_ms])
+        await self._end_lease("complete", lease, "succeeded", [result, self._retention_ms])
 
     async def fail(self, lease: Lease, error: str, *, final: bool, retry_delay: float) -> JobState:
-        (state,) = await self._finish_lease(
+        k = self._keys
+        handler = await self._handler_of(lease.key)
+        (state,) = await self._run(
             "fail",
-            lease,
-            [error, "1" if final else "0", milliseconds(retry_delay), self._retention_ms,
-             self._keys.channel],
-            done=("failed", "stopped"),
+            [k.job(lease.key), k.notes(lease.key), k.pending, k.running, k.done("failed"),
+             k.done("stopped"), k.queue(handler)],
+            [lease.key, lease.token, lease.owner, handler, error, "1" if final else "0",
+             milliseconds(retry_delay), self._retention_ms, k.channel],
+            subject=lease.key,
         )
         return cast(JobState, state.decode())
 
@@ -176,11 +184,16 @@ class RedisStore:
         reserve_for: str | None = None,
         reserve_ttl: float = 0.0,
     ) -> None:
-        await self._finish_lease(
-            "release", lease, [max(0.0, milliseconds(delay)), self._retention_ms,
-                               self._keys.channel, reserve_for or "",
-                               max(0.0, milliseconds(reserve_ttl))],
-            done=("stopped",),
+        k = self._keys
+        handler = await self._handler_of(lease.key)
+        await self._run(
+            "release",
+            [k.job(lease.key), k.notes(lease.key), k.pending, k.running, k.done("stopped"),
+             k.queue(handler), k.reserved(reserve_for or "")],
+            [lease.key, lease.token, lease.owner, handler, max(0.0, milliseconds(delay)),
+             self._retention_ms, k.channel, reserve_for or "",
+             max(0.0, milliseconds(reserve_ttl))],
+            subject=lease.key,
         )
 
     async def save_checkpoint(self, lease: Lease, value: bytes) -> None:
@@ -190,19 +203,31 @@ class RedisStore:
         )
 
     async def finish_stopped(self, lease: Lease, reason: str) -> None:
-        await self._finish_lease(
-            "finish-stopped", lease, [reason, self._retention_ms], done=("stopped",)
-        )
+        await self._end_lease("finish-stopped", lease, "stopped", [reason, self._retention_ms])
 
     async def stop(self, key: str) -> JobState:
         k = self._keys
-        (state,) = await self._run(
-            "stop",
-            [k.job(key), k.notes(key), k.pending, k.running, k.done("stopped")],
-            [key, k.prefix, self._retention_ms, k.channel],
-            subject=key,
-        )
-        return cast(JobState, state.decode())
+        for _ in range(KEYS_CHANGED_RETRIES):
+            # A pending job leaves its queue and reservation: their names are declared,
+            # so they are read first, and the script changes nothing if they moved on.
+            with translated_errors(self._where):
+                fields = cast(list[bytes | None], await self._client.hmget(
+                    k.job(key), "handler", "reserved_for"))
+            handler, reserved_for = ("" if value is None else value.decode()
+                                     for value in fields)
+            try:
+                (state,) = await self._run(
+                    "stop",
+                    [k.job(key), k.notes(key), k.pending, k.running, k.done("stopped"),
+                     k.queue(handler), k.reserved(reserved_for)],
+                    [key, self._retention_ms, k.channel, handler, reserved_for],
+                    subject=key,
+                )
+            except KeysChanged:
+                continue
+            return cast(JobState, state.decode())
+        raise StoreError(f"job {key!r}: its claim queue or reservation changed on each of "
+                         f"{KEYS_CHANGED_RETRIES} tries to stop it")
 
     async def notify(self, key: str, payload: bytes) -> None:
         k = self._keys
@@ -330,7 +355,7 @@ class RedisStore:
 
     @asynccontextmanager
     async def events(self) -> AsyncIterator[AsyncIterator[StoreEvent]]:
-        feed = EventFeed(self._client, self._keys.channel)
+        feed = EventFeed(self._client, self._keys.channel, where=self._where)
         await feed.start()
         try:
             yield feed
@@ -351,25 +376,25 @@ class RedisStore:
         with translated_errors(self._where):
             return await self._scripts.run(name, keys, args, subject=subject)
 
-    async def _finish_lease(
-        self,
-        name: str,
-        lease: Lease,
-        args: Sequence[ScriptArg],
-        *,
-        done: Sequence[str] = ("succeeded",),
+    async def _end_lease(
+        self, name: str, lease: Lease, state: str, args: Sequence[ScriptArg]
     ) -> list[Any]:
-        """Run a command that ends or hands back a lease (KEYS: job, notes, pending,
-        running, then the done zsets it may add to; ARGV: key, token, owner, prefix,
-        then `args`)."""
+        """Run a command that ends a running job in `state` (KEYS: job, notes, running,
+        done:<state>; ARGV: key, token, owner, then `args`)."""
         k = self._keys
         return await self._run(
             name,
-            [k.job(lease.key), k.notes(lease.key), k.pending, k.running,
-             *(k.done(state) for state in done)],
-            [lease.key, lease.token, lease.owner, k.prefix, *args],
+            [k.job(lease.key), k.notes(lease.key), k.running, k.done(state)],
+            [lease.key, lease.token, lease.owner, *args],
             subject=lease.key,
         )
+
+    async def _handler_of(self, key: str) -> str:
+        """The job's handler, for the name of its queue ('' for a job that is gone: the
+        script then finds the lease stale before it touches a queue)."""
+        with translated_errors(self._where):
+            handler = await self._client.hget(self._keys.job(key), "handler")
+        return "" if handler is None else cast(bytes, handler).decode()
 
     async def _records(self, keys: Sequence[str]) -> list[JobRecord | None]:
         """The records of `keys` (None where gone); done entries whose record is gone
@@ -384,9 +409,9 @@ class RedisStore:
         missing = [key for key, raw in zip(keys, raws, strict=True) if not raw]
         if missing:
             with contextlib.suppress(StoreError):  # tidying only; reads go on without it
-                await self._run("forget", list(self._keys.all_done),
-                                [self._keys.prefix, self._retention_ms, *missing],
-                                subject=self.pool)
+                await self._run("forget",
+                                [*self._keys.all_done, *map(self._keys.job, missing)],
+                                [self._retention_ms, *missing], subject=self.pool)
         return [decode_job(raw) if raw else None for raw in raws]
 
     async def _moving(self, later: Sequence[str], now: float) -> tuple[JobRecord, ...]:

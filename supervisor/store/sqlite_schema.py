@@ -13,6 +13,7 @@ entries dropped (nobody from the old boot is alive), in the transaction that ope
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -107,9 +108,10 @@ def open_connection(url: str, pool: str, clocks: Clocks) -> tuple[sqlite3.Connec
                           f"{sqlite3.sqlite_version}")
     _check_path(path)
     try:
+        _create_private(path)
         conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
                                check_same_thread=False)
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, OSError) as exc:
         raise ConfigError(f"SQLite store {path}: cannot open the file ({exc})") from exc
     try:
         retry_when_busy(lambda: _configure(conn, path))
@@ -121,6 +123,14 @@ def open_connection(url: str, pool: str, clocks: Clocks) -> tuple[sqlite3.Connec
         conn.close()
         raise
     return conn, path
+
+
+def _create_private(path: Path) -> None:
+    """Create the file, if it is new, readable and writable by its owner only: it holds
+    every job's payload and result.  SQLite gives the -wal and -shm files it creates
+    later the mode of the database file.  An existing file keeps the mode it has."""
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
 def _check_path(path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from supervisor.store import Store, opened_store
 
-STORE_KINDS = ["redis", "sqlite"]
+STORE_KINDS = ["redis", "cluster", "sqlite"]
 
 Connect = Callable[..., Awaitable[Store]]
 
@@ -28,6 +28,8 @@ class StoreTarget:
 def store_target(request: pytest.FixtureRequest, tmp_path: Path, pool_name: str) -> StoreTarget:
     if request.param == "redis":
         return StoreTarget("redis", request.getfixturevalue("redis_url"), pool_name)
+    if request.param == "cluster":
+        return StoreTarget("cluster", request.getfixturevalue("redis_cluster").url, pool_name)
     if importlib.util.find_spec("supervisor.store.sqlite_store") is None:
         pytest.skip("supervisor.store.sqlite_store is not written yet")
     return StoreTarget("sqlite", f"sqlite:///{tmp_path}/pool.db", pool_name)

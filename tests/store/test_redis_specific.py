@@ -17,7 +17,7 @@ from supervisor.store.base import Lease, Store, StoreEvent
 from supervisor.store.redis_connection import connect, redact
 from supervisor.store.redis_events import EventFeed
 from supervisor.store.redis_keys import PoolKeys
-from supervisor.store.redis_scripts import Status, commands
+from supervisor.store.redis_scripts import KeysChanged, Scripts, Status, commands
 from tests.helpers.redis_server import RedisServer, free_port
 from tests.store.support import (
     HANDLER,
@@ -61,6 +61,53 @@ async def test_every_command_script_compiles_and_documents_its_interface(raw: Re
         for label in ("-- KEYS:", "-- ARGV:", "-- Returns:"):
             assert label in header, (command.name, label)
         await raw.script_load(command.source)
+
+
+# The scripts that find jobs while they run, and so touch keys no caller could declare;
+# each says which in an "Undeclared keys" line of its header.
+UNDECLARED_KEYS = {"claim", "members", "upgrade-layout"}
+KEY_BUILDERS = re.compile(r"\b(prefix|job_key|notes_key|queue_key|reserved_key)\b")
+
+
+def test_scripts_touch_only_keys_declared_in_keys_but_the_documented_few() -> None:
+    for command in commands().values():
+        builds_names = KEY_BUILDERS.search(command.body)
+        if command.name in UNDECLARED_KEYS:
+            assert "-- Undeclared keys" in command.body, command.name
+        else:
+            # Without the key prefix a script can name no key but those in KEYS.
+            assert builds_names is None, (command.name, builds_names)
+
+
+@pytest.mark.parametrize(
+    ("name", "counts", "refused"),
+    [("dispatch", [8], [7, 9]), ("renew", [4, 6, 8], [3, 5, 7]), ("claim", [7, 8, 9], [6])],
+)
+def test_a_script_refuses_a_key_count_its_file_name_does_not_allow(
+    name: str, counts: list[int], refused: list[int]
+) -> None:
+    command = commands()[name]
+    for count in counts:
+        command.check_key_count(count)
+    for count in refused:
+        with pytest.raises(ValueError, match=f"{name} takes"):
+            command.check_key_count(count)
+
+
+async def test_stop_changes_nothing_when_the_declared_queue_is_no_longer_the_jobs(
+    store: Store, raw: Redis, pool_name: str
+) -> None:
+    keys = PoolKeys(pool_name)
+    await store.dispatch(new_job("k1"))
+    declared = [keys.job("k1"), keys.notes("k1"), keys.pending, keys.running,
+                keys.done("stopped"), keys.queue("other"), keys.reserved("")]
+
+    with pytest.raises(KeysChanged):
+        await Scripts(raw).run("stop", declared, ["k1", 1000, keys.channel, "other", ""],
+                               subject="k1")
+
+    assert (await store.job("k1")).state == "pending"
+    assert await raw.zscore(keys.queue(HANDLER), "k1") is not None
 
 
 def test_status_codes_match_the_lua_library() -> None:
@@ -126,6 +173,7 @@ async def test_pool_names_that_would_break_the_hash_tag_are_refused(
         ("redis://user:pw@host:6379/0", "redis://user@host:6379/0"),
         ("rediss://:pw@[::1]:6380/2", "rediss://[::1]:6380/2"),
         ("unix:///run/redis.sock?db=1&password=pw", "unix:///run/redis.sock?db=1"),
+        ("rediss://h/0?ssl_keyfile=/k.pem&ssl_password=pw", "rediss://h/0?ssl_keyfile=/k.pem"),
         ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
     ],
 )
@@ -189,7 +237,7 @@ async def test_events_notice_a_frozen_redis_and_wake_once_it_is_back(
     own_redis: RedisServer,
 ) -> None:
     client = connect(own_redis.url)
-    feed = EventFeed(client, "poolsup:{probe}:events", probe_after=0.2)
+    feed = EventFeed(client, "poolsup:{probe}:events", where="test", probe_after=0.2)
     try:
         await feed.start()
         own_redis.pause()

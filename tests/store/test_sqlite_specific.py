@@ -57,6 +57,22 @@ async def test_file_uses_wal_mode_and_records_the_schema_version(db_path: Path) 
     assert pragma(db_path, "user_version") == SCHEMA_VERSION
 
 
+async def test_the_file_and_its_wal_and_shm_are_readable_by_their_owner_only(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "new.db"
+    umask = os.umask(0o022)
+    try:
+        store = await SqliteStore.open(url_of(path), "media")
+        await store.dispatch(request("k1"))
+        created = [path, path.with_name("new.db-wal"), path.with_name("new.db-shm")]
+        modes = {file.name: oct(file.stat().st_mode & 0o777) for file in created}
+        await store.close()
+    finally:
+        os.umask(umask)
+    assert modes == {file.name: "0o600" for file in created}
+
+
 async def test_both_url_spellings_name_the_same_absolute_file(db_path: Path) -> None:
     for url in (f"sqlite://{db_path}", f"sqlite:///{db_path}"):
         store = await SqliteStore.open(url, "media")

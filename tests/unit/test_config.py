@@ -168,6 +168,16 @@ def test_poolsup_store_overrides_the_file(tmp_path: Path) -> None:
     assert config.pool.store == "sqlite:////var/tmp/x.db"
 
 
+@pytest.mark.parametrize("store", ["redis+cluster://u:pw@10.0.0.5:7000",
+                                   "rediss+cluster://10.0.0.5:7000/0?ssl_cert_reqs=none"])
+def test_a_redis_cluster_url_is_a_store(tmp_path: Path, store: str) -> None:
+    text = MINIMAL.replace('name = "media"', f'name = "media"\nstore = "{store}"')
+
+    assert load(write(tmp_path, text)).pool.store == store
+    from_env = load_config(write(tmp_path, MINIMAL), environ={"POOLSUP_STORE": store})
+    assert from_env.pool.store == store
+
+
 def test_relative_config_path_resolves_against_the_config_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -342,8 +352,9 @@ def test_bad_store_scheme_is_rejected_without_the_password(tmp_path: Path) -> No
 
     message = error_for(tmp_path, text)
 
-    assert message.endswith(':3: [pool] store must be a redis://, rediss://, unix:// or sqlite://'
-                            ' URL (got "http://u:***@h/0")')  # fmt: skip
+    assert message.endswith(
+        ':3: [pool] store must be a redis://, rediss://, redis+cluster://, rediss+cluster://, '
+        'unix:// or sqlite:// URL (got "http://u:***@h/0")')
     assert "hunter2" not in message
 
 

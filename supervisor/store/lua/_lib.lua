@@ -5,8 +5,12 @@
 -- to redis.call as a number or format it with fmt().
 --
 -- `pool` tables, built by each script from its KEYS, name the pool-wide keys that
--- finish() and front_score() touch: pending, running, done_succeeded, done_failed,
--- done_stopped, plus prefix, now and retention (ms).
+-- finish(), enqueue() and front_score() touch: pending, running, done_succeeded,
+-- done_failed, done_stopped; `queues` (handler -> its queue key) and `reserved`
+-- (supervisor -> its reservations key), the per-handler and per-supervisor keys the
+-- script declared; plus now and retention (ms).  Only the scripts that find jobs while
+-- they run (claim, members, upgrade-layout) also set `prefix`, from which the names of
+-- keys they could not declare are built (see redis_keys.py for why that is safe).
 --
 -- Every pending job is in two zsets with the same score: the pool-wide `pending` (for
 -- listing, counts and front_score) and its handler's `queue:<handler>` (for claiming),
@@ -14,9 +18,10 @@
 -- for one supervisor (a move: `reserved_for` in its hash) is in a third,
 -- `reserved:<supervisor>`, which that supervisor's claims read first; its score in all
 -- three is `reserved_until`, so that other claims see it only once the reservation has
--- run out.  enqueue and dequeue are the only places that maintain these zsets.
+-- run out.  enqueue and dequeue are the only places that maintain these zsets; a
+-- running job is in none of them.
 
-local OK, JOB_EXISTS, JOB_NOT_FOUND, STALE_TOKEN, SUPERVISOR_ID_TAKEN = 0, 1, 2, 3, 4
+local OK, JOB_EXISTS, JOB_NOT_FOUND, STALE_TOKEN, SUPERVISOR_ID_TAKEN, KEYS_CHANGED = 0, 1, 2, 3, 4, 5
 
 local function store_now()
   local t = redis.call('TIME')
@@ -32,7 +37,8 @@ local function after(ms)
   return string.format('(%.17g', ms)
 end
 
--- Per-job key names; they mirror supervisor/store/redis_keys.py.
+-- Key names, for the scripts that find jobs while they run (pool.prefix); they mirror
+-- supervisor/store/redis_keys.py.
 local function job_key(prefix, key)
   return prefix .. 'job:' .. key
 end
@@ -49,26 +55,51 @@ local function reserved_key(prefix, supervisor)
   return prefix .. 'reserved:' .. supervisor
 end
 
+-- The queue of `handler`: declared in KEYS, or (claim, upgrade-layout) built.
+local function queue_of(pool, handler)
+  local queue = pool.queues[handler]
+  if queue then
+    return queue
+  end
+  if not pool.prefix then
+    error('the claim queue of handler ' .. handler .. ' was not declared in KEYS')
+  end
+  return queue_key(pool.prefix, handler)
+end
+
+-- The reservations of `supervisor`: declared in KEYS, or (claim) built.
+local function reserved_of(pool, supervisor)
+  local reserved = pool.reserved[supervisor]
+  if reserved then
+    return reserved
+  end
+  if not pool.prefix then
+    error('the reservations of ' .. supervisor .. ' were not declared in KEYS')
+  end
+  return reserved_key(pool.prefix, supervisor)
+end
+
 -- Add the job to the pending zsets (pool-wide, its handler's, and its reservation's if
 -- the hash names one) at `score`.
 local function enqueue(pool, job, key, score)
   local f = redis.call('HMGET', job, 'handler', 'reserved_for')
   redis.call('ZADD', pool.pending, score, key)
-  redis.call('ZADD', queue_key(pool.prefix, f[1]), score, key)
+  redis.call('ZADD', queue_of(pool, f[1]), score, key)
   if f[2] then
-    redis.call('ZADD', reserved_key(pool.prefix, f[2]), score, key)
+    redis.call('ZADD', reserved_of(pool, f[2]), score, key)
   end
 end
 
--- Take the job out of the pending zsets; a reservation goes with it (claimed, or ended).
+-- Take the pending job out of the pending zsets; a reservation goes with it (claimed,
+-- or ended).
 local function dequeue(pool, job, key)
   redis.call('ZREM', pool.pending, key)
   local f = redis.call('HMGET', job, 'handler', 'reserved_for')
   if f[1] then
-    redis.call('ZREM', queue_key(pool.prefix, f[1]), key)
+    redis.call('ZREM', queue_of(pool, f[1]), key)
   end
   if f[2] then
-    redis.call('ZREM', reserved_key(pool.prefix, f[2]), key)
+    redis.call('ZREM', reserved_of(pool, f[2]), key)
     redis.call('HDEL', job, 'reserved_for', 'reserved_until', 'moved_from')
   end
 end
@@ -97,10 +128,11 @@ end
 
 -- Under maxmemory, Redis refuses a script's writes only while none has run yet, and
 -- only those that may grow memory (HSET, not DEL or ZREM).  A script whose first write
--- may be a deletion calls this before it: SETRANGE of nothing on a missing key is
--- refused like any growing write, and otherwise changes nothing.
-local function refuse_when_full(prefix)
-  redis.call('SETRANGE', prefix .. 'write-probe', 0, '')
+-- may be a deletion calls this before it with its `write-probe` key: SETRANGE of
+-- nothing on a missing key is refused like any growing write, and otherwise changes
+-- nothing.
+local function refuse_when_full(probe)
+  redis.call('SETRANGE', probe, 0, '')
 end
 
 -- Score that puts a job ahead of every pending job, and never in the future.
@@ -123,8 +155,12 @@ end
 
 -- End the job in a final state: keep its record for the retention period, list it in
 -- done_<state>, drop its notifications.  `error` may be nil (left as it is) or false
--- (cleared).
+-- (cleared).  Only a pending job is dequeued (its handler's queue and reservation must
+-- be in pool.queues and pool.reserved); a running one leaves `running`.
 local function finish(pool, job, notes, key, state, error)
+  if redis.call('HGET', job, 'state') == 'pending' then
+    dequeue(pool, job, key)
+  end
   redis.call('HSET', job, 'state', state, 'finished_at', fmt(pool.now))
   if error then
     redis.call('HSET', job, 'error', error)
@@ -135,7 +171,6 @@ local function finish(pool, job, notes, key, state, error)
   redis.call('PEXPIRE', job, pool.retention)
   redis.call('DEL', notes)
   redis.call('HDEL', job, 'notes_acked')
-  dequeue(pool, job, key)
   redis.call('ZREM', pool.running, key)
   local done = pool['done_' .. state]
   redis.call('ZADD', done, pool.now, key)

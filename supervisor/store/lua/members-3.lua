@@ -5,6 +5,8 @@
 -- 6.2 cannot compile one, and Redis checks such a script's writes only as it makes them.
 -- KEYS: 1 sup hash (id -> info JSON), 2 seen zset (id -> last seen ms), 3 running zset
 -- ARGV: 1 key prefix
+-- Undeclared keys (found while it runs; built from the prefix): the job hash of each
+-- running job, and reserved:<id> of each member.
 -- Returns: {OK, store time (ms), {id, info JSON}..., {id, last seen (ms)}...,
 --           {owner, handler, running jobs}..., {id, pending jobs reserved for it}...}
 -- (each list flat)

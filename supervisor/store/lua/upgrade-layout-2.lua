@@ -3,6 +3,9 @@
 -- look; each is added to its handler's queue.  Idempotent, and a no-op once done.
 -- KEYS: 1 pending zset, 2 layout version (string)
 -- ARGV: 1 key prefix, 2 current layout version
+-- Undeclared keys (found while it runs; built from the prefix): the job hash of each
+-- pending job, and the queue of its handler.  They are read once per pool (until the
+-- layout key is set); after that the script reads only its two declared keys.
 -- Returns: {OK, jobs queued}
 
 local LAYOUT = tonumber(ARGV[2])

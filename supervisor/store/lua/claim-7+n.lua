@@ -1,9 +1,16 @@
 -- Recover expired leases of the pool, then claim up to `count` pending jobs of the
 -- given handlers: first those released for this owner whose reservation has not run out
 -- (reserved:<owner>), then due ones, oldest first across their queues.
--- KEYS: 1 pending zset, 2 running zset, 3 token counter, 4 done:failed, 5 done:stopped
+-- KEYS: 1 pending zset, 2 running zset, 3 token counter, 4 done:failed, 5 done:stopped,
+--       6 write-probe, 7 reserved:<owner>, 8... queue:<handler> of each handler in ARGV 8...
 -- ARGV: 1 key prefix, 2 owner, 3 count, 4 lease ttl (ms), 5 max lease losses (0: no
 --       limit), 6 retention (ms), 7 events channel, 8... handlers this owner runs
+-- Undeclared keys (found while it runs, so not known to the caller; built from the
+-- prefix): the job hash and notes list of each job it recovers or claims, the queue of
+-- a recovered job whose handler this owner does not run, and the reservations of
+-- another supervisor that a claimed job's run-out reservation still names.  Each job's
+-- undeclared keys are all read before the first write for that job, so that a key
+-- moved away by a resharding fails the script between jobs, never halfway through one.
 -- Returns: {OK, recovered, next due in (ms; of these handlers' jobs) or false,
 --           store time (ms),
 --           {key, handler, payload, token, attempt, max_attempts, lease deadline,
@@ -15,25 +22,27 @@ local prefix, owner = ARGV[1], ARGV[2]
 local count, ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
 local max_losses = tonumber(ARGV[5])
 local pool = {pending = KEYS[1], running = KEYS[2], done_failed = KEYS[4],
-              done_stopped = KEYS[5], prefix = prefix, now = store_now(),
-              retention = tonumber(ARGV[6])}
+              done_stopped = KEYS[5], queues = {}, reserved = {[owner] = KEYS[7]},
+              prefix = prefix, now = store_now(), retention = tonumber(ARGV[6])}
 local queues = {}
 for i = 8, #ARGV do
-  queues[#queues + 1] = queue_key(prefix, ARGV[i])
+  pool.queues[ARGV[i]] = KEYS[i]
+  queues[#queues + 1] = KEYS[i]
 end
 
-refuse_when_full(prefix)
+refuse_when_full(KEYS[6])
 
 local recovered, requeued = 0, false
 local expired = redis.call('ZRANGEBYSCORE', pool.running, '-inf', pool.now,
                            'LIMIT', 0, RECOVER_BATCH)
 for _, key in ipairs(expired) do
   local job, notes = job_key(prefix, key), notes_key(prefix, key)
-  local f = redis.call('HMGET', job, 'state', 'stop_requested', 'owner')
+  local f = redis.call('HMGET', job, 'state', 'stop_requested', 'owner', 'handler')
   local holder = f[3] or '?'
   if f[1] ~= 'running' then
     redis.call('ZREM', pool.running, key)
   else
+    redis.call('EXISTS', notes, queue_of(pool, f[4] or ''))  -- read before any write
     recovered = recovered + 1
     local losses = redis.call('HINCRBY', job, 'lease_losses', 1)
     if f[2] == '1' then
@@ -75,6 +84,11 @@ local claimed = {}
 local deadline = pool.now + ttl
 
 local function start_attempt(key, job, f)
+  -- Read before any write: the notes, and a run-out reservation for someone else.
+  local has_notes = redis.call('EXISTS', notes_key(prefix, key))
+  if f[6] then
+    redis.call('EXISTS', reserved_of(pool, f[6]))
+  end
   local token = redis.call('INCR', KEYS[3])
   local attempt = redis.call('HINCRBY', job, 'attempts', 1)
   redis.call('HSET', job, 'state', 'running', 'owner', owner, 'token', token,
@@ -82,7 +96,6 @@ local function start_attempt(key, job, f)
   redis.call('HDEL', job, 'due', 'pid', 'rss_bytes', 'cpu_percent')
   dequeue(pool, job, key)
   redis.call('ZADD', pool.running, deadline, key)
-  local has_notes = redis.call('EXISTS', notes_key(prefix, key))
   claimed[#claimed + 1] = {key, f[2], f[3], token, attempt, f[4], fmt(deadline), has_notes,
                            f[5]}
 end
@@ -96,7 +109,7 @@ if count > 0 then
   for i = 8, #ARGV do
     runs[ARGV[i]] = true
   end
-  local reserved = reserved_key(prefix, owner)
+  local reserved = KEYS[7]
   for _, key in ipairs(redis.call('ZRANGEBYSCORE', reserved, after(pool.now), '+inf')) do
     if #claimed >= count then
       break
@@ -119,7 +132,7 @@ if count > #claimed then
     local key = entry.key
     local job = job_key(prefix, key)
     local f = redis.call('HMGET', job, unpack(FIELDS))
-    if f[1] ~= 'pending' or queue_key(prefix, f[2] or '') ~= entry.queue then
+    if f[1] ~= 'pending' or pool.queues[f[2] or ''] ~= entry.queue then
       redis.call('ZREM', entry.queue, key)  -- left behind; never expected
     else
       start_attempt(key, job, f)

@@ -1,22 +1,24 @@
 -- Extend the leases an owner holds and store their stats; mark the owner seen if its
 -- membership entry is this instance's; note that the store took a write.
--- KEYS: 1 running zset, 2 seen zset, 3 sup hash, 4 health hash
--- ARGV: 1 key prefix, 2 owner, 3 instance, 4 lease ttl (ms), 5 health gap (ms),
+-- KEYS: 1 running zset, 2 seen zset, 3 sup hash, 4 health hash,
+--       then per lease 2 keys: job hash, notes list
+-- ARGV: 1 owner, 2 instance, 3 lease ttl (ms), 4 health gap (ms),
 --       then per lease 5 values: key, token, pid, rss_bytes, cpu_percent ('' = unknown)
 -- Returns: {OK, store time (ms), {lost keys}, {stop-requested keys}, {notified keys},
 --           membership ('ok', 'missing' or 'taken')}
 
 local IN_A_ROW_TTLS = 3  -- policy.LOSSES_RESET_TTLS: a lease held this long resets losses
-local prefix, owner, instance = ARGV[1], ARGV[2], ARGV[3]
-local ttl = tonumber(ARGV[4])
+local owner, instance = ARGV[1], ARGV[2]
+local ttl = tonumber(ARGV[3])
 local now = store_now()
 local deadline = now + ttl
 local lost, stopping, notified = {}, {}, {}
 
 local STATS = {'pid', 'rss_bytes', 'cpu_percent'}
-for i = 6, #ARGV, 5 do
+for n = 0, (#ARGV - 4) / 5 - 1 do
+  local i = 5 + 5 * n
   local key, token = ARGV[i], ARGV[i + 1]
-  local job = job_key(prefix, key)
+  local job, notes = KEYS[5 + 2 * n], KEYS[6 + 2 * n]
   local f = redis.call('HMGET', job, 'state', 'token', 'owner', 'stop_requested',
                        'started_at')
   if f[1] == 'running' and f[2] == token and f[3] == owner then
@@ -34,7 +36,7 @@ for i = 6, #ARGV, 5 do
     if f[4] == '1' then
       stopping[#stopping + 1] = key
     end
-    if redis.call('LLEN', notes_key(prefix, key)) > 0 then
+    if redis.call('LLEN', notes) > 0 then
       notified[#notified + 1] = key
     end
   else
@@ -52,5 +54,5 @@ if entry then
     membership = 'taken'
   end
 end
-touch_health(KEYS[4], now, tonumber(ARGV[5]))
+touch_health(KEYS[4], now, tonumber(ARGV[4]))
 return {OK, fmt(now), lost, stopping, notified, membership}

@@ -1,8 +1,9 @@
 -- Fail the attempt: back to pending after a delay, or failed for good, or stopped if a
 -- stop was requested.  The error is recorded either way.
 -- KEYS: 1 job hash, 2 notes list, 3 pending zset, 4 running zset,
---       5 done:failed, 6 done:stopped
--- ARGV: 1 key, 2 token, 3 owner, 4 key prefix, 5 error, 6 final ('1' or '0'),
+--       5 done:failed, 6 done:stopped, 7 queue:<handler> (of the job, as the caller read
+--       it: a held job's handler does not change)
+-- ARGV: 1 key, 2 token, 3 owner, 4 handler, 5 error, 6 final ('1' or '0'),
 --       7 retry delay (ms), 8 retention (ms), 9 events channel
 -- Returns: {OK, state after the call} or {STALE_TOKEN}
 
@@ -11,8 +12,8 @@ if not holds(job, ARGV[2], ARGV[3]) then
   return {STALE_TOKEN}
 end
 local pool = {pending = KEYS[3], running = KEYS[4], done_failed = KEYS[5],
-              done_stopped = KEYS[6], prefix = ARGV[4], now = store_now(),
-              retention = tonumber(ARGV[8])}
+              done_stopped = KEYS[6], queues = {[ARGV[4]] = KEYS[7]}, reserved = {},
+              now = store_now(), retention = tonumber(ARGV[8])}
 local error = ARGV[5]
 local f = redis.call('HMGET', job, 'stop_requested', 'attempts', 'max_attempts')
 

@@ -1,0 +1,14 @@
+-- running -> succeeded with the result.
+-- KEYS: 1 job hash, 2 notes list, 3 running zset, 4 done:succeeded
+-- ARGV: 1 key, 2 token, 3 owner, 4 result (JSON text), 5 retention (ms)
+-- Returns: {OK} or {STALE_TOKEN}
+
+local job, notes, key = KEYS[1], KEYS[2], ARGV[1]
+if not holds(job, ARGV[2], ARGV[3]) then
+  return {STALE_TOKEN}
+end
+local pool = {running = KEYS[3], done_succeeded = KEYS[4], queues = {}, reserved = {},
+              now = store_now(), retention = tonumber(ARGV[5])}
+redis.call('HSET', job, 'result', ARGV[4])
+finish(pool, job, notes, key, 'succeeded', false)
+return {OK}

@@ -1,0 +1,33 @@
+-- Ask for a stop: a pending job ends stopped at once, a running job is marked and its
+-- owner told; a finished job is left as it is.
+-- KEYS: 1 job hash, 2 notes list, 3 pending zset, 4 running zset, 5 done:stopped,
+--       6 queue:<handler>, 7 reserved:<reserved_for> (a name never written if none):
+--       those of the job as the caller read them just before
+-- ARGV: 1 key, 2 retention (ms), 3 events channel, 4 handler and 5 reserved_for ('':
+--       none), as the caller read them
+-- Returns: {OK, state after the call}, {JOB_NOT_FOUND}, or {KEYS_CHANGED} (a pending
+--          job's handler or reservation is no longer what the caller read: nothing
+--          changed, read again and retry)
+
+local job, notes, key = KEYS[1], KEYS[2], ARGV[1]
+local f = redis.call('HMGET', job, 'state', 'handler', 'reserved_for')
+local state = f[1]
+if not state then
+  return {JOB_NOT_FOUND}
+end
+if state == 'pending' then
+  if f[2] ~= ARGV[4] or (f[3] or '') ~= ARGV[5] then
+    return {KEYS_CHANGED}
+  end
+  local pool = {pending = KEYS[3], running = KEYS[4], done_stopped = KEYS[5],
+                queues = {[ARGV[4]] = KEYS[6]}, reserved = {[ARGV[5]] = KEYS[7]},
+                now = store_now(), retention = tonumber(ARGV[2])}
+  redis.call('HSET', job, 'stop_requested', 1)
+  finish(pool, job, notes, key, 'stopped', 'stopped before it ran')
+  return {OK, 'stopped'}
+end
+if state == 'running' then
+  redis.call('HSET', job, 'stop_requested', 1)
+  redis.call('PUBLISH', ARGV[3], 's:' .. key)
+end
+return {OK, state}

@@ -1,0 +1,64 @@
+"""A real, throwaway Redis Cluster for tests: three primaries, no replicas, localhost."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+from tests.helpers.redis_server import RedisServer, free_port
+
+START_TIMEOUT = 30.0
+NODE_TIMEOUT_MS = 2000
+
+
+class RedisClusterNodes:
+    """Three `redis-server --cluster-enabled yes` processes joined into one cluster with
+    `redis-cli --cluster create`, each slot served by one of them."""
+
+    def __init__(self, size: int = 3) -> None:
+        # The cluster bus port is set apart: its default, port + 10000, may be past 65535.
+        self.nodes = [
+            RedisServer(args=("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                              "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
+                              "--cluster-port", str(free_port())))
+            for _ in range(size)
+        ]
+
+    @property
+    def url(self) -> str:
+        """The store URL: any one node is enough, the client finds the others."""
+        return f"redis+cluster://127.0.0.1:{self.nodes[0].port}"
+
+    def start(self) -> RedisClusterNodes:
+        try:
+            for node in self.nodes:
+                node.start()
+            subprocess.run(
+                ["redis-cli", "--cluster", "create",
+                 *(f"127.0.0.1:{node.port}" for node in self.nodes),
+                 "--cluster-replicas", "0", "--cluster-yes"],
+                check=True, capture_output=True, timeout=START_TIMEOUT,
+            )
+            self._wait_until_ok()
+        except BaseException:
+            self.remove()
+            raise
+        return self
+
+    def cli(self, port: int, *args: str) -> str:
+        return subprocess.run(
+            ["redis-cli", "-p", str(port), *args],
+            check=True, capture_output=True, text=True, timeout=10,
+        ).stdout
+
+    def _wait_until_ok(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        while not all("cluster_state:ok" in self.cli(node.port, "CLUSTER", "INFO")
+                      for node in self.nodes):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the test cluster did not reach cluster_state:ok")
+            time.sleep(0.05)
+
+    def remove(self) -> None:
+        for node in self.nodes:
+            node.remove()
