@@ -68,7 +68,6 @@ class Rebalancer:
         self._lease_ttl = lease_ttl
         self._first_seen: dict[tuple[str, str], float] = {}  # (id, instance) -> fence clock
         self._last_plan: list[Move] = []
-        self.moves_started = 0
         self.stopped = False
 
     def stop(self) -> None:
@@ -118,7 +117,6 @@ class Rebalancer:
             job = jobs[key]
             log.info("[%s] moving to %s (token %d)", key, target, job.token)
             job.move_to(MoveOrder(target, reservation_time(self._lease_ttl)))
-            self.moves_started += 1
             metrics.moves.inc()
 
     def _movable_jobs(self) -> list[RunningJob]:
