@@ -55,28 +55,28 @@ local function reserved_key(prefix, supervisor)
   return prefix .. 'reserved:' .. supervisor
 end
 
--- The queue of `handler`: declared in KEYS, or (claim, upgrade-layout) built.
-local function queue_of(pool, handler)
-  local queue = pool.queues[handler]
-  if queue then
-    return queue
+-- A per-handler or per-supervisor key: declared in KEYS (the script's `declared` table),
+-- or built from the prefix by the scripts that find their keys as they run (claim,
+-- upgrade-layout).
+local function declared_or_built(pool, declared, build, name, what)
+  local key = declared[name]
+  if key then
+    return key
   end
   if not pool.prefix then
-    error('the claim queue of handler ' .. handler .. ' was not declared in KEYS')
+    error(what .. ' ' .. name .. ' was not declared in KEYS')
   end
-  return queue_key(pool.prefix, handler)
+  return build(pool.prefix, name)
 end
 
--- The reservations of `supervisor`: declared in KEYS, or (claim) built.
+local function queue_of(pool, handler)
+  return declared_or_built(pool, pool.queues, queue_key, handler,
+                           'the claim queue of handler')
+end
+
 local function reserved_of(pool, supervisor)
-  local reserved = pool.reserved[supervisor]
-  if reserved then
-    return reserved
-  end
-  if not pool.prefix then
-    error('the reservations of ' .. supervisor .. ' were not declared in KEYS')
-  end
-  return reserved_key(pool.prefix, supervisor)
+  return declared_or_built(pool, pool.reserved, reserved_key, supervisor,
+                           'the reservation set of')
 end
 
 -- Add the job to the pending zsets (pool-wide, its handler's, and its reservation's if
