@@ -118,7 +118,12 @@ def escaped_grandchild(job: Job) -> int:
         os._exit(0)
     os.close(write_fd)
     with os.fdopen(read_fd, "rb") as pipe:
-        return int(pipe.read())
+        daemon = int(pipe.read())
+    # Checked here, while the daemon surely lives (the fork server may kill it as soon as
+    # this job has exited): it escaped the job's session and process group.
+    if os.getsid(daemon) == os.getsid(0) or os.getpgid(daemon) == os.getpgid(0):
+        raise RuntimeError(f"the daemon {daemon} did not escape the job's session")
+    return daemon
 
 
 def escaped_grandchild_then_sleep(job: Job) -> None:
