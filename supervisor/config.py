@@ -13,6 +13,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeVar
 
+from supervisor.cadence import cadence_of, cron_problem
+from supervisor.core.ticks import Cadence
 from supervisor.errors import ConfigError
 from supervisor.sizes import describe
 from supervisor.sizes import parse_duration as parse_duration
@@ -67,9 +69,20 @@ class ScheduleConfig:
     cron: str | None = None
     timezone: str = "UTC"
     handler: str | None = None
+    jitter: float = 0.0  # each tick fires up to this many seconds late, alike everywhere
     key: str
     payload: Any = None
     producer: str | None = None  # "/absolute/path/file.py:function" once loaded
+    timeout: float = 60.0  # seconds a producer may run; killed past it, the tick's plan fails
+
+    @property
+    def cadence(self) -> Cadence:
+        return cadence_of(every=self.every, cron=self.cron, timezone=self.timezone)
+
+    @property
+    def settings(self) -> dict[str, object]:
+        """What decides the schedule's ticks and what they do (for its fingerprint)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @property
     def producer_path(self) -> Path | None:
@@ -247,19 +260,28 @@ def _read_schedule(
     cron = t.string("cron", None)
     if (every is None) == (cron is None):
         raise t.fail(None, "needs exactly one of every or cron")
-    if cron is not None and not _is_cron(cron):
-        raise t.fail(
-            "cron", f"must be 5 fields: minute hour day month weekday (got {describe(cron)})"
-        )
+    if cron is not None:
+        if not _is_cron(cron):
+            raise t.fail(
+                "cron", f"must be 5 fields: minute hour day month weekday (got {describe(cron)})"
+            )
+        if problem := cron_problem(cron):
+            raise t.fail("cron", f"{problem.lower()} in {describe(cron)}")
     timezone = t.string("timezone", "UTC")
     if not _is_timezone(timezone):
         raise t.fail("timezone", f"is not a known time zone (got {describe(timezone)})")
+    jitter = t.seconds("jitter", 0.0, low=0)
+    if every is not None and jitter >= every:
+        raise t.fail("jitter", f"must be below every ({every:g} s), got {jitter:g}")
+    timeout = t.seconds("timeout", 60.0, low=0, above=True)
     producer = t.string("producer", None)
     if producer is not None:
         producer = _resolve_producer(t, base, producer)
     handler = t.string("handler", None)
     if handler is None and producer is None:
         raise t.fail(None, "needs a handler (or a producer)")
+    if handler is not None and producer is not None:
+        raise t.fail(None, "needs a handler or a producer, not both")
     if handler is not None and handler not in handlers:
         known = ", ".join(handlers) or "none"
         raise t.fail("handler", f"{describe(handler)} is not in [handlers] (configured: {known})")
@@ -276,6 +298,8 @@ def _read_schedule(
         every=every,
         cron=cron,
         timezone=timezone,
+        jitter=jitter,
+        timeout=timeout,
         handler=handler,
         key=key,
         payload=payload,

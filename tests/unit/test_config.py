@@ -340,6 +340,34 @@ def test_cron_needs_five_fields(tmp_path: Path) -> None:
         load(write(tmp_path, MINIMAL + '[schedules.tick]\ncron = "* * *"\nhandler = "thumbnail"\n'))
 
 
+def test_cron_with_a_field_out_of_range_is_rejected(tmp_path: Path) -> None:
+    text = MINIMAL + '[schedules.tick]\ncron = "61 * * * *"\nhandler = "thumbnail"\n'
+    with pytest.raises(ConfigError, match=r'\[schedules.tick\] cron bad minute in "61 \* \* \* \*"'):
+        load(write(tmp_path, text))
+
+
+def test_jitter_must_stay_below_the_interval(tmp_path: Path) -> None:
+    text = MINIMAL + '[schedules.tick]\nevery = 10\njitter = 10\nhandler = "thumbnail"\n'
+    with pytest.raises(ConfigError, match=r"jitter must be below every \(10 s\), got 10"):
+        load(write(tmp_path, text))
+
+
+def test_a_schedule_has_a_handler_or_a_producer_not_both(tmp_path: Path) -> None:
+    (tmp_path / "plan.py").write_text("def plan(job):\n    return {}\n")
+    text = MINIMAL + ('[schedules.tick]\nevery = 10\nhandler = "thumbnail"\n'
+                      'producer = "plan.py:plan"\n')
+    with pytest.raises(ConfigError, match=r"needs a handler or a producer, not both"):
+        load(write(tmp_path, text))
+
+
+def test_schedule_jitter_and_producer_timeout_are_read(tmp_path: Path) -> None:
+    (tmp_path / "plan.py").write_text("def plan(job):\n    return {}\n")
+    text = MINIMAL + ('[schedules.feeds]\ncron = "*/5 * * * *"\njitter = 3\n'
+                      'producer = "plan.py:plan"\ntimeout = 20\n')
+    feeds = load(write(tmp_path, text)).schedules["feeds"]
+    assert (feeds.jitter, feeds.timeout) == (3.0, 20.0)
+
+
 def test_unknown_timezone_is_rejected(tmp_path: Path) -> None:
     text = MINIMAL + '[schedules.t]\nevery = 1\nhandler = "thumbnail"\ntimezone = "Mars/Base"\n'
 

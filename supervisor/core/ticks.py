@@ -1,0 +1,122 @@
+"""When a schedule's next tick is due, and which tick to fire: pure, `now` passed in.
+
+A tick is a point in time the schedule names (every 300 s: the multiples of 300 since
+the epoch; cron: the matching minutes in its time zone).  Every supervisor computes the
+same ticks from the same settings, and the store lets only one of them fire each tick
+(`Store.fire_tick`), so the decision here only has to be deterministic, not exclusive.
+
+Jitter delays each tick by an offset drawn from the schedule's name and the tick, so
+every supervisor agrees on it without talking.  Ticks that nobody fired (the whole pool
+was down) are counted as missed and not replayed: only the latest due tick fires.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from typing import Protocol
+
+# A schedule never fired before fires its latest tick only if it is this fresh;
+# otherwise it waits for the next one (a new daily job must not fire at noon for 3 am).
+NEW_SCHEDULE_GRACE = 60.0
+# Missed ticks are counted one by one for cron; past this many the count is a floor.
+MISSED_COUNT_CAP = 100_000
+
+
+class Cadence(Protocol):
+    """The ticks of a schedule, as epoch seconds."""
+
+    def latest(self, at: float) -> float | None:
+        """The last tick at or before `at`, or None if there is none."""
+
+    def following(self, after: float) -> float:
+        """The first tick strictly after `after`."""
+
+
+@dataclass(frozen=True)
+class Every:
+    """Every `seconds`, on the multiples of `seconds` since the epoch."""
+
+    seconds: float
+
+    def latest(self, at: float) -> float | None:
+        return float(math.floor(at / self.seconds) * self.seconds)
+
+    def following(self, after: float) -> float:
+        tick = float((math.floor(after / self.seconds) + 1) * self.seconds)
+        return tick if tick > after else tick + self.seconds
+
+    def between(self, start: float, end: float) -> int:
+        """Ticks strictly between two ticks."""
+        return max(0, round((end - start) / self.seconds) - 1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fire:
+    """Fire `tick` now; `not_before` is the tick plus its jitter."""
+
+    tick: float
+    not_before: float
+    missed: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Wait:
+    """Nothing is due before `until` (epoch seconds)."""
+
+    until: float
+
+
+def jitter_offset(name: str, tick: float, jitter: float) -> float:
+    """A delay in [0, jitter) that every supervisor computes alike for this tick."""
+    if jitter <= 0:
+        return 0.0
+    digest = hashlib.blake2b(f"{name}\0{float(tick)!r}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2.0**64 * jitter
+
+
+def decide_tick(
+    cadence: Cadence, *, name: str, jitter: float, last_tick: float | None, now: float
+) -> Fire | Wait:
+    """What a supervisor should do for one schedule at store time `now`, knowing the
+    tick it last fired (None: never fired in this pool)."""
+    tick = _latest_due(cadence, name, jitter, now)
+    if tick is not None and (last_tick is None or tick > last_tick):
+        if last_tick is not None or now - tick <= NEW_SCHEDULE_GRACE + jitter:
+            missed = 0 if last_tick is None else count_between(cadence, last_tick, tick)
+            return Fire(tick=tick, not_before=tick + jitter_offset(name, tick, jitter),
+                        missed=missed)
+    after = now if tick is None else max(tick, last_tick if last_tick is not None else tick)
+    upcoming = cadence.following(after)
+    return Wait(until=upcoming + jitter_offset(name, upcoming, jitter))
+
+
+def _latest_due(cadence: Cadence, name: str, jitter: float, now: float) -> float | None:
+    """The latest tick whose jittered time has come: the latest tick, or the one before
+    it while the latest one's jitter has not passed yet."""
+    tick = cadence.latest(now)
+    for _ in range(2):
+        if tick is None or tick + jitter_offset(name, tick, jitter) <= now:
+            return tick
+        tick = cadence.latest(tick - 0.001)
+    return None
+
+
+def count_between(cadence: Cadence, start: float, end: float) -> int:
+    """How many ticks lie strictly between `start` and `end`."""
+    if isinstance(cadence, Every):
+        return cadence.between(start, end)
+    count = 0
+    tick = cadence.following(start)
+    while tick < end and count < MISSED_COUNT_CAP:
+        count += 1
+        tick = cadence.following(tick)
+    return count
+
+
+def fingerprint(settings: dict[str, object]) -> str:
+    """A short hash of a schedule's settings, stored with each tick it fires, so that
+    `schedules` shows which version of a schedule fired it."""
+    text = repr(sorted(settings.items()))
+    return hashlib.blake2b(text.encode(), digest_size=6).hexdigest()
