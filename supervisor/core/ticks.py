@@ -82,11 +82,12 @@ def decide_tick(
     """What a supervisor should do for one schedule at store time `now`, knowing the
     tick it last fired (None: never fired in this pool)."""
     tick = _latest_due(cadence, name, jitter, now)
-    if tick is not None and (last_tick is None or tick > last_tick):
-        if last_tick is not None or now - tick <= NEW_SCHEDULE_GRACE + jitter:
-            missed = 0 if last_tick is None else count_between(cadence, last_tick, tick)
-            return Fire(tick=tick, not_before=tick + jitter_offset(name, tick, jitter),
-                        missed=missed)
+    unfired = tick is not None and (last_tick is None or tick > last_tick)
+    fresh_enough = last_tick is not None or (
+        tick is not None and now - tick <= NEW_SCHEDULE_GRACE + jitter)
+    if tick is not None and unfired and fresh_enough:
+        missed = 0 if last_tick is None else count_between(cadence, last_tick, tick)
+        return Fire(tick=tick, not_before=tick + jitter_offset(name, tick, jitter), missed=missed)
     after = now if tick is None else max(tick, last_tick if last_tick is not None else tick)
     upcoming = cadence.following(after)
     return Wait(until=upcoming + jitter_offset(name, upcoming, jitter))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
@@ -132,7 +133,7 @@ def test_cron_every_half_hour_keeps_running_through_the_repeated_hour() -> None:
     for _ in range(4):
         tick = cron.following(tick)
         seen.append(tick)
-    assert [b - a for a, b in zip(seen, seen[1:], strict=False)] == [1800.0] * 3
+    assert [b - a for a, b in itertools.pairwise(seen)] == [1800.0] * 3
 
 
 def test_tick_labels_are_utc_and_sortable() -> None:
