@@ -342,7 +342,8 @@ def test_cron_needs_five_fields(tmp_path: Path) -> None:
 
 def test_cron_with_a_field_out_of_range_is_rejected(tmp_path: Path) -> None:
     text = MINIMAL + '[schedules.tick]\ncron = "61 * * * *"\nhandler = "thumbnail"\n'
-    with pytest.raises(ConfigError, match=r'\[schedules.tick\] cron bad minute in "61 \* \* \* \*"'):
+    expected = r'\[schedules.tick\] cron bad minute in "61 \* \* \* \*"'
+    with pytest.raises(ConfigError, match=expected):
         load(write(tmp_path, text))
 
 
