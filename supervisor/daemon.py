@@ -33,8 +33,10 @@ from supervisor.fork_servers import ForkServers
 from supervisor.job_runner import SPAWN_RETRY_DELAY, JobServices, JobSettings, run_job
 from supervisor.lease_keeper import LeaseKeeper
 from supervisor.metrics import metrics
+from supervisor.producers import sandboxed_code
 from supervisor.rebalancer import Rebalancer
 from supervisor.running import Registry, RunningJob
+from supervisor.scheduler import Scheduler
 from supervisor.sd_notify import NO_SERVICE_MANAGER, ServiceEnvironment, take_service_environment
 from supervisor.service import ServiceReporter
 from supervisor.store import opened_store
@@ -89,6 +91,11 @@ class Supervisor:
         )
         self.rebalancer = Rebalancer(
             store=store, registry=self.registry, owner=settings.id, lease_ttl=settings.lease_ttl
+        )
+        self.scheduler = Scheduler(
+            store=store, owner=settings.id, schedules=config.schedules, handlers=config.handlers,
+            fork_server=lambda: self.fork_servers.current,
+            max_payload=config.pool.max_payload, max_result=config.pool.max_result,
         )
         self.job_services = JobServices(
             store=store,
@@ -177,7 +184,7 @@ class Supervisor:
         await self._register()
         async with anyio.create_task_group() as servers_group:
             self._fork_servers = ForkServers(servers_group)
-            await self.fork_servers.start(self.config.handlers)
+            await self.fork_servers.start(sandboxed_code(self.config))
             async with anyio.create_task_group() as jobs_group:
                 self._jobs_group = jobs_group
                 async with anyio.create_task_group() as background:
@@ -194,6 +201,7 @@ class Supervisor:
                     background.start_soon(self.keeper.run)
                     background.start_soon(self.claimer.run)
                     background.start_soon(self.rebalancer.run)
+                    background.start_soon(self.scheduler.run)
                     if metrics.on:
                         background.start_soon(self._count_jobs)
                     background.start_soon(self._listen)
@@ -273,6 +281,7 @@ class Supervisor:
         self.service.stopping()
         self.claimer.stop()
         self.rebalancer.stop()
+        self.scheduler.stop()
         self.info = dataclasses.replace(self.info, state="draining")
         assert self._background is not None
         self._background.start_soon(self._bounded_membership_write,
@@ -340,10 +349,10 @@ class Supervisor:
                     self._shutdown.set()
 
     async def _reload(self) -> None:
-        """SIGHUP: re-read the handlers and load them into a fresh fork server; swap
-        only once it is ready, and keep the running one on any failure.  Running jobs
-        finish with the code they started with; [pool] and [supervisor] changes need a
-        restart."""
+        """SIGHUP: re-read the handlers and schedules and load them into a fresh fork
+        server; swap only once it is ready, and keep the running one on any failure.
+        Running jobs finish with the code they started with; [pool] and [supervisor]
+        changes need a restart."""
         try:
             fresh = load_config(self.config.path, require_handlers=True)
         except ConfigError as error:
@@ -352,13 +361,15 @@ class Supervisor:
         if (fresh.pool, fresh.supervisor) != (self.config.pool, self.config.supervisor):
             log.warning("SIGHUP: [pool] and [supervisor] changes take effect after a restart")
         try:
-            server = await self.fork_servers.start(fresh.handlers)
+            server = await self.fork_servers.start(sandboxed_code(fresh))
         except Exception as error:
             log.error("SIGHUP: handlers not reloaded, keeping the running ones: the new fork "
                       "server failed to start: %s", str(error) or type(error).__name__)
             return
-        self.config = dataclasses.replace(self.config, handlers=fresh.handlers)
+        self.config = dataclasses.replace(self.config, handlers=fresh.handlers,
+                                          schedules=fresh.schedules)
         self.claimer.handlers = list(fresh.handlers)
+        self.scheduler.reload(fresh.schedules, fresh.handlers)
         self.info = dataclasses.replace(self.info, handlers=tuple(fresh.handlers),
                                         rebalance=_rebalanced(fresh))
         assert self._background is not None
@@ -385,7 +396,7 @@ class Supervisor:
                     return
                 await anyio.sleep(loop_retry_delay(failures + 1))
                 try:
-                    await self.fork_servers.start(self.config.handlers)
+                    await self.fork_servers.start(sandboxed_code(self.config))
                 except Exception as error:
                     log.error("could not start a fork server: %s",
                               str(error) or type(error).__name__)

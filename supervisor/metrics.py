@@ -51,6 +51,7 @@ class Metrics:
         self.children_cpu: Any = _OFF
         self.moves: Any = _OFF
         self.store_errors: Any = _OFF
+        self.schedule_ticks: Any = _OFF
         self._server: Any = None
 
     @property
@@ -94,6 +95,10 @@ class Metrics:
                                   "Jobs this supervisor moved to another", registry=registry)
         self.store_errors = prom.Counter(
             "poolsup_store_errors", "Failed store calls, by loop and kind", ["loop", "kind"],
+            registry=registry)
+        self.schedule_ticks = prom.Counter(
+            "poolsup_schedule_ticks", "Schedule ticks this supervisor fired, by schedule and "
+            "outcome (dispatched, skipped, applied, error)", ["schedule", "outcome"],
             registry=registry)
         about = prom.Info("poolsup_supervisor", "This supervisor", registry=registry)
         about.info({"id": supervisor})
