@@ -29,6 +29,8 @@ MembershipState = Literal["ok", "missing", "taken"]
 LIVE_STATES: frozenset[str] = frozenset({"pending", "running"})
 FINISHED_STATES: frozenset[str] = frozenset({"succeeded", "failed", "stopped"})
 ALL_STATES: tuple[JobState, ...] = ("pending", "running", "succeeded", "failed", "stopped")
+# Callers of `dispatch_many` send at most this many requests per call.
+DISPATCH_CHUNK = 500
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,6 +42,11 @@ class DispatchRequest:
     handler: str
     payload: bytes
     max_attempts: int
+    # Epoch seconds: not claimable before this time by the store's clock; a time in the
+    # past means at once.
+    run_at: float | None = None
+    # The schedule that started the job (for producers' stop_others); None by hand.
+    schedule: str | None = None
 
 
 @dataclass(frozen=True)
@@ -75,9 +82,9 @@ class ClaimedJob:
 class ClaimBatch:
     """What one `claim` call did.
 
-    `next_due_in`: seconds until the earliest pending job held back by retry backoff,
-    or by a reservation for another supervisor, becomes claimable (None if there is
-    none), so the claimer knows when to look again.
+    `next_due_in`: seconds until the earliest pending job of the claimed handlers held
+    back by retry backoff, by its `run_at`, or by a reservation for another supervisor,
+    becomes claimable (None if there is none), so the claimer knows when to look again.
     """
 
     jobs: tuple[ClaimedJob, ...]
@@ -190,6 +197,8 @@ class JobRecord:
     reserved_for: str | None = None
     reserved_until: float | None = None
     moved_from: str | None = None
+    run_at: float | None = None  # the requested start time, if any (kept once it starts)
+    schedule: str | None = None  # the schedule that dispatched it, None if by hand
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -215,6 +224,8 @@ class JobRecord:
             "reserved_for": self.reserved_for,
             "reserved_until": self.reserved_until,
             "moved_from": self.moved_from,
+            "run_at": self.run_at,
+            "schedule": self.schedule,
         }
 
 
@@ -239,6 +250,50 @@ class Membership:
     members: tuple[SupervisorStatus, ...]
 
 
+@dataclass(frozen=True, kw_only=True)
+class TickRequest:
+    """One supervisor's attempt to fire a schedule's tick (see `Store.fire_tick`)."""
+
+    schedule: str  # the schedule's name
+    tick: float  # the tick's nominal time, epoch seconds
+    not_before: float  # tick + jitter: the store refuses to fire before this
+    fingerprint: str  # a hash of the schedule's settings (shown by `schedules`)
+    owner: str  # the firing supervisor's id
+    missed: int = 0  # ticks since the last fired one that nobody fired
+    dispatch: DispatchRequest | None = None  # a handler schedule's job for this tick
+
+
+# The outcomes of `fire_tick` that fired the tick (the others changed nothing).
+FIRING_OUTCOMES: frozenset[str] = frozenset({"dispatched", "skipped", "fired"})
+
+
+@dataclass(frozen=True, kw_only=True)
+class TickResult:
+    outcome: str  # "dispatched" | "skipped" | "fired" | "taken" | "early"
+    store_time: float
+    last_tick: float | None  # the schedule's last fired tick after the call
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScheduleRecord:
+    name: str
+    last_tick: float | None
+    fingerprint: str | None
+    fired_by: str | None
+    fired_at: float | None  # store time of the firing
+    outcome: str | None  # last outcome: dispatched, skipped, fired, applied, error, ...
+    detail: Any = None  # JSON value: counts of an applied plan, an error text, ...
+    fires: int = 0  # ticks fired in all
+    skipped: int = 0  # ticks whose fixed-key job was still live
+    missed: int = 0  # ticks nobody fired (a pool that was down), recorded
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScheduleBook:
+    store_time: float
+    schedules: tuple[ScheduleRecord, ...]  # sorted by name
+
+
 EventKind = Literal["wake", "stop", "notify"]
 
 
@@ -255,8 +310,15 @@ class Store(Protocol):
     pool: str
 
     async def dispatch(self, request: DispatchRequest) -> None:
-        """Create a pending job.  Raises `JobExists` if the key is live.  A finished
-        record of the key is replaced; notifications left from it are dropped."""
+        """Create a pending job, claimable from max(store time, `run_at`).  Raises
+        `JobExists` if the key is live.  A finished record of the key is replaced;
+        notifications left from it are dropped."""
+
+    async def dispatch_many(self, requests: Sequence[DispatchRequest]) -> list[bool]:
+        """Dispatch each request as `dispatch` does, atomically per call: True where the job
+        was created, False where its key was already live (left as it was). Callers send
+        chunks of at most DISPATCH_CHUNK (500) requests; one round trip per call on Redis.
+        A key given twice in one call: the first request wins, the second gets False."""
 
     async def claim(
         self,
@@ -372,6 +434,29 @@ class Store(Protocol):
         running jobs, moving jobs (pending with a live reservation), and the store's
         health.  Works while the store refuses writes (health then
         says "failing"); never removes a supervisor's entry that may still be live."""
+
+    async def fire_tick(self, request: TickRequest) -> TickResult:
+        """One atomic step.  If request.not_before > store time: nothing changes, "early".
+        If the schedule's last fired tick >= request.tick: nothing changes, "taken".
+        Otherwise record the tick as fired (last_tick, fingerprint, fired_by = owner,
+        fired_at = store time, fires + 1, missed + request.missed) and:
+        with a dispatch request: create the job as `dispatch` would, outcome "dispatched";
+        or, if its key is live, leave it and count skipped + 1, outcome "skipped";
+        without one (a producer's tick, run by the caller afterwards): outcome "fired".
+        The record's outcome/detail become that outcome (detail: the job key, or None)."""
+
+    async def record_tick_outcome(self, schedule: str, tick: float, outcome: str,
+                                  detail: bytes) -> None:
+        """Set the schedule's last outcome and detail (JSON text), only if its last fired
+        tick is still `tick` (a producer's plan applied, or the error it raised)."""
+
+    async def schedules(self) -> ScheduleBook:
+        """Every schedule record of the pool, with the store time of the read.  Read-only,
+        and works while Redis refuses writes (like snapshot)."""
+
+    async def live_keys_of_schedule(self, schedule: str) -> list[str]:
+        """Keys of the live (pending or running) jobs whose `schedule` is this one,
+        sorted."""
 
     def events(self) -> AbstractAsyncContextManager[AsyncIterator[StoreEvent]]:
         """Subscribe to change hints (wake, stop KEY, notify KEY)."""

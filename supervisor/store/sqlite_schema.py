@@ -27,7 +27,7 @@ from typing import TypeVar
 
 from supervisor.errors import ConfigError, StoreUnavailable
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
 MIN_SQLITE_VERSION = (3, 35, 0)  # RETURNING, UPDATE ... FROM, json_each
 BUSY_TIMEOUT_MS = 5000
@@ -185,6 +185,8 @@ def _ensure_schema(conn: sqlite3.Connection, path: Path, pool: str, clocks: Cloc
                 _migrate_2_to_3(conn)
             if version < 4:
                 _migrate_3_to_4(conn)
+            if version < 5:
+                _migrate_4_to_5(conn)
         if version != SCHEMA_VERSION:
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         _check_boot(conn, boot_id())
@@ -225,6 +227,20 @@ def _migrate_3_to_4(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE jobs ADD COLUMN moved_from TEXT")
     conn.execute("CREATE INDEX jobs_reserved ON jobs (pool, reserved_for, reserved_until) "
                  "WHERE state = 'pending' AND reserved_for IS NOT NULL")
+
+
+def _migrate_4_to_5(conn: sqlite3.Connection) -> None:
+    """Schema 5: delayed jobs (run_at) and schedules (the jobs' schedule, the ticks)."""
+    conn.execute("ALTER TABLE jobs ADD COLUMN run_at REAL")
+    conn.execute("ALTER TABLE jobs ADD COLUMN schedule TEXT")
+    conn.execute("CREATE INDEX jobs_by_schedule ON jobs (pool, schedule, key) "
+                 "WHERE schedule IS NOT NULL AND state IN ('pending', 'running')")
+    conn.execute("CREATE TABLE schedules (pool TEXT NOT NULL, name TEXT NOT NULL, "
+                 "last_tick REAL NOT NULL, fingerprint TEXT NOT NULL, "
+                 "fired_by TEXT NOT NULL, fired_at REAL NOT NULL, outcome TEXT NOT NULL, "
+                 "detail TEXT, fires INTEGER NOT NULL DEFAULT 0, "
+                 "skipped INTEGER NOT NULL DEFAULT 0, missed INTEGER NOT NULL DEFAULT 0, "
+                 "PRIMARY KEY (pool, name)) STRICT")
 
 
 def _check_boot(conn: sqlite3.Connection, current: str) -> None:

@@ -9,7 +9,9 @@ never steps and runs on through a suspend: a step of the wall clock can then nei
 expire a live lease (two holders of one job) nor keep a dead one.  What users read
 (created_at, started_at, finished_at, the health times) and `due` (when a pending job
 becomes claimable) stay on the wall clock: a step only moves when a held-back job
-runs, it never runs a job twice.  Records show boot-clock deadlines as wall-clock
+runs, it never runs a job twice.  A delayed job's `run_at` is a wall-clock time the
+user chose, so it is due when the wall clock reaches it (`due` = max(now, run_at)),
+as a retry backoff is; schedule ticks compare `not_before` with the wall clock too.  Records show boot-clock deadlines as wall-clock
 times (Tx.wall_time).  The "held 3 ttls" test of `renew` uses started_at, so a step
 may reset a job's count of lease losses early, never hand its lease out.
 """
@@ -35,7 +37,7 @@ from supervisor.errors import (
     StoreUnavailable,
     SupervisorIdTaken,
 )
-from supervisor.store import sqlite_db
+from supervisor.store import sqlite_db, sqlite_ticks
 from supervisor.store.base import (
     ALL_STATES,
     LIVE_STATES,
@@ -51,9 +53,12 @@ from supervisor.store.base import (
     Note,
     PoolSnapshot,
     RenewResult,
+    ScheduleBook,
     StoreEvent,
     StoreHealth,
     SupervisorInfo,
+    TickRequest,
+    TickResult,
 )
 from supervisor.store.members import encode_info, live_members
 from supervisor.store.policy import (
@@ -68,7 +73,7 @@ from supervisor.store.sqlite_schema import open_connection
 EVENT_POLL_INTERVAL = 0.01
 EVENT_QUERY_INTERVAL = 1.0  # read the events table at least this often, changed or not
 RECENT_WRITE_NS = 50_000_000
-EVENT_KEEP_SECONDS = 60.0
+EVENT_KEEP_SECONDS = sqlite_ticks.EVENT_KEEP_SECONDS
 
 
 class SqliteStore:
@@ -85,16 +90,44 @@ class SqliteStore:
 
     async def dispatch(self, request: DispatchRequest) -> None:
         def work(tx: Tx) -> None:
-            state = tx.value("job_state", key=request.key, cutoff=self._cutoff(tx))
-            if state in LIVE_STATES:
-                raise JobExists(f"job {request.key!r} is already {state}")
-            tx.run("insert_job", key=request.key, handler=request.handler,
-                   payload=request.payload, max_attempts=request.max_attempts)
-            tx.run("drop_notes", key=request.key)
-            tx.run("trim_events", cutoff=tx.now - EVENT_KEEP_SECONDS)
-            _emit(tx, "wake")
+            if not sqlite_ticks.insert_job(tx, request, self._cutoff(tx)):
+                raise JobExists(f"job {request.key!r} is already live (pending or running)")
+            sqlite_ticks.emit_wake(tx)
 
         await self._db.write(work)
+
+    async def dispatch_many(self, requests: Sequence[DispatchRequest]) -> list[bool]:
+        if not requests:
+            return []
+
+        def work(tx: Tx) -> list[bool]:
+            cutoff = self._cutoff(tx)
+            created = [sqlite_ticks.insert_job(tx, request, cutoff) for request in requests]
+            if any(created):
+                sqlite_ticks.emit_wake(tx)
+            return created
+
+        return await self._db.write(work)
+
+    async def fire_tick(self, request: TickRequest) -> TickResult:
+        return await self._db.write(
+            lambda tx: sqlite_ticks.fire_tick(tx, request, self._cutoff(tx)))
+
+    async def record_tick_outcome(self, schedule: str, tick: float, outcome: str,
+                                  detail: bytes) -> None:
+        await self._db.write(lambda tx: tx.run(
+            "record_tick_outcome", name=schedule, tick=tick, outcome=outcome,
+            detail=detail.decode()))
+
+    async def schedules(self) -> ScheduleBook:
+        return await self._db.read(sqlite_ticks.read_schedules)
+
+    async def live_keys_of_schedule(self, schedule: str) -> list[str]:
+        def work(tx: Tx) -> list[str]:
+            return [row["key"] for row in tx.rows("live_keys_of_schedule",
+                                                  schedule=schedule)]
+
+        return await self._db.read(work)
 
     async def claim(self, owner: str, handlers: Sequence[str], count: int, lease_ttl: float,
                     max_lease_losses: int) -> ClaimBatch:
@@ -478,7 +511,7 @@ def _job_record(row: Any, tx: Tx) -> JobRecord:
                        cpu_percent=row["cpu_percent"]),
         checkpoint=_decode(row["checkpoint"]), checkpoint_at=row["checkpoint_at"],
         reserved_for=row["reserved_for"], reserved_until=row["reserved_until"],
-        moved_from=row["moved_from"],
+        moved_from=row["moved_from"], run_at=row["run_at"], schedule=row["schedule"],
     )
 
 

@@ -64,9 +64,11 @@ SELECT state, count(*) AS n FROM jobs WHERE pool = :pool GROUP BY state;
 
 -- name: insert_job
 -- Replaces a finished record of the key (the caller checked that it is not live).
+-- Due at :run_at (wall clock, like every `due`), or now if it is NULL or past.
 INSERT OR REPLACE INTO jobs
-    (pool, key, handler, state, max_attempts, payload, created_at, due)
-VALUES (:pool, :key, :handler, 'pending', :max_attempts, :payload, :now, :now);
+    (pool, key, handler, state, max_attempts, payload, created_at, due, run_at, schedule)
+VALUES (:pool, :key, :handler, 'pending', :max_attempts, :payload, :now,
+    max(:now, coalesce(:run_at, :now)), :run_at, :schedule);
 
 -- name: stop_expired_leases
 UPDATE jobs SET state = 'stopped', lease_losses = lease_losses + 1, finished_at = :now,
@@ -240,3 +242,30 @@ ON CONFLICT (pool) DO UPDATE SET
 
 -- name: health
 SELECT last_ok, ok_since FROM health WHERE pool = :pool;
+
+-- name: live_keys_of_schedule
+SELECT key FROM jobs INDEXED BY jobs_by_schedule
+WHERE pool = :pool AND schedule = :schedule AND state IN ('pending', 'running')
+ORDER BY key;
+
+-- name: schedule_last_tick
+SELECT last_tick FROM schedules WHERE pool = :pool AND name = :name;
+
+-- name: record_tick
+-- The tick fired: :skipped is 1 when its fixed-key job was still live.
+INSERT INTO schedules (pool, name, last_tick, fingerprint, fired_by, fired_at, outcome,
+    detail, fires, skipped, missed)
+VALUES (:pool, :name, :tick, :fingerprint, :owner, :now, :outcome, :detail, 1, :skipped,
+    :missed)
+ON CONFLICT (pool, name) DO UPDATE SET last_tick = excluded.last_tick,
+    fingerprint = excluded.fingerprint, fired_by = excluded.fired_by,
+    fired_at = excluded.fired_at, outcome = excluded.outcome, detail = excluded.detail,
+    fires = fires + 1, skipped = skipped + excluded.skipped,
+    missed = missed + excluded.missed;
+
+-- name: record_tick_outcome
+UPDATE schedules SET outcome = :outcome, detail = :detail
+WHERE pool = :pool AND name = :name AND last_tick = :tick;
+
+-- name: all_schedules
+SELECT * FROM schedules WHERE pool = :pool ORDER BY name;

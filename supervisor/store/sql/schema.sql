@@ -44,6 +44,10 @@ CREATE TABLE jobs (
     reserved_for TEXT,
     reserved_until REAL,
     moved_from TEXT,
+    -- The start time the dispatch asked for (wall clock; `due` was max(now, run_at)),
+    -- kept once the job starts; and the schedule that dispatched it (NULL by hand).
+    run_at REAL,
+    schedule TEXT,
     UNIQUE (pool, key)
 ) STRICT;
 
@@ -54,6 +58,26 @@ CREATE INDEX jobs_reserved ON jobs (pool, reserved_for, reserved_until)
 CREATE INDEX jobs_leases ON jobs (pool, lease_deadline) WHERE state = 'running';
 CREATE INDEX jobs_finished ON jobs (pool, finished_at) WHERE finished_at IS NOT NULL;
 CREATE INDEX jobs_by_state ON jobs (pool, state, created_at);
+CREATE INDEX jobs_by_schedule ON jobs (pool, schedule, key)
+    WHERE schedule IS NOT NULL AND state IN ('pending', 'running');
+
+-- One row per schedule that ever fired: its last fired tick (epoch seconds, the
+-- caller's nominal time, compared exactly), who fired it when (wall clock), the last
+-- outcome with its detail (JSON text), and counts.
+CREATE TABLE schedules (
+    pool TEXT NOT NULL,
+    name TEXT NOT NULL,
+    last_tick REAL NOT NULL,
+    fingerprint TEXT NOT NULL,
+    fired_by TEXT NOT NULL,
+    fired_at REAL NOT NULL,
+    outcome TEXT NOT NULL,
+    detail TEXT,
+    fires INTEGER NOT NULL DEFAULT 0,
+    skipped INTEGER NOT NULL DEFAULT 0,
+    missed INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (pool, name)
+) STRICT;
 
 -- Messages for a job, taken by its owner oldest first and kept until acknowledged; a
 -- message's seq is its id.

@@ -1,0 +1,78 @@
+"""The SQLite store's schedule ticks and jobs created in bulk: the work each
+transaction does, as functions of one `Tx` (sqlite_store.py runs them).
+
+Times: `run_at` and `due` are wall-clock epoch seconds, as retry backoff is (see
+sqlite_store.py): a delayed job is due when the host's wall clock reaches `run_at`,
+which is what a user who asked for "at 03:00" means.  A step of the wall clock then
+moves when it starts, and never starts it twice (leases stay on CLOCK_BOOTTIME).
+Ticks are the caller's nominal epoch times, compared exactly (REAL keeps the double);
+`not_before` is compared with the wall clock, the store's clock for users.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from supervisor.store.base import (
+    LIVE_STATES,
+    DispatchRequest,
+    ScheduleBook,
+    ScheduleRecord,
+    TickRequest,
+    TickResult,
+)
+from supervisor.store.sqlite_db import Tx
+
+EVENT_KEEP_SECONDS = 60.0
+
+
+def insert_job(tx: Tx, request: DispatchRequest, cutoff: float) -> bool:
+    """Create the job unless its key is live (False then, and nothing changes)."""
+    if tx.value("job_state", key=request.key, cutoff=cutoff) in LIVE_STATES:
+        return False
+    tx.run("insert_job", key=request.key, handler=request.handler, payload=request.payload,
+           max_attempts=request.max_attempts, run_at=request.run_at,
+           schedule=request.schedule)
+    tx.run("drop_notes", key=request.key)
+    return True
+
+
+def emit_wake(tx: Tx) -> None:
+    tx.run("trim_events", cutoff=tx.now - EVENT_KEEP_SECONDS)
+    tx.run("emit_event", kind="wake", key=None)
+
+
+def fire_tick(tx: Tx, request: TickRequest, cutoff: float) -> TickResult:
+    last_tick: float | None = tx.value("schedule_last_tick", name=request.schedule)
+    if request.not_before > tx.now:
+        return TickResult(outcome="early", store_time=tx.now, last_tick=last_tick)
+    if last_tick is not None and last_tick >= request.tick:
+        return TickResult(outcome="taken", store_time=tx.now, last_tick=last_tick)
+    outcome, detail = "fired", None
+    if request.dispatch is not None:
+        detail = orjson.dumps(request.dispatch.key).decode()
+        if insert_job(tx, request.dispatch, cutoff):
+            outcome = "dispatched"
+            emit_wake(tx)
+        else:
+            outcome = "skipped"
+    tx.run("record_tick", name=request.schedule, tick=request.tick,
+           fingerprint=request.fingerprint, owner=request.owner, outcome=outcome,
+           detail=detail, skipped=int(outcome == "skipped"), missed=request.missed)
+    return TickResult(outcome=outcome, store_time=tx.now, last_tick=request.tick)
+
+
+def read_schedules(tx: Tx) -> ScheduleBook:
+    return ScheduleBook(store_time=tx.now,
+                        schedules=tuple(_record(row) for row in tx.rows("all_schedules")))
+
+
+def _record(row: Any) -> ScheduleRecord:
+    return ScheduleRecord(
+        name=row["name"], last_tick=row["last_tick"], fingerprint=row["fingerprint"],
+        fired_by=row["fired_by"], fired_at=row["fired_at"], outcome=row["outcome"],
+        detail=None if row["detail"] is None else orjson.loads(row["detail"]),
+        fires=row["fires"], skipped=row["skipped"], missed=row["missed"],
+    )

@@ -1,0 +1,230 @@
+"""Schedule ticks: each tick fires once in the whole pool, decided by the store."""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+import pytest
+
+from supervisor.store.base import (
+    FIRING_OUTCOMES,
+    DispatchRequest,
+    ScheduleRecord,
+    Store,
+    TickRequest,
+    TickResult,
+)
+from tests.store.support import HANDLER, claim_one, new_job
+
+pytestmark = pytest.mark.anyio
+
+TICK = 1_700_000_000.0  # long past: every not_before at it is due
+
+
+def tick_request(
+    tick: float = TICK,
+    *,
+    schedule: str = "nightly",
+    owner: str = "sup-a",
+    key: str | None = None,
+    not_before: float | None = None,
+    missed: int = 0,
+    fingerprint: str = "fp-1",
+) -> TickRequest:
+    dispatch = None
+    if key is not None:
+        dispatch = DispatchRequest(key=key, handler=HANDLER, payload=b'{"t": 1}',
+                                   max_attempts=1, schedule=schedule)
+    return TickRequest(schedule=schedule, tick=tick,
+                       not_before=tick if not_before is None else not_before,
+                       fingerprint=fingerprint, owner=owner, missed=missed,
+                       dispatch=dispatch)
+
+
+async def record_of(store: Store, name: str) -> ScheduleRecord:
+    (record,) = [r for r in (await store.schedules()).schedules if r.name == name]
+    return record
+
+
+async def test_one_of_many_concurrent_callers_fires_a_tick(connect) -> None:  # type: ignore[no-untyped-def]
+    stores: list[Store] = [await connect() for _ in range(4)]
+    results: list[TickResult] = []
+
+    async def fire(index: int) -> None:
+        store = stores[index % len(stores)]
+        results.append(await store.fire_tick(tick_request(owner=f"sup-{index}", key="reindex")))
+
+    async with anyio.create_task_group() as group:
+        for index in range(10):
+            group.start_soon(fire, index)
+
+    outcomes = sorted(result.outcome for result in results)
+    assert outcomes == ["dispatched"] + ["taken"] * 9
+    assert all(result.last_tick == TICK for result in results)
+    record = await record_of(stores[0], "nightly")
+    assert (record.fires, record.last_tick, record.outcome) == (1, TICK, "dispatched")
+    assert len(await stores[0].jobs()) == 1
+
+
+async def test_a_tick_fires_and_is_recorded(store: Store) -> None:
+    before = time.time()
+    result = await store.fire_tick(tick_request(owner="sup-b", key="reindex",
+                                                fingerprint="abc"))
+
+    assert (result.outcome, result.last_tick) == ("dispatched", TICK)
+    assert abs(result.store_time - before) < 5
+    record = await record_of(store, "nightly")
+    assert (record.last_tick, record.fingerprint, record.fired_by) == (TICK, "abc", "sup-b")
+    assert record.fired_at is not None and abs(record.fired_at - before) < 5
+    assert (record.outcome, record.detail) == ("dispatched", "reindex")
+    assert (record.fires, record.skipped, record.missed) == (1, 0, 0)
+    job = await store.job("reindex")
+    assert (job.state, job.handler, job.payload, job.schedule) == (
+        "pending", HANDLER, {"t": 1}, "nightly")
+
+
+async def test_early_before_not_before_changes_nothing(store: Store) -> None:
+    now = time.time()
+    result = await store.fire_tick(tick_request(now, not_before=now + 60, key="reindex"))
+
+    assert result.outcome == "early"
+    assert result.last_tick is None
+    assert result.store_time < now + 60
+    assert (await store.schedules()).schedules == ()
+    assert await store.jobs() == []
+
+
+async def test_an_equal_or_older_tick_is_taken(store: Store) -> None:
+    assert (await store.fire_tick(tick_request(TICK + 60))).outcome == "fired"
+
+    for tick in (TICK + 60, TICK):
+        result = await store.fire_tick(tick_request(tick, owner="sup-b", key="late"))
+        assert (result.outcome, result.last_tick) == ("taken", TICK + 60)
+
+    record = await record_of(store, "nightly")
+    assert (record.fires, record.fired_by, record.outcome) == (1, "sup-a", "fired")
+    assert await store.jobs() == []
+
+
+async def test_a_producer_tick_fires_without_a_job(store: Store) -> None:
+    result = await store.fire_tick(tick_request())
+
+    assert (result.outcome, result.last_tick) == ("fired", TICK)
+    record = await record_of(store, "nightly")
+    assert (record.outcome, record.detail, record.fires) == ("fired", None, 1)
+    assert await store.jobs() == []
+
+
+async def test_a_fixed_key_still_live_is_skipped_and_counted(store: Store) -> None:
+    assert (await store.fire_tick(tick_request(TICK, key="reindex"))).outcome == "dispatched"
+    running = await claim_one(store)
+
+    result = await store.fire_tick(tick_request(TICK + 60, key="reindex"))
+
+    assert (result.outcome, result.last_tick) == ("skipped", TICK + 60)
+    record = await record_of(store, "nightly")
+    assert (record.fires, record.skipped, record.outcome, record.detail) == (
+        2, 1, "skipped", "reindex")
+    assert (await store.job("reindex")).token == running.token
+
+    await store.complete(running.lease, b"1")
+    assert (await store.fire_tick(tick_request(TICK + 120, key="reindex"))).outcome == (
+        "dispatched")
+    assert (await store.job("reindex")).state == "pending"
+
+
+async def test_distinct_keys_per_tick_dispatch_every_time(store: Store) -> None:
+    for n in range(3):
+        tick = TICK + 60 * n
+        result = await store.fire_tick(tick_request(tick, key=f"reindex-{tick:.0f}"))
+        assert result.outcome == "dispatched"
+
+    assert len(await store.jobs("pending")) == 3
+    record = await record_of(store, "nightly")
+    assert (record.fires, record.skipped) == (3, 0)
+
+
+async def test_missed_ticks_accumulate(store: Store) -> None:
+    await store.fire_tick(tick_request(TICK, missed=2))
+    await store.fire_tick(tick_request(TICK + 60, missed=0))
+    await store.fire_tick(tick_request(TICK + 600, missed=8))
+    await store.fire_tick(tick_request(TICK + 600, missed=5))  # taken: not counted
+
+    record = await record_of(store, "nightly")
+    assert (record.fires, record.missed) == (3, 10)
+
+
+async def test_record_tick_outcome_applies_only_to_the_current_tick(store: Store) -> None:
+    await store.fire_tick(tick_request(TICK))
+    await store.record_tick_outcome("nightly", TICK, "applied", b'{"started": 2}')
+    record = await record_of(store, "nightly")
+    assert (record.outcome, record.detail) == ("applied", {"started": 2})
+
+    await store.fire_tick(tick_request(TICK + 60))
+    await store.record_tick_outcome("nightly", TICK, "error", b'"too late"')
+    record = await record_of(store, "nightly")
+    assert (record.outcome, record.detail, record.last_tick) == ("fired", None, TICK + 60)
+
+    await store.record_tick_outcome("unknown", TICK, "error", b'"nobody"')
+    assert [r.name for r in (await store.schedules()).schedules] == ["nightly"]
+
+
+async def test_a_fractional_tick_matches_exactly(store: Store) -> None:
+    tick = TICK + 0.1 + 0.2  # not a round number of milliseconds
+    await store.fire_tick(tick_request(tick))
+
+    assert (await store.fire_tick(tick_request(tick))).outcome == "taken"
+    await store.record_tick_outcome("nightly", tick, "applied", b"{}")
+    record = await record_of(store, "nightly")
+    assert (record.last_tick, record.outcome) == (tick, "applied")
+
+
+async def test_schedules_lists_every_record_by_name(store: Store) -> None:
+    before = time.time()
+    await store.fire_tick(tick_request(schedule="zeta"))
+    await store.fire_tick(tick_request(schedule="alpha", key="a-job"))
+
+    book = await store.schedules()
+
+    assert abs(book.store_time - before) < 5
+    assert [r.name for r in book.schedules] == ["alpha", "zeta"]
+    assert [r.outcome for r in book.schedules] == ["dispatched", "fired"]
+
+
+async def test_live_keys_of_schedule_lists_exactly_its_live_jobs(store: Store) -> None:
+    def job(key: str, schedule: str | None) -> DispatchRequest:
+        return DispatchRequest(key=key, handler=HANDLER, payload=b"{}", max_attempts=1,
+                               schedule=schedule)
+
+    await store.dispatch_many([job("f1", "feeds"), job("f2", "feeds"), job("f3", "feeds"),
+                               job("o1", "other"), job("hand", None)])
+    await store.fire_tick(tick_request(schedule="feeds", key="f4"))
+    await store.dispatch(new_job("hand2"))
+    first = await claim_one(store)  # f1, running: still live
+    assert first.key == "f1"
+    await store.stop("f2")
+
+    assert await store.live_keys_of_schedule("feeds") == ["f1", "f3", "f4"]
+    assert await store.live_keys_of_schedule("other") == ["o1"]
+    assert await store.live_keys_of_schedule("none") == []
+
+    # A key of the schedule dispatched again by hand is no longer the schedule's.
+    await store.dispatch(job("f2", None))
+    await store.complete(first.lease, b"1")
+    assert await store.live_keys_of_schedule("feeds") == ["f3", "f4"]
+    await store.dispatch(job("f1", "feeds"))
+    assert await store.live_keys_of_schedule("feeds") == ["f1", "f3", "f4"]
+
+
+@pytest.mark.parametrize("total", [10_000])
+async def test_live_keys_of_schedule_with_many_jobs(store: Store, total: int) -> None:
+    requests = [DispatchRequest(key=f"k{i:05}", handler=HANDLER, payload=b"{}",
+                                max_attempts=1, schedule="big" if i % 2 else "small")
+                for i in range(total)]
+    for start in range(0, total, 500):
+        assert all(await store.dispatch_many(requests[start:start + 500]))
+
+    keys = await store.live_keys_of_schedule("big")
+
+    assert keys == [f"k{i:05}" for i in range(1, total, 2)]
