@@ -1,93 +1,31 @@
-"""The `poolsup` command line.  Error types map to exit codes here and nowhere else."""
+"""The `poolsup` command line.  Error types map to exit codes in `cli_support`."""
 
 from __future__ import annotations
 
-import functools
 import signal
 import sys
 import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 import click
 import orjson
 
-from supervisor.client import AsyncClient, client_options, parse_payload
-from supervisor.config import Config, load_config, resolve_config_path
-from supervisor.errors import PoolsupError, UsageError
+from supervisor.cli_schedules import plan_command, schedules_command
+from supervisor.cli_support import (
+    config_option,
+    print_json,
+    read_config,
+    reports_errors,
+    with_client,
+)
+from supervisor.client import AsyncClient, parse_payload
+from supervisor.errors import UsageError
 from supervisor.log_format import LOG_FORMATS
 from supervisor.logs import logging_to_stderr
+from supervisor.run_at import format_time, run_at_from
 from supervisor.status import render_status_text
 from supervisor.store.base import ALL_STATES
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-config_option = click.option(
-    "-c", "--config", "config_path", default=None, metavar="FILE",
-    help="pool.toml (default: $POOLSUP_CONFIG, then ./pool.toml)",
-)
-
-
-def fail(error: PoolsupError) -> None:
-    click.echo(f"poolsup: {error.message}", err=True)
-    sys.exit(error.exit_code)
-
-
-def reports_errors(command: F) -> F:
-    @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return command(*args, **kwargs)
-        except PoolsupError as error:
-            fail(error)
-        except BaseExceptionGroup as group:
-            # Task groups wrap what their tasks raise; report ours like any other.
-            wrapped = first_poolsup_error(group)
-            if wrapped is None:
-                raise
-            fail(wrapped)
-        except KeyboardInterrupt:
-            sys.exit(130)
-    return wrapper  # type: ignore[return-value]
-
-
-def first_poolsup_error(group: BaseExceptionGroup[BaseException]) -> PoolsupError | None:
-    for error in group.exceptions:
-        if isinstance(error, PoolsupError):
-            return error
-        if isinstance(error, BaseExceptionGroup):
-            found = first_poolsup_error(error)
-            if found is not None:
-                return found
-    return None
-
-
-def read_config(config_path: str | None, *, require_handlers: bool = False) -> Config:
-    return load_config(resolve_config_path(config_path), require_handlers=require_handlers)
-
-
-def client_for(config: Config) -> AsyncClient:
-    store, options = client_options(config)
-    return AsyncClient(store, **options)
-
-
-def with_client(config_path: str | None, action: Callable[[AsyncClient], Any]) -> Any:
-    config = read_config(config_path)
-
-    async def main() -> Any:
-        client = client_for(config)
-        try:
-            return await action(client)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await client.close()
-
-    return anyio.run(main)
-
-
-def print_json(value: Any) -> None:
-    click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode())
 
 
 @click.group()
@@ -121,22 +59,25 @@ def run(config_path: str | None, log_level: str, log_format: str) -> None:
 def check(config_path: str | None) -> None:
     """Validate the config and import every handler."""
     from supervisor.children import open_fork_server
+    from supervisor.producers import sandboxed_code
 
     config = read_config(config_path, require_handlers=True)
+    code = sandboxed_code(config)
 
     async def import_handlers() -> dict[str, str | None]:
-        async with open_fork_server(config.handlers) as fork_server:
+        async with open_fork_server(code) as fork_server:
             return fork_server.handler_errors
 
     errors = anyio.run(import_handlers)
     broken = {name: error for name, error in errors.items() if error}
     for name, error in broken.items():
         last_line = error.strip().splitlines()[-1] if error.strip() else "unknown error"
-        path = config.handlers[name].path
+        path = code[name].path
         click.echo(f"poolsup: handler {name} ({path}) cannot run: {last_line}", err=True)
     if broken:
         sys.exit(2)
-    click.echo(f"ok: pool {config.pool.name}, {len(config.handlers)} handler(s)")
+    schedules = f", {len(config.schedules)} schedule(s)" if config.schedules else ""
+    click.echo(f"ok: pool {config.pool.name}, {len(config.handlers)} handler(s){schedules}")
 
 
 @main.command()
@@ -147,15 +88,21 @@ def check(config_path: str | None) -> None:
 @click.option("--payload-file", type=click.File("rb"), default=None,
               help="read the JSON payload from a file, or - for stdin")
 @click.option("--max-attempts", type=int, default=None)
+@click.option("--in", "in_seconds", default=None, metavar="SECONDS",
+              help="start no sooner than this many seconds from now")
+@click.option("--at", "at_time", default=None, metavar="TIME",
+              help="start no sooner than this ISO 8601 time (local time without an offset)")
 @click.option("--json", "as_json", is_flag=True, help="print the job record as JSON")
 @reports_errors
 def dispatch(
     config_path: str | None, key: str, handler: str | None, payload: str | None,
-    payload_file: Any, max_attempts: int | None, as_json: bool,
+    payload_file: Any, max_attempts: int | None, in_seconds: str | None, at_time: str | None,
+    as_json: bool,
 ) -> None:
     """Add a job.  Exit 3 if the key is already live."""
     if payload is not None and payload_file is not None:
         raise UsageError("give --payload or --payload-file, not both")
+    run_at = run_at_from(in_seconds, at_time, now=time.time())
     text: bytes = b"null"
     if payload is not None:
         text = payload.encode()
@@ -164,13 +111,15 @@ def dispatch(
 
     async def action(client: AsyncClient) -> dict[str, Any]:
         data = parse_payload(text, client.max_payload)
-        return await client.dispatch_json(key, data, handler=handler, max_attempts=max_attempts)
+        return await client.dispatch_json(key, data, handler=handler, max_attempts=max_attempts,
+                                          run_at=run_at)
 
     record = with_client(config_path, action)
     if as_json:
         print_json(record)
     else:
-        click.echo(f"dispatched {record['key']} ({record['handler']})")
+        when = "" if run_at is None else f", not before {format_time(run_at)}"
+        click.echo(f"dispatched {record['key']} ({record['handler']}{when})")
 
 
 @main.command()
@@ -273,6 +222,9 @@ def job(config_path: str | None, key: str, as_json: bool) -> None:
             value = orjson.dumps(value).decode()
         click.echo(f"{name + ':':<16}{'' if value is None else value}")
 
+
+main.add_command(schedules_command)
+main.add_command(plan_command)
 
 if __name__ == "__main__":
     main()

@@ -13,7 +13,8 @@ import anyio
 import anyio.from_thread
 import orjson
 
-from supervisor.config import Config, HandlerConfig, load_config
+from supervisor.config import Config, HandlerConfig, ScheduleConfig, load_config
+from supervisor.core.plans import Plan, PlanDiff
 from supervisor.core.validation import (
     DEFAULT_MAX_PAYLOAD,
     validate_key,
@@ -21,6 +22,9 @@ from supervisor.core.validation import (
     validate_payload_size,
 )
 from supervisor.errors import InvalidJob, UsageError
+from supervisor.plan_apply import plan_diff
+from supervisor.run_at import check_run_at
+from supervisor.schedule_view import schedule_views
 from supervisor.status import render_status_json
 from supervisor.store import open_store
 from supervisor.store.base import FINISHED_STATES, DispatchRequest, JobState, Store
@@ -58,6 +62,7 @@ def client_options(config: Config) -> tuple[str, dict[str, Any]]:
         "retention": config.pool.retention,
         "handlers": config.handlers,
         "max_payload": config.pool.max_payload,
+        "schedules": config.schedules,
     }
 
 
@@ -72,12 +77,14 @@ class AsyncClient:
         retention: float = 86400.0,
         handlers: Mapping[str, HandlerConfig] | None = None,
         max_payload: int = DEFAULT_MAX_PAYLOAD,
+        schedules: Mapping[str, ScheduleConfig] | None = None,
     ) -> None:
         self._url = store
         self.pool = pool
         self._retention = retention
         self._handlers = dict(handlers or {})
         self._max_payload = max_payload
+        self._schedules = dict(schedules or {})
         self._store: Store | None = None
 
     @property
@@ -112,11 +119,12 @@ class AsyncClient:
         *,
         handler: str | None = None,
         max_attempts: int | None = None,
+        run_at: float | None = None,
     ) -> dict[str, Any]:
         """Dispatch with the payload given as JSON text (checked: invalid JSON never
         reaches the store)."""
         return await self._dispatch(key, parse_payload(payload_json, self._max_payload),
-                                    handler=handler, max_attempts=max_attempts)
+                                    handler=handler, max_attempts=max_attempts, run_at=run_at)
 
     async def dispatch(
         self,
@@ -125,13 +133,16 @@ class AsyncClient:
         *,
         handler: str | None = None,
         max_attempts: int | None = None,
+        run_at: float | None = None,
     ) -> dict[str, Any]:
-        """Add a job.  Raises `JobExists` if the key is live."""
+        """Add a job.  Raises `JobExists` if the key is live.  With `run_at` (epoch
+        seconds) it is not started before that time by the store's clock."""
         return await self._dispatch(key, encode_payload(payload, self._max_payload),
-                                    handler=handler, max_attempts=max_attempts)
+                                    handler=handler, max_attempts=max_attempts, run_at=run_at)
 
     async def _dispatch(
-        self, key: str, payload_json: bytes, *, handler: str | None, max_attempts: int | None
+        self, key: str, payload_json: bytes, *, handler: str | None, max_attempts: int | None,
+        run_at: float | None,
     ) -> dict[str, Any]:
         name = self._resolve_handler(handler)
         if max_attempts is None:
@@ -140,7 +151,8 @@ class AsyncClient:
         else:
             validate_max_attempts(max_attempts)
         request = DispatchRequest(
-            key=validate_key(key), handler=name, payload=payload_json, max_attempts=max_attempts
+            key=validate_key(key), handler=name, payload=payload_json, max_attempts=max_attempts,
+            run_at=check_run_at(run_at),
         )
         store = await self._opened()
         await store.dispatch(request)
@@ -174,7 +186,18 @@ class AsyncClient:
         await (await self._opened()).notify(key, payload_json)
 
     async def status(self) -> dict[str, Any]:
-        return render_status_json(await (await self._opened()).snapshot())
+        status = render_status_json(await (await self._opened()).snapshot())
+        status["schedules"] = await self.schedules()
+        return status
+
+    async def schedules(self) -> list[dict[str, Any]]:
+        """Each schedule configured here or recorded in the store: last and next tick,
+        last outcome, who fired it."""
+        return schedule_views(await (await self._opened()).schedules(), self._schedules)
+
+    async def plan_diff(self, schedule: str, plan: Plan) -> PlanDiff:
+        """What applying a producer's plan would change now; changes nothing."""
+        return await plan_diff(await self._opened(), schedule, plan)
 
     async def close(self) -> None:
         if self._store is not None:
@@ -222,6 +245,9 @@ class Client:
 
     def status(self) -> dict[str, Any]:
         return self._call(self._async.status)
+
+    def schedules(self) -> list[dict[str, Any]]:
+        return self._call(self._async.schedules)
 
     def close(self) -> None:
         try:

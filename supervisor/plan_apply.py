@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from supervisor.core.plans import Plan, PlanDiff, diff_plan
 from supervisor.errors import JobNotFound
@@ -40,7 +41,7 @@ async def apply_plan(
         ])
         started += sum(created)
         kept += len(created) - sum(created)
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
     stopped = 0
     for key in diff.stop:
         try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -173,7 +174,9 @@ class Scheduler:
                     return
                 await anyio.sleep(self.failures.failed(error))
 
-    async def _plan_and_apply(self, schedule: ScheduleConfig, tick: float) -> tuple[str, dict]:
+    async def _plan_and_apply(
+        self, schedule: ScheduleConfig, tick: float
+    ) -> tuple[str, dict[str, Any]]:
         try:
             value = await run_producer(self._fork_server(), schedule, tick=tick,
                                        max_result=self._max_result)

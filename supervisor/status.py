@@ -6,6 +6,7 @@ from typing import Any
 
 from supervisor.core.rebalance import shares
 from supervisor.rebalancer import member_load, takes_work
+from supervisor.schedule_view import summary_line
 from supervisor.store.base import ALL_STATES, PoolSnapshot
 
 
@@ -87,6 +88,8 @@ def render_status_text(status: dict[str, Any]) -> str:
         lines.append(f"store: {store['state']} ({store['error']})")
     counts = status["counts"]
     lines.append("jobs: " + ", ".join(f"{counts[state]} {state}" for state in ALL_STATES))
+    if status.get("schedules"):
+        lines.append(summary_line(status["schedules"]))
     lines.append("")
     lines.append(f"{'SUPERVISOR':<20} {'HOST':<20} {'PID':>7} {'JOBS':>9} {'SHARE':>5} "
                  f"{'STATE':<9} SEEN")

@@ -1,0 +1,85 @@
+"""What every `poolsup` command shares: the config option, the client, and the one place
+where error types become exit codes."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import anyio
+import click
+import orjson
+
+from supervisor.client import AsyncClient, client_options
+from supervisor.config import Config, load_config, resolve_config_path
+from supervisor.errors import PoolsupError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+config_option = click.option(
+    "-c", "--config", "config_path", default=None, metavar="FILE",
+    help="pool.toml (default: $POOLSUP_CONFIG, then ./pool.toml)",
+)
+
+
+def fail(error: PoolsupError) -> None:
+    click.echo(f"poolsup: {error.message}", err=True)
+    sys.exit(error.exit_code)
+
+
+def reports_errors(command: F) -> F:
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except PoolsupError as error:
+            fail(error)
+        except BaseExceptionGroup as group:
+            # Task groups wrap what their tasks raise; report ours like any other.
+            wrapped = first_poolsup_error(group)
+            if wrapped is None:
+                raise
+            fail(wrapped)
+        except KeyboardInterrupt:
+            sys.exit(130)
+    return wrapper  # type: ignore[return-value]
+
+
+def first_poolsup_error(group: BaseExceptionGroup[BaseException]) -> PoolsupError | None:
+    for error in group.exceptions:
+        if isinstance(error, PoolsupError):
+            return error
+        if isinstance(error, BaseExceptionGroup):
+            found = first_poolsup_error(error)
+            if found is not None:
+                return found
+    return None
+
+
+def read_config(config_path: str | None, *, require_handlers: bool = False) -> Config:
+    return load_config(resolve_config_path(config_path), require_handlers=require_handlers)
+
+
+def client_for(config: Config) -> AsyncClient:
+    store, options = client_options(config)
+    return AsyncClient(store, **options)
+
+
+def with_client(config_path: str | None, action: Callable[[AsyncClient], Any]) -> Any:
+    config = read_config(config_path)
+
+    async def main() -> Any:
+        client = client_for(config)
+        try:
+            return await action(client)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await client.close()
+
+    return anyio.run(main)
+
+
+def print_json(value: Any) -> None:
+    click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode())
