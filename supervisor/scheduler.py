@@ -111,6 +111,10 @@ class Scheduler:
             if isinstance(decision, Wait):
                 wait = min(wait, decision.until - now)
                 continue
+            after = decide_tick(schedule.cadence, name=schedule.name, jitter=schedule.jitter,
+                                last_tick=decision.tick, now=now)
+            if isinstance(after, Wait):
+                wait = min(wait, after.until - now)
             if schedule.name in self._producing:
                 continue  # our producer of an earlier tick still runs; another may fire it
             result = await self._fire(schedule, decision)
