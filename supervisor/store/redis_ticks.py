@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -100,7 +100,8 @@ class RedisTicks:
     async def schedules(self) -> ScheduleBook:
         k = self._keys
         with translated_errors(self._where):
-            names = sorted(name.decode() for name in await self._client.smembers(k.schedules))
+            found_names = cast(set[bytes], await self._client.smembers(k.schedules))
+        names = sorted(name.decode() for name in found_names)
         now, found = await self._run("schedules", [k.schedules, *map(k.schedule, names)],
                                      names, subject=self._keys.pool)
         records = (_decode_schedule(name.decode(), fields) for name, fields in found)
@@ -110,8 +111,9 @@ class RedisTicks:
     async def live_keys_of_schedule(self, schedule: str) -> list[str]:
         k = self._keys
         with translated_errors(self._where):
-            listed = [key.decode() for key in
-                      await self._client.zrange(k.schedule_jobs(schedule), 0, -1)]
+            indexed = cast(list[bytes], await self._client.zrange(k.schedule_jobs(schedule),
+                                                                   0, -1))
+            listed = [key.decode() for key in indexed]
             states = await self._job_fields(listed)
         live = sorted(key for key, (state, of) in zip(listed, states, strict=True)
                       if state in LIVE_STATES and of == schedule)
@@ -133,7 +135,8 @@ class RedisTicks:
 
     async def _prune(self, schedule: str, count: int) -> None:
         with translated_errors(self._where):
-            oldest = await self._client.zrange(self._keys.schedule_jobs(schedule), 0, count - 1)
+            oldest = cast(list[bytes], await self._client.zrange(
+                self._keys.schedule_jobs(schedule), 0, count - 1))
         await self._drop_stale(schedule, [key.decode() for key in oldest])
 
     async def _drop_stale(self, schedule: str, keys: Sequence[str]) -> None:

@@ -15,6 +15,7 @@ from supervisor.store.base import (
     TickRequest,
     TickResult,
 )
+from tests.store.conftest import Connect
 from tests.store.support import HANDLER, claim_one, new_job
 
 pytestmark = pytest.mark.anyio
@@ -47,7 +48,7 @@ async def record_of(store: Store, name: str) -> ScheduleRecord:
     return record
 
 
-async def test_one_of_many_concurrent_callers_fires_a_tick(connect) -> None:  # type: ignore[no-untyped-def]
+async def test_one_of_many_concurrent_callers_fires_a_tick(connect: Connect) -> None:
     stores: list[Store] = [await connect() for _ in range(4)]
     results: list[TickResult] = []
 
@@ -61,6 +62,7 @@ async def test_one_of_many_concurrent_callers_fires_a_tick(connect) -> None:  # 
 
     outcomes = sorted(result.outcome for result in results)
     assert outcomes == ["dispatched"] + ["taken"] * 9
+    assert len([r for r in results if r.outcome in FIRING_OUTCOMES]) == 1
     assert all(result.last_tick == TICK for result in results)
     record = await record_of(stores[0], "nightly")
     assert (record.fires, record.last_tick, record.outcome) == (1, TICK, "dispatched")
