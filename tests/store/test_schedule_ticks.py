@@ -16,7 +16,7 @@ from supervisor.store.base import (
     TickResult,
 )
 from tests.store.conftest import Connect
-from tests.store.support import HANDLER, claim_one, new_job
+from tests.store.support import HANDLER, claim, claim_one, new_job
 
 pytestmark = pytest.mark.anyio
 
@@ -230,3 +230,28 @@ async def test_live_keys_of_schedule_with_many_jobs(store: Store, total: int) ->
     keys = await store.live_keys_of_schedule("big")
 
     assert keys == [f"k{i:05}" for i in range(1, total, 2)]
+
+
+async def test_a_ticks_job_belongs_to_the_schedule_even_if_its_request_names_none(
+    store: Store,
+) -> None:
+    job = DispatchRequest(key="reindex", handler=HANDLER, payload=b"{}", max_attempts=1)
+    request = TickRequest(schedule="nightly", tick=TICK, not_before=TICK, fingerprint="fp",
+                          owner="sup-a", dispatch=job)
+
+    assert (await store.fire_tick(request)).outcome == "dispatched"
+
+    assert (await store.job("reindex")).schedule == "nightly"
+    assert await store.live_keys_of_schedule("nightly") == ["reindex"]
+
+
+async def test_a_ticks_job_may_be_delayed(store: Store) -> None:
+    run_at = time.time() + 60
+    job = DispatchRequest(key="later", handler=HANDLER, payload=b"{}", max_attempts=1,
+                          run_at=run_at)
+    await store.fire_tick(TickRequest(schedule="nightly", tick=TICK, not_before=TICK,
+                                      fingerprint="fp", owner="sup-a", dispatch=job))
+
+    record = await store.job("later")
+    assert record.run_at == pytest.approx(run_at, abs=0.001)
+    assert (await claim(store)).next_due_in == pytest.approx(60, abs=1)
