@@ -116,6 +116,21 @@ class PoolKeys:
         return {"pending": self.pending, "running": self.running,
                 **{state: self.done(state) for state in ("succeeded", "failed", "stopped")}}
 
+    @property
+    def schedules(self) -> str:
+        """set: the name of every schedule that ever fired."""
+        return self.prefix + "schedules"
+
+    def schedule(self, name: str) -> str:
+        """hash: a schedule's record (lua/fire-tick-11.lua lists its fields)."""
+        return f"{self.prefix}schedule:{name}"
+
+    def schedule_jobs(self, name: str) -> str:
+        """zset per schedule: keys of the jobs dispatched with it -> when the entry was
+        last checked (store ms).  Entries of jobs no longer live are dropped lazily
+        (lua/prune-schedule-jobs-1+n.lua), so readers check each job's own record."""
+        return f"{self.prefix}schedule-jobs:{name}"
+
     def job(self, key: str) -> str:
         """hash: the job record."""
         return f"{self.prefix}job:{key}"

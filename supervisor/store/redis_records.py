@@ -69,4 +69,6 @@ def decode_job(raw: Mapping[bytes, bytes]) -> JobRecord:
         reserved_for=text("reserved_for"),
         reserved_until=time("reserved_until"),
         moved_from=text("moved_from"),
+        run_at=time("run_at"),
+        schedule=text("schedule"),
     )

@@ -1,10 +1,13 @@
 """The Redis store: every state change is one Lua script, so one round trip, atomic.
 
-Key layout (see redis_keys.py): a hash per job, `pending` and `running` zsets that
+Key layout (see redis_keys.py): a hash per job (a delayed one is due at its
+`run_at`, in `pending` and its queue like a retry held back), `pending` and `running` zsets that
 order work by due time and lease deadline, one `queue:<handler>` zset per handler
 (its pending jobs, for claiming), one `reserved:<supervisor>` zset per move target,
 one `done:<state>` zset per final state for listing and retention, a token counter,
-the membership (`sup`, `seen`) and the store's health.  All of a pool's keys share one
+the membership (`sup`, `seen`), the store's health, and the schedules: a record
+hash per schedule, the set of their names and an index of each one's jobs
+(redis_ticks.py).  All of a pool's keys share one
 hash tag.  Times come from Redis TIME.
 
 `members` and `snapshot` read with plain commands and one script that calls no write
@@ -35,9 +38,12 @@ from supervisor.store.base import (
     Note,
     PoolSnapshot,
     RenewResult,
+    ScheduleBook,
     StoreEvent,
     StoreHealth,
     SupervisorInfo,
+    TickRequest,
+    TickResult,
 )
 from supervisor.store.members import encode_info, live_members
 from supervisor.store.policy import HEALTH_GAP, MEMBER_GARBAGE_AFTER
@@ -46,6 +52,7 @@ from supervisor.store.redis_events import EventFeed
 from supervisor.store.redis_keys import PoolKeys
 from supervisor.store.redis_records import decode_job, milliseconds, seconds
 from supervisor.store.redis_scripts import KeysChanged, ScriptArg, Scripts, commands
+from supervisor.store.redis_ticks import RedisTicks
 
 DEFAULT_RETENTION = 86400.0
 # stop: tries before a job whose queue or reservation keeps changing is an error.
@@ -72,6 +79,7 @@ class RedisStore:
             raise ConfigError(f"store URL {self._where!r}: {exc}") from exc
         self._scripts = Scripts(self._client)
         self._layout_checked = False
+        self._ticks = RedisTicks(self._client, self._keys, self._run, self._where)
 
     @classmethod
     async def open(
@@ -82,14 +90,23 @@ class RedisStore:
         return cls(url, pool, retention=retention)
 
     async def dispatch(self, request: DispatchRequest) -> None:
-        k = self._keys
-        await self._run(
-            "dispatch",
-            [k.job(request.key), k.notes(request.key), k.pending, *k.all_done,
-             k.queue(request.handler), k.write_probe],
-            [request.key, request.handler, request.payload, request.max_attempts, k.channel],
-            subject=request.key,
-        )
+        await self._ticks.dispatch(request)
+
+    async def dispatch_many(self, requests: Sequence[DispatchRequest]) -> list[bool]:
+        return await self._ticks.dispatch_many(requests)
+
+    async def fire_tick(self, request: TickRequest) -> TickResult:
+        return await self._ticks.fire_tick(request)
+
+    async def record_tick_outcome(self, schedule: str, tick: float, outcome: str,
+                                  detail: bytes) -> None:
+        await self._ticks.record_tick_outcome(schedule, tick, outcome, detail)
+
+    async def schedules(self) -> ScheduleBook:
+        return await self._ticks.schedules()
+
+    async def live_keys_of_schedule(self, schedule: str) -> list[str]:
+        return await self._ticks.live_keys_of_schedule(schedule)
 
     async def claim(
         self,

@@ -11,9 +11,10 @@ expire a live lease (two holders of one job) nor keep a dead one.  What users re
 becomes claimable) stay on the wall clock: a step only moves when a held-back job
 runs, it never runs a job twice.  A delayed job's `run_at` is a wall-clock time the
 user chose, so it is due when the wall clock reaches it (`due` = max(now, run_at)),
-as a retry backoff is; schedule ticks compare `not_before` with the wall clock too.  Records show boot-clock deadlines as wall-clock
-times (Tx.wall_time).  The "held 3 ttls" test of `renew` uses started_at, so a step
-may reset a job's count of lease losses early, never hand its lease out.
+as a retry backoff is; schedule ticks compare `not_before` with the wall clock too.
+Records show boot-clock deadlines as wall-clock times (Tx.wall_time).  The "held 3
+ttls" test of `renew` uses started_at, so a step may reset a job's count of lease
+losses early, never hand its lease out.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ Ticks are the caller's nominal epoch times, compared exactly (REAL keeps the dou
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -52,8 +53,10 @@ def fire_tick(tx: Tx, request: TickRequest, cutoff: float) -> TickResult:
         return TickResult(outcome="taken", store_time=tx.now, last_tick=last_tick)
     outcome, detail = "fired", None
     if request.dispatch is not None:
-        detail = orjson.dumps(request.dispatch.key).decode()
-        if insert_job(tx, request.dispatch, cutoff):
+        job = replace(request.dispatch,
+                      schedule=request.dispatch.schedule or request.schedule)
+        detail = orjson.dumps(job.key).decode()
+        if insert_job(tx, job, cutoff):
             outcome = "dispatched"
             emit_wake(tx)
         else:

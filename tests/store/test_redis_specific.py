@@ -37,7 +37,8 @@ EXPECTED_COMMANDS = {
     "ack-notifications", "tidy",
     "dispatch", "claim", "renew", "complete", "fail", "release", "finish-stopped", "stop",
     "notify", "take-notifications", "register", "deregister", "forget", "upgrade-layout",
-    "save-checkpoint", "members",
+    "save-checkpoint", "members", "fire-tick", "record-tick-outcome", "schedules",
+    "prune-schedule-jobs",
 }
 
 
@@ -81,7 +82,8 @@ def test_scripts_touch_only_keys_declared_in_keys_but_the_documented_few() -> No
 
 @pytest.mark.parametrize(
     ("name", "counts", "refused"),
-    [("dispatch", [8], [7, 9]), ("renew", [4, 6, 8], [3, 5, 7]), ("claim", [7, 8, 9], [6])],
+    [("dispatch", [5, 9, 13], [4, 6, 8]), ("renew", [4, 6, 8], [3, 5, 7]),
+     ("claim", [7, 8, 9], [6])],
 )
 def test_a_script_refuses_a_key_count_its_file_name_does_not_allow(
     name: str, counts: list[int], refused: list[int]

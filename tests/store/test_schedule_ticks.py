@@ -15,7 +15,8 @@ from supervisor.store.base import (
     TickRequest,
     TickResult,
 )
-from tests.store.support import HANDLER, claim_one, new_job
+from tests.store.conftest import Connect
+from tests.store.support import HANDLER, claim, claim_one, new_job
 
 pytestmark = pytest.mark.anyio
 
@@ -47,7 +48,7 @@ async def record_of(store: Store, name: str) -> ScheduleRecord:
     return record
 
 
-async def test_one_of_many_concurrent_callers_fires_a_tick(connect) -> None:  # type: ignore[no-untyped-def]
+async def test_one_of_many_concurrent_callers_fires_a_tick(connect: Connect) -> None:
     stores: list[Store] = [await connect() for _ in range(4)]
     results: list[TickResult] = []
 
@@ -61,6 +62,7 @@ async def test_one_of_many_concurrent_callers_fires_a_tick(connect) -> None:  # 
 
     outcomes = sorted(result.outcome for result in results)
     assert outcomes == ["dispatched"] + ["taken"] * 9
+    assert len([r for r in results if r.outcome in FIRING_OUTCOMES]) == 1
     assert all(result.last_tick == TICK for result in results)
     record = await record_of(stores[0], "nightly")
     assert (record.fires, record.last_tick, record.outcome) == (1, TICK, "dispatched")
@@ -228,3 +230,28 @@ async def test_live_keys_of_schedule_with_many_jobs(store: Store, total: int) ->
     keys = await store.live_keys_of_schedule("big")
 
     assert keys == [f"k{i:05}" for i in range(1, total, 2)]
+
+
+async def test_a_ticks_job_belongs_to_the_schedule_even_if_its_request_names_none(
+    store: Store,
+) -> None:
+    job = DispatchRequest(key="reindex", handler=HANDLER, payload=b"{}", max_attempts=1)
+    request = TickRequest(schedule="nightly", tick=TICK, not_before=TICK, fingerprint="fp",
+                          owner="sup-a", dispatch=job)
+
+    assert (await store.fire_tick(request)).outcome == "dispatched"
+
+    assert (await store.job("reindex")).schedule == "nightly"
+    assert await store.live_keys_of_schedule("nightly") == ["reindex"]
+
+
+async def test_a_ticks_job_may_be_delayed(store: Store) -> None:
+    run_at = time.time() + 60
+    job = DispatchRequest(key="later", handler=HANDLER, payload=b"{}", max_attempts=1,
+                          run_at=run_at)
+    await store.fire_tick(TickRequest(schedule="nightly", tick=TICK, not_before=TICK,
+                                      fingerprint="fp", owner="sup-a", dispatch=job))
+
+    record = await store.job("later")
+    assert record.run_at == pytest.approx(run_at, abs=0.001)
+    assert (await claim(store)).next_due_in == pytest.approx(60, abs=1)

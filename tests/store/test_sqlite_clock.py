@@ -214,3 +214,16 @@ async def test_a_version_3_file_is_migrated_and_takes_moves(db_path: Path) -> No
 def _job_columns(conn: sqlite3.Connection) -> set[str]:
     return {row[1] for row in conn.execute("PRAGMA table_info(jobs)")}
 
+
+
+async def test_a_delayed_job_is_due_by_the_wall_clock(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await store.dispatch(DispatchRequest(key="later", handler="h", payload=b"{}",
+                                         max_attempts=1, run_at=time.time() + 600))
+    assert (await store.claim("sup-a", ["h"], 1, 30.0, 3)).jobs == ()
+
+    monkeypatch.setattr(sqlite_db, "wall_clock", lambda: time.time() + 601)
+    (job,) = (await store.claim("sup-a", ["h"], 1, 30.0, 3)).jobs
+
+    assert job.key == "later"

@@ -176,3 +176,40 @@ local function finish(pool, job, notes, key, state, error)
   redis.call('ZADD', done, pool.now, key)
   redis.call('ZREMRANGEBYSCORE', done, '-inf', after(pool.now - pool.retention))
 end
+
+-- Create a pending job, replacing a finished record of the same key and dropping the
+-- notes left from it; the caller checked that the key is not live.  `r` is one request:
+-- key, handler, payload, max_attempts, run_at (ms, or nil: now), schedule (or nil),
+-- job and notes (its keys), index (its schedule's job index, if it has one).  Due at
+-- max(now, run_at).  pool needs pending, done_*, queues (the handler's) and now.
+local function create_job(pool, r)
+  local due = pool.now
+  if r.run_at and r.run_at > due then
+    due = r.run_at
+  end
+  redis.call('DEL', r.job, r.notes)
+  redis.call('ZREM', pool.done_succeeded, r.key)
+  redis.call('ZREM', pool.done_failed, r.key)
+  redis.call('ZREM', pool.done_stopped, r.key)
+  redis.call('HSET', r.job,
+    'key', r.key, 'handler', r.handler, 'state', 'pending', 'payload', r.payload,
+    'max_attempts', r.max_attempts, 'attempts', 0, 'token', 0, 'lease_losses', 0,
+    'stop_requested', 0, 'created_at', fmt(pool.now), 'due', fmt(due))
+  if r.run_at then
+    redis.call('HSET', r.job, 'run_at', fmt(r.run_at))
+  end
+  if r.schedule then
+    redis.call('HSET', r.job, 'schedule', r.schedule)
+    -- Scored by when the entry was last checked (prune-schedule-jobs rotates them).
+    redis.call('ZADD', r.index, pool.now, r.key)
+  end
+  enqueue(pool, r.job, r.key, due)
+end
+
+-- '' (an absent optional argument) as nil.
+local function optional(value)
+  if value == '' then
+    return nil
+  end
+  return value
+end
