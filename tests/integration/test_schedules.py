@@ -197,3 +197,28 @@ payload = {{ledger = "{ledger}", seconds = 0}}
     assert "schedules: 1; last fired tick" in text
     pool.supervisors[0].signal(signal.SIGTERM)
     assert pool.supervisors[0].wait() == 0
+
+
+def test_a_schedule_removed_by_a_reload_stops_ticking_and_its_jobs_stay(
+    pool: Pool, tmp_path: Path
+) -> None:
+    plain = pool.config(HANDLERS, lease_ttl=2)
+    without = plain.read_text()
+    config = with_schedules(plain, """
+[schedules.keeper]
+every = 1
+handler = "follow"
+key = "kept-{tick}"
+""")
+    supervisor = pool.start(config)
+    client = pool.client()
+    wait_for(lambda: schedule(client, "keeper")["fires"] >= 2, 10, message="two ticks")
+    config.write_text(without)
+    supervisor.signal(signal.SIGHUP)
+    wait_for(lambda: "SIGHUP: handlers reloaded" in supervisor.log(), 20, message="a reload")
+    fired = schedule(client, "keeper")["fires"]
+    time.sleep(2.5)
+    view = schedule(client, "keeper")
+    assert view["fires"] == fired and view["configured"] is False
+    jobs = [job for job in client.jobs() if job["schedule"] == "keeper"]
+    assert len(jobs) == fired and all(job["state"] == "running" for job in jobs)
