@@ -72,6 +72,10 @@ class ClaimedJob:
     owner: str
     has_notes: bool = False  # notifications were queued while it was pending
     checkpoint: bytes | None = None  # JSON text an earlier attempt saved, if any
+    # The deadline of the lease whose expiry put the job back to pending (store clock),
+    # if that is how it became claimable; None after a dispatch, retry, release or move.
+    # The attempt started at lease_deadline - the claim's lease_ttl.
+    lease_expired_at: float | None = None
 
     @property
     def lease(self) -> Lease:
@@ -329,7 +333,9 @@ class Store(Protocol):
         max_lease_losses: int,
     ) -> ClaimBatch:
         """First recover expired leases of the whole pool: each expired running job
-        goes back to pending without spending an attempt and with `lease_losses` + 1;
+        goes back to pending without spending an attempt and with `lease_losses` + 1,
+        keeping the expired deadline, which its next claim hands out as
+        `ClaimedJob.lease_expired_at` and clears;
         if a stop was requested for it, it ends `stopped` instead; if `lease_losses`
         reaches `max_lease_losses` it ends `failed` with an error that says so.
         Then move up to `count` claimable pending jobs (handler in `handlers`) to
@@ -428,6 +434,11 @@ class Store(Protocol):
         """Supervisors seen within 3 x their lease_ttl, with the running jobs each holds
         per handler and the jobs reserved for each: one cheap read, done by every
         supervisor every few seconds to plan moves.  Read-only."""
+
+    async def counts(self) -> dict[str, int]:
+        """Jobs per state (every state, 0 included; finished records past the retention
+        period left out): one cheap read, done every few seconds for metrics.  Read-only,
+        and works while Redis refuses writes."""
 
     async def snapshot(self) -> PoolSnapshot:
         """Supervisors seen within 3 x their lease_ttl (as `members`), counts per state,

@@ -62,6 +62,10 @@ async def test_a_forward_step_of_the_wall_clock_expires_no_lease(
     monkeypatch.setattr(sqlite_db, "boot_clock", lambda: boot() + 31)
     batch = await store.claim("sup-b", ["h"], 1, 30.0, 3)
     assert batch.recovered == 1 and [job.owner for job in batch.jobs] == ["sup-b"]
+    # The failover time (start - lease_expired_at) counts on the boot clock too.
+    (again,) = batch.jobs
+    assert again.lease_expired_at is not None
+    assert again.lease_deadline - 30.0 - again.lease_expired_at == pytest.approx(1, abs=0.5)
 
 
 async def test_a_wall_clock_step_keeps_a_live_supervisor_in_the_snapshot(
@@ -88,6 +92,8 @@ async def test_a_reboot_of_the_host_expires_every_running_lease(db_path: Path) -
     try:
         batch = await store.claim("sup-b", ["h"], 1, 30.0, 3)
         assert batch.recovered == 1 and [job.owner for job in batch.jobs] == ["sup-b"]
+        # A deadline on the clock of another boot says nothing about when it expired.
+        assert batch.jobs[0].lease_expired_at is None
         await store.register(supervisor("sup-a", instance="i-2"))
     finally:
         await store.close()

@@ -56,7 +56,7 @@ async def test_a_version_4_file_is_migrated_and_takes_delays_and_schedules(
     finally:
         await store.close()
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         columns = {row[1] for row in conn.execute("PRAGMA table_info(jobs)")}
         assert {"run_at", "schedule"} <= columns
         names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}

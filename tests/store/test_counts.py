@@ -1,0 +1,40 @@
+"""`Store.counts`: the jobs of each state, in one cheap read-only call."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from supervisor.store.base import ALL_STATES, Store
+from tests.store.conftest import Connect
+from tests.store.support import claim, claim_one, dispatch_all, new_job
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_an_empty_pool_counts_zero_of_every_state(store: Store) -> None:
+    assert await store.counts() == dict.fromkeys(ALL_STATES, 0)
+
+
+async def test_counts_follow_every_state(store: Store) -> None:
+    await dispatch_all(store, ["ok", "bad", "held", "run", "wait-1", "wait-2"])
+    ok, bad, held, run = (await claim(store, 4)).jobs
+    await store.complete(ok.lease, b"1")
+    await store.fail(bad.lease, "boom", final=True, retry_delay=0.0)
+    await store.stop("wait-2")
+
+    counts = await store.counts()
+
+    assert counts == {"pending": 1, "running": 2, "succeeded": 1, "failed": 1, "stopped": 1}
+    assert counts == (await store.snapshot()).counts
+
+
+async def test_counts_leave_out_records_past_the_retention_period(connect: Connect) -> None:
+    store = await connect(retention=1.0)
+    await store.dispatch(new_job("k1"))
+    await store.complete((await claim_one(store)).lease, b"1")
+    assert (await store.counts())["succeeded"] == 1
+
+    await anyio.sleep(1.5)
+
+    assert (await store.counts())["succeeded"] == 0
