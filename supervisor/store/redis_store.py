@@ -142,9 +142,10 @@ class RedisStore:
                 owner=owner,
                 has_notes=bool(has_notes),
                 checkpoint=checkpoint,
+                lease_expired_at=None if expired_at is None else seconds(expired_at),
             )
             for (key, handler, payload, token, attempt, max_attempts, deadline, has_notes,
-                 checkpoint) in claimed
+                 checkpoint, expired_at) in claimed
         )
         next_due_in = None if next_due is None else max(0.0, seconds(next_due))
         return ClaimBatch(jobs=jobs, recovered=int(recovered), next_due_in=next_due_in)
@@ -329,6 +330,12 @@ class RedisStore:
         )
         return Membership(store_time=store_time, members=members)
 
+    async def counts(self) -> dict[str, int]:
+        k = self._keys
+        sizes = await self._run("counts", list(k.by_state.values()), [self._retention_ms],
+                                subject=self.pool)
+        return {state: int(size) for state, size in zip(k.by_state, sizes, strict=True)}
+
     async def snapshot(self) -> PoolSnapshot:
         k = self._keys
         error = None
@@ -343,16 +350,14 @@ class RedisStore:
             error = exc.message
         membership = await self.members()
         now = membership.store_time
+        counts = await self.counts()
         with translated_errors(self._where):
             async with self._client.pipeline(transaction=False) as pipe:
                 pipe.hmget(k.health, "last_ok", "ok_since")
-                for listing in k.by_state.values():
-                    pipe.zcard(listing)
                 pipe.zrange(k.running, 0, -1)
                 # A live reservation scores later than now, as do retries held back.
                 pipe.zrangebyscore(k.pending, f"({milliseconds(now):.3f}", "+inf")
-                (health, *sizes, running_keys, later_keys) = await pipe.execute()
-        counts = {state: int(size) for state, size in zip(k.by_state, sizes, strict=True)}
+                health, running_keys, later_keys = await pipe.execute()
         records = await self._records([key.decode() for key in running_keys])
         running = tuple(r for r in records if r is not None and r.state == "running")
         last_ok, ok_since = (None if value is None else seconds(value) for value in health)

@@ -27,7 +27,7 @@ from typing import TypeVar
 
 from supervisor.errors import ConfigError, StoreUnavailable
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
 MIN_SQLITE_VERSION = (3, 35, 0)  # RETURNING, UPDATE ... FROM, json_each
 BUSY_TIMEOUT_MS = 5000
@@ -187,6 +187,8 @@ def _ensure_schema(conn: sqlite3.Connection, path: Path, pool: str, clocks: Cloc
                 _migrate_3_to_4(conn)
             if version < 5:
                 _migrate_4_to_5(conn)
+            if version < 6:
+                _migrate_5_to_6(conn)
         if version != SCHEMA_VERSION:
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         _check_boot(conn, boot_id())
@@ -241,6 +243,11 @@ def _migrate_4_to_5(conn: sqlite3.Connection) -> None:
                  "detail TEXT, fires INTEGER NOT NULL DEFAULT 0, "
                  "skipped INTEGER NOT NULL DEFAULT 0, missed INTEGER NOT NULL DEFAULT 0, "
                  "PRIMARY KEY (pool, name)) STRICT")
+
+
+def _migrate_5_to_6(conn: sqlite3.Connection) -> None:
+    """Schema 6: the deadline of the lease whose expiry put a job back to pending."""
+    conn.execute("ALTER TABLE jobs ADD COLUMN lease_expired_at REAL")
 
 
 def _check_boot(conn: sqlite3.Connection, current: str) -> None:

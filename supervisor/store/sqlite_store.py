@@ -316,6 +316,9 @@ class SqliteStore:
     async def members(self) -> Membership:
         return await self._db.read(_read_members)
 
+    async def counts(self) -> dict[str, int]:
+        return await self._db.read(self._read_counts)
+
     async def snapshot(self) -> PoolSnapshot:
         def tidy(tx: Tx) -> None:
             tx.run("drop_expired_records", cutoff=self._cutoff(tx))
@@ -345,8 +348,7 @@ class SqliteStore:
         await self._db.close()
 
     def _read_snapshot(self, tx: Tx, error: str | None) -> PoolSnapshot:
-        counts: dict[str, int] = dict.fromkeys(ALL_STATES, 0)
-        counts.update({row["state"]: row["n"] for row in tx.rows("state_counts")})
+        counts = self._read_counts(tx)
         running = tuple(_job_record(row, tx) for row in tx.rows("running_jobs"))
         moving = tuple(_job_record(row, tx) for row in tx.rows("moving_jobs"))
         health = tx.row("health")
@@ -358,6 +360,12 @@ class SqliteStore:
         return PoolSnapshot(pool=self.pool, store_time=tx.now,
                             supervisors=_read_members(tx).members, counts=counts,
                             running=running, store=store, moving=moving)
+
+    def _read_counts(self, tx: Tx) -> dict[str, int]:
+        counts: dict[str, int] = dict.fromkeys(ALL_STATES, 0)
+        for row in tx.rows("state_counts", cutoff=self._cutoff(tx)):
+            counts[row["state"]] += row["n"]
+        return counts
 
     def _cutoff(self, tx: Tx) -> float:
         """Finished records older than this are gone."""
@@ -440,17 +448,18 @@ def _start_due_jobs(tx: Tx, owner: str, handler_list: str, count: int,
     for `owner`, then due ones, oldest first."""
     if count <= 0:
         return ()
-    keys = [row["key"] for row in tx.rows("reserved_keys", owner=owner, handlers=handler_list,
-                                          count=count)]
-    if len(keys) < count:
-        keys += [row["key"] for row in tx.rows("claimable_keys", handlers=handler_list,
-                                               count=count - len(keys))]
-    if not keys:
+    # key -> the deadline of the lease whose expiry put it back, if any (boot clock)
+    expired_at = {row["key"]: row["lease_expired_at"] for row in tx.rows(
+        "reserved_keys", owner=owner, handlers=handler_list, count=count)}
+    if len(expired_at) < count:
+        expired_at.update((row["key"], row["lease_expired_at"]) for row in tx.rows(
+            "claimable_keys", handlers=handler_list, count=count - len(expired_at)))
+    if not expired_at:
         return ()
-    last_token = tx.value("take_tokens", n=len(keys))
+    last_token = tx.value("take_tokens", n=len(expired_at))
     started = (tx.row("start_attempt", key=key, owner=owner, token=token, lease_ttl=lease_ttl)
-               for token, key in enumerate(keys, start=last_token - len(keys) + 1))
-    return tuple(_claimed_job(row, owner, tx) for row in started)
+               for token, key in enumerate(expired_at, start=last_token - len(expired_at) + 1))
+    return tuple(_claimed_job(row, owner, tx, expired_at[row["key"]]) for row in started)
 
 
 def _read_members(tx: Tx) -> Membership:
@@ -489,13 +498,14 @@ def _stats_params(stats: JobStats | None) -> dict[str, Any]:
     return {"pid": stats.pid, "rss_bytes": stats.rss_bytes, "cpu_percent": stats.cpu_percent}
 
 
-def _claimed_job(row: Any, owner: str, tx: Tx) -> ClaimedJob:
+def _claimed_job(row: Any, owner: str, tx: Tx, expired_at: float | None) -> ClaimedJob:
     return ClaimedJob(key=row["key"], handler=row["handler"], payload=bytes(row["payload"]),
                       token=row["token"], attempt=row["attempts"],
                       max_attempts=row["max_attempts"],
                       lease_deadline=tx.wall_time(row["lease_deadline"]),
                       owner=owner, has_notes=bool(row["has_notes"]),
-                      checkpoint=_blob(row["checkpoint"]))
+                      checkpoint=_blob(row["checkpoint"]),
+                      lease_expired_at=None if expired_at is None else tx.wall_time(expired_at))
 
 
 def _job_record(row: Any, tx: Tx) -> JobRecord:

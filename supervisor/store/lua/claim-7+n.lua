@@ -14,7 +14,9 @@
 -- Returns: {OK, recovered, next due in (ms; of these handlers' jobs) or false,
 --           store time (ms),
 --           {key, handler, payload, token, attempt, max_attempts, lease deadline,
---            has notes (0/1), checkpoint or false}...}
+--            has notes (0/1), checkpoint or false, lease_expired_at (ms) or false}...}
+-- A recovered job keeps its expired deadline as `lease_expired_at` (for the failover
+-- time) until a claim hands it out and clears it.
 
 local RECOVER_BATCH = 100
 
@@ -37,7 +39,8 @@ local expired = redis.call('ZRANGEBYSCORE', pool.running, '-inf', pool.now,
                            'LIMIT', 0, RECOVER_BATCH)
 for _, key in ipairs(expired) do
   local job, notes = job_key(prefix, key), notes_key(prefix, key)
-  local f = redis.call('HMGET', job, 'state', 'stop_requested', 'owner', 'handler')
+  local f = redis.call('HMGET', job, 'state', 'stop_requested', 'owner', 'handler',
+                       'lease_deadline')
   local holder = f[3] or '?'
   if f[1] ~= 'running' then
     redis.call('ZREM', pool.running, key)
@@ -52,6 +55,9 @@ for _, key in ipairs(expired) do
         'lease lost %d times (limit %d), last held by %s', losses, max_losses, holder))
     else
       redis.call('HINCRBY', job, 'attempts', -1)
+      if f[5] then
+        redis.call('HSET', job, 'lease_expired_at', f[5])
+      end
       requeue(pool, job, key, front_score(pool))
       requeued = true
     end
@@ -93,14 +99,15 @@ local function start_attempt(key, job, f)
   local attempt = redis.call('HINCRBY', job, 'attempts', 1)
   redis.call('HSET', job, 'state', 'running', 'owner', owner, 'token', token,
              'started_at', fmt(pool.now), 'lease_deadline', fmt(deadline))
-  redis.call('HDEL', job, 'due', 'pid', 'rss_bytes', 'cpu_percent')
+  redis.call('HDEL', job, 'due', 'pid', 'rss_bytes', 'cpu_percent', 'lease_expired_at')
   dequeue(pool, job, key)
   redis.call('ZADD', pool.running, deadline, key)
   claimed[#claimed + 1] = {key, f[2], f[3], token, attempt, f[4], fmt(deadline), has_notes,
-                           f[5]}
+                           f[5], f[7]}
 end
 
-local FIELDS = {'state', 'handler', 'payload', 'max_attempts', 'checkpoint', 'reserved_for'}
+local FIELDS = {'state', 'handler', 'payload', 'max_attempts', 'checkpoint', 'reserved_for',
+                'lease_expired_at'}
 
 -- Moves to this owner first.  Only the live reservations are read (their jobs score
 -- later than now), and they are few: each runs out after its reservation ttl.

@@ -60,7 +60,13 @@ WHERE pool = :pool AND state = 'pending' AND reserved_for IS NOT NULL
 ORDER BY created_at, rowid;
 
 -- name: state_counts
-SELECT state, count(*) AS n FROM jobs WHERE pool = :pool GROUP BY state;
+-- Jobs per state, less the finished records past the retention period that no write
+-- has dropped yet (:cutoff): those are few and found through jobs_finished, so that the
+-- count of every state reads the jobs_by_state index alone.  Read-only.
+SELECT state, count(*) AS n FROM jobs WHERE pool = :pool GROUP BY state
+UNION ALL
+SELECT state, -count(*) FROM jobs WHERE pool = :pool AND finished_at < :cutoff
+GROUP BY state;
 
 -- name: insert_job
 -- Replaces a finished record of the key (the caller checked that it is not live).
@@ -88,17 +94,21 @@ WHERE pool = :pool AND state = 'running' AND lease_deadline < :boot
 RETURNING key;
 
 -- name: requeue_expired_leases
--- Back to pending without spending the attempt, in front of the queue.
+-- Back to pending without spending the attempt, in front of the queue, keeping the
+-- expired deadline; one of 0 was set when the file was opened after a reboot
+-- (sqlite_schema._check_boot) and says nothing about when the lease ran out.
 UPDATE jobs SET state = 'pending', lease_losses = lease_losses + 1, attempts = attempts - 1,
-    due = :due, lease_deadline = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
+    due = :due, lease_expired_at = nullif(lease_deadline, 0), lease_deadline = NULL,
+    pid = NULL, rss_bytes = NULL, cpu_percent = NULL
 WHERE pool = :pool AND state = 'running' AND lease_deadline < :boot
 RETURNING key;
 
 -- name: reserved_keys
 -- The jobs released for :owner (moves) whose reservation has not run out, claimed
 -- before any other: their `due` is the end of the reservation, so claimable_keys
--- leaves them to it until then.
-SELECT key FROM jobs INDEXED BY jobs_reserved
+-- leaves them to it until then.  lease_expired_at is read here because start_attempt
+-- clears it and RETURNING shows the row after the update.
+SELECT key, lease_expired_at FROM jobs INDEXED BY jobs_reserved
 WHERE pool = :pool AND state = 'pending' AND reserved_for = :owner AND reserved_until > :now
     AND handler IN (SELECT value FROM json_each(:handlers))
 ORDER BY reserved_until, rowid
@@ -106,7 +116,7 @@ LIMIT :count;
 
 -- name: claimable_keys
 -- The per-handler index, so that a backlog of other handlers' jobs is never scanned.
-SELECT key FROM jobs INDEXED BY jobs_queue_by_handler
+SELECT key, lease_expired_at FROM jobs INDEXED BY jobs_queue_by_handler
 WHERE pool = :pool AND state = 'pending' AND due <= :now
     AND handler IN (SELECT value FROM json_each(:handlers))
 ORDER BY due, rowid
@@ -115,7 +125,7 @@ LIMIT :count;
 -- name: start_attempt
 UPDATE jobs SET state = 'running', supervisor = :owner, token = :token,
     attempts = attempts + 1, started_at = :now, lease_deadline = :boot + :lease_ttl,
-    due = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL,
+    due = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL, lease_expired_at = NULL,
     reserved_for = NULL, reserved_until = NULL, moved_from = NULL
 WHERE pool = :pool AND key = :key
 RETURNING key, handler, payload, token, attempts, max_attempts, lease_deadline, checkpoint,

@@ -29,6 +29,10 @@ CREATE TABLE jobs (
     -- time, or (release, recovery) a time before every other pending job.  Wall clock.
     due REAL,
     lease_deadline REAL,         -- CLOCK_BOOTTIME seconds of the host in `host`
+    -- A pending job put back by the expiry of its lease: that lease's deadline (boot
+    -- clock, as lease_deadline), handed to the next claim for the failover time, which
+    -- clears it.
+    lease_expired_at REAL,
     lease_losses INTEGER NOT NULL DEFAULT 0,
     stop_requested INTEGER NOT NULL DEFAULT 0,
     pid INTEGER,
