@@ -73,6 +73,10 @@ class Claimer:
                 metrics.recovered.inc(batch.recovered)
                 log.info("recovered %d job(s) with expired leases", batch.recovered)
             for claimed in batch.jobs:
+                if claimed.lease_expired_at is not None:
+                    # The attempt started at the claim's store time: deadline - ttl.
+                    started_at = claimed.lease_deadline - self._lease_ttl
+                    metrics.failover.observe(started_at - claimed.lease_expired_at)
                 self._start_job(claimed, sent_at)
             if batch.jobs and len(batch.jobs) == free:
                 continue  # there may be more waiting

@@ -305,7 +305,7 @@ class Supervisor:
         """The pool's jobs by state, for metrics."""
         while True:
             with suppress(StoreFailure):  # the loops that need the store report it
-                counts = (await self.store.snapshot()).counts
+                counts = await self.store.counts()
                 for state, count in counts.items():
                     metrics.jobs.labels(state).set(count)
             await anyio.sleep(JOB_COUNT_INTERVAL)

@@ -13,6 +13,9 @@ from typing import Any
 log = logging.getLogger("poolsup.metrics")
 
 LAG_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+# A failover takes at least the poll interval after the lease ran out, and at most
+# about a lease ttl (the default is 10 s) when the dead supervisor held it just renewed.
+FAILOVER_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 15.0, 20.0, 30.0, 60.0)
 
 
 class _Off:
@@ -41,6 +44,7 @@ class Metrics:
         self.jobs: Any = _OFF
         self.claims: Any = _OFF
         self.recovered: Any = _OFF
+        self.failover: Any = _OFF
         self.outcomes: Any = _OFF
         self.renewals: Any = _OFF
         self.renewal_lag: Any = _OFF
@@ -70,6 +74,10 @@ class Metrics:
         self.recovered = prom.Counter(
             "poolsup_recovered_leases", "Expired leases recovered by this supervisor's claims",
             registry=registry)
+        self.failover = prom.Histogram(
+            "poolsup_failover_seconds", "From the expiry of a lease to the job running again "
+            "here (store clock), for each job this supervisor claimed after a recovery",
+            buckets=FAILOVER_BUCKETS, registry=registry)
         self.outcomes = prom.Counter(
             "poolsup_outcomes", "Attempts ended here, by outcome (succeeded, failed, retried, "
             "stopped, released, abandoned) and cause of a failure", ["outcome", "cause"],

@@ -456,10 +456,11 @@ def _start_due_jobs(tx: Tx, owner: str, handler_list: str, count: int,
             "claimable_keys", handlers=handler_list, count=count - len(expired_at)))
     if not expired_at:
         return ()
-    last_token = tx.value("take_tokens", n=len(expired_at))
-    started = (tx.row("start_attempt", key=key, owner=owner, token=token, lease_ttl=lease_ttl)
-               for token, key in enumerate(expired_at, start=last_token - len(expired_at) + 1))
-    return tuple(_claimed_job(row, owner, tx, expired_at[row["key"]]) for row in started)
+    first_token = tx.value("take_tokens", n=len(expired_at)) - len(expired_at) + 1
+    return tuple(
+        _claimed_job(tx.row("start_attempt", key=key, owner=owner, token=token,
+                            lease_ttl=lease_ttl), owner, tx, expired)
+        for token, (key, expired) in enumerate(expired_at.items(), start=first_token))
 
 
 def _read_members(tx: Tx) -> Membership:

@@ -16,7 +16,9 @@ from tests.integration.conftest import Pool
 HANDLERS = {
     "echo": {"path": "outcomes.py", "function": "async_echo"},
     "boom": {"path": "outcomes.py", "function": "always_fails", "max_attempts": 1},
+    "sleeps": {"path": "outcomes.py", "function": "sleeps"},
 }
+LEASE_TTL = 2
 
 
 def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -55,6 +57,31 @@ def test_metrics_show_the_jobs_that_ran(pool: Pool) -> None:
     counted = wait_for(lambda: (s := scrape(port)).get(("poolsup_jobs", (("state", "succeeded"),)))
                        == 3 and s, 20, message="job counts")
     assert counted[("poolsup_jobs", (("state", "failed"),))] == 1
+
+
+def test_the_failover_time_of_a_sigkilled_supervisors_job_is_observed_where_it_runs_again(
+    pool: Pool,
+) -> None:
+    port_a, port_b = free_port(), free_port()
+    first = pool.start(with_metrics(pool.config(HANDLERS, file="a.toml", id="a",
+                                                lease_ttl=LEASE_TTL), port_a))
+    client = pool.client()
+    client.dispatch("fo-1", {"seconds": 3}, handler="sleeps")
+    wait_for(lambda: client.job("fo-1")["state"] == "running", 20, message="fo-1 to run")
+    assert scrape(port_a)[("poolsup_failover_seconds_count", ())] == 0  # a fresh dispatch
+    pool.start(with_metrics(pool.config(HANDLERS, file="b.toml", id="b",
+                                        lease_ttl=LEASE_TTL), port_b))
+    first.process.kill()
+
+    record = wait_for(lambda: finished(client, "fo-1"), LEASE_TTL + 20, message="fo-1 to end")
+
+    assert (record["state"], record["supervisor"]) == ("succeeded", "b")
+    samples = scrape(port_b)
+    assert samples[("poolsup_failover_seconds_count", ())] == 1
+    assert 0 < samples[("poolsup_failover_seconds_sum", ())] < LEASE_TTL + 2
+    assert samples[("poolsup_failover_seconds_bucket", (("le", "60.0"),))] == 1
+    print(f"\nfailover observed: {samples[('poolsup_failover_seconds_sum', ())]:.2f} s "
+          f"(lease_ttl {LEASE_TTL} s)")
 
 
 def test_metrics_without_prometheus_client_is_a_config_error(pool: Pool, tmp_path: Path) -> None:
