@@ -314,6 +314,7 @@ def handler_table(handlers: Mapping[str, HandlerConfig]) -> dict[str, dict[str, 
             "inherit_env": handler.inherit_env,
             "user": handler.user,
             "group": handler.group,
+            "max_jobs_per_child": handler.max_jobs_per_child,
         }
         for name, handler in handlers.items()
     }
