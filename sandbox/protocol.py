@@ -84,6 +84,10 @@ EV_SPAWN_FAILED = "spawn_failed"
 EV_EXITED = "exited"
 EV_PONG = "pong"
 
+# A child of a handler with max_jobs_per_child > 1, on its assignment socket to the fork
+# server: its job is over and it is clean for the next (sandbox.reuse).
+CHILD_DONE = b"done"
+
 MSG_START = "start"
 MSG_STOP = "stop"
 MSG_NOTIFY = "notify"
