@@ -98,7 +98,7 @@ def burn(job: Job) -> dict[str, Any]:
 
 
 def _note_pid(job: Job) -> None:
-    if "pids" in job.payload:
+    if isinstance(job.payload, dict) and "pids" in job.payload:
         with open(job.payload["pids"], "a") as file:
             file.write(f"{os.getpid()}\n")
 
