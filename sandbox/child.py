@@ -118,7 +118,7 @@ def _run_jobs(
     memory_limit = handler.spec.memory_limit
     for number in range(1, handler.spec.max_jobs_per_child + 1):
         if number > 1:
-            setup_error = _renew(settings, pristine.cwd)
+            setup_error = _renew(settings, pristine.cwd_fd)
         traces = JobTraces()
         code = _run_job(fds, name, handler, setup_error, traces)
         if number == handler.spec.max_jobs_per_child:
@@ -159,12 +159,12 @@ def _next_assignment(assignment: socket.socket) -> list[int] | None:
     return fds
 
 
-def _renew(settings: Confinement, cwd: str) -> str | None:
+def _renew(settings: Confinement, cwd_fd: int) -> str | None:
     """Confine this process again for its next job; why it cannot run, if it cannot."""
     if settings.error is not None:
         return settings.error
     try:
-        confinement.renew(settings, cwd=cwd)
+        confinement.renew(settings, cwd_fd=cwd_fd)
     except ConfinementError as error:
         return str(error)
     return None

@@ -157,15 +157,19 @@ def apply(confinement: Confinement, *, server_pid: int) -> None:
         _attempt(f"cannot change to directory {confinement.cwd}", os.chdir, confinement.cwd)
 
 
-def renew(confinement: Confinement, *, cwd: str) -> None:
+def renew(confinement: Confinement, *, cwd_fd: int) -> None:
     """In a child about to run its next job (`sandbox.reuse`): what the last job may have
     changed, back as `apply` left it: the environment, the working directory (the
-    handler's, else `cwd`), and a fresh CPU budget. Raises ConfinementError."""
+    handler's, else the directory `cwd_fd` holds, where the child started: by fd, as a
+    user switch may have made its path unreachable), and a fresh CPU budget. Raises
+    ConfinementError."""
     if confinement.cpu_limit is not None:
         _grant_cpu(confinement.cpu_limit)
     replace_environment(confinement.environ, hide_inherited=False)  # wiped by `apply`
-    directory = confinement.cwd or cwd
-    _attempt(f"cannot change to directory {directory}", os.chdir, directory)
+    if confinement.cwd is not None:
+        _attempt(f"cannot change to directory {confinement.cwd}", os.chdir, confinement.cwd)
+    else:
+        _attempt("cannot change back to the starting directory", os.fchdir, cwd_fd)
 
 
 def _grant_cpu(limit: float) -> None:

@@ -39,7 +39,7 @@ class RunningJob:
     cpu_base: float = 0.0  # the child's CPU time when the job started (a reused child's)
     # Of a child that may run another job after this one: it says `done` there.
     assignment: socket.socket | None = None
-    signalled: bool = False  # a signal was sent to the job: its child is not reused
+    signalled: bool = False  # a signal or kill was sent to the job: its child is not reused
     watch: TreeWatch | None = None  # when it has a memory or CPU limit
     deadline: float | None = None
     fenced: bool = False
@@ -89,6 +89,7 @@ class Jobs:
         """SIGKILL the job's whole process tree."""
         job = self._by_id.get(job_id)
         if job is not None:
+            job.signalled = True
             proctree.kill_tree(job.pid)
 
     def kill_all(self) -> None:

@@ -39,7 +39,7 @@ class Pristine:
     """What a child was like before its first job."""
 
     threads: int
-    cwd: str
+    cwd_fd: int  # the working directory, held open (O_PATH)
     umask: int
     signal_mask: frozenset[int]
     handlers: dict[int, Any]  # signal number: handler, for those Python can set
@@ -56,7 +56,7 @@ class Pristine:
                     handlers[int(signum)] = handler
         return cls(
             threads=threading.active_count(),
-            cwd=os.getcwd(),
+            cwd_fd=os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC),
             umask=umask,
             signal_mask=frozenset(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
             handlers=handlers,

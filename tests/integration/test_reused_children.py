@@ -9,6 +9,7 @@ then through a real supervisor and store.
 from __future__ import annotations
 
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,8 @@ from typing import Any
 import psutil
 import pytest
 
+from sandbox.jobs import Jobs
+from sandbox.loader import HandlerSpec
 from sandbox.protocol import fence_clock
 from supervisor import Client
 from tests.helpers.pool import finished, wait_for
@@ -359,3 +362,31 @@ def test_pool_a_fenced_job_kills_its_child_and_the_next_job_gets_a_new_one(
     client.stop("f-long", timeout=20)  # it may have been claimed again meanwhile
     after = finish(client, "f-after", "sleeps", {"seconds": 0})
     assert after["state"] == "succeeded" and after["result"]["pid"] != first
+
+
+# -- the fork server's per-job bookkeeping
+
+
+@pytest.mark.parametrize("action", ["signal", "kill", "fence", "none"])
+def test_a_job_ended_by_the_fork_server_never_hands_its_child_back(action: str) -> None:
+    """`done` racing a stop, a kill or a fence: the job is not reported ended by it
+    (fence), or its child is not reused (signal, kill)."""
+    jobs = Jobs()
+    with subprocess.Popen(["sleep", "30"], start_new_session=True) as process:
+        job = jobs.add("j1", process.pid, HandlerSpec(path=REUSED, max_jobs_per_child=2), 0.0)
+        if action == "signal":
+            jobs.signal("j1", signal.SIGCONT)
+        elif action == "kill":
+            jobs.kill("j1")
+        elif action == "fence":
+            jobs.set_fence("j1", 1.0)
+            jobs.enforce_fences(2.0)
+        event = jobs.finish("j1")
+        process.kill()
+    if action == "fence":
+        assert event is None and "j1" in jobs
+        return
+    assert event == {"ev": "exited", "job": "j1", "pid": process.pid, "code": 0,
+                     "signal": None, "fenced": False}
+    assert "j1" not in jobs
+    assert job.signalled is (action != "none")
