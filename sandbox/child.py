@@ -7,7 +7,6 @@ server, so a child reaches its handler without importing anything.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import socket
@@ -20,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from sandbox import confinement, job_io, linux, protocol, reuse
+from sandbox import confinement, descriptors, job_io, linux, protocol, reuse
 from sandbox.channel import ControlChannel
 from sandbox.confinement import Confinement, ConfinementError
 from sandbox.context import Fail, Inbox, Job, Stopped
@@ -152,7 +151,7 @@ def _next_assignment(assignment: socket.socket) -> list[int] | None:
     except OSError:
         return None
     if len(fds) != 2:
-        _close_fds(fds)
+        descriptors.close_all(fds)
         return None
     # A SIGTERM pending now (blocked) is the new job's: a child whose last job was
     # signalled gets no next job (the fork server retires it).
@@ -168,12 +167,6 @@ def _renew(settings: Confinement, cwd_fd: int) -> str | None:
     except ConfinementError as error:
         return str(error)
     return None
-
-
-def _close_fds(fds: list[int]) -> None:
-    for fd in fds:
-        with contextlib.suppress(OSError):
-            os.close(fd)
 
 
 def _confine(settings: Confinement, server_pid: int) -> str | None:

@@ -30,10 +30,9 @@ import sys
 import time
 import traceback
 from collections import deque
-from collections.abc import Iterable
 from typing import Any, NoReturn
 
-from sandbox import child, confinement, linux, proctree, protocol
+from sandbox import child, confinement, descriptors, linux, proctree, protocol
 from sandbox.confinement import Confinement
 from sandbox.jobs import Jobs
 from sandbox.loader import LoadedHandler, parse_handler_table, preload
@@ -86,7 +85,7 @@ class ForkServer:
                 # Before a late fence message could extend one.
                 self._jobs.enforce_fences(protocol.fence_clock())
                 if key.fd == self._wakeup_fd:
-                    _drain(self._wakeup_fd)
+                    descriptors.drain(self._wakeup_fd)
                     continue
                 if key.data is not None:  # a child that may run another job
                     self._on_child_report(key.fileobj, key.data)  # type: ignore[arg-type]
@@ -148,7 +147,7 @@ class ForkServer:
                     raise ValueError("message or its file descriptors were truncated")
                 self._handle(protocol.decode(data), fds)
             except Exception as exc:
-                _close_all(fds)
+                descriptors.close_all(fds)
                 _log(f"bad message {data[:200]!r}: {type(exc).__name__}: {exc}")
 
     def _handle(self, message: dict[str, Any], fds: list[int]) -> None:
@@ -156,7 +155,7 @@ class ForkServer:
         if op == protocol.OP_SPAWN:
             self._spawn(message, fds)
             return
-        _close_all(fds)
+        descriptors.close_all(fds)
         if op == protocol.OP_FENCE:
             deadline = float(message["deadline"])
             for job_id in message["jobs"]:
@@ -190,7 +189,7 @@ class ForkServer:
             self._send({"ev": protocol.EV_SPAWN_FAILED, "job": job_id, "error": str(exc)})
             return
         finally:
-            _close_all(fds)
+            descriptors.close_all(fds)
         spec = self._handlers[name].spec
         # A reused child's CPU time so far is not this job's.
         cpu_base = proctree.usage(taker.pid).cpu_seconds if reused and spec.cpu_limit else 0.0
@@ -260,7 +259,8 @@ class ForkServer:
 
     def _fork_warm_child(self) -> WarmChild:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        _flush_stdio()  # or the child would inherit, and later write, our buffered output
+        # Or the child would inherit, and later write, our buffered output.
+        descriptors.flush_stdio()
         # Blocked across fork, so that a SIGTERM sent to a new job waits for its handler.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
         try:
@@ -289,7 +289,7 @@ class ForkServer:
             with contextlib.suppress(BaseException):
                 traceback.print_exc()
         finally:
-            _flush_stdio()
+            descriptors.flush_stdio()
             os._exit(code)
 
     def _discard_warm_child(self) -> None:
@@ -350,27 +350,6 @@ class ForkServer:
             self._selector.modify(self._control, events)
 
 
-def _close_all(fds: Iterable[int]) -> None:
-    for fd in fds:
-        with contextlib.suppress(OSError):
-            os.close(fd)
-
-
-def _drain(fd: int) -> None:
-    try:
-        while os.read(fd, 4096):
-            pass
-    except BlockingIOError:
-        pass
-
-
-def _flush_stdio() -> None:
-    for stream in (sys.stdout, sys.stderr):
-        if stream is not None:
-            with contextlib.suppress(OSError, ValueError):
-                stream.flush()
-
-
 def _log(text: str) -> None:
     if sys.stderr is not None:
         try:
@@ -380,21 +359,12 @@ def _log(text: str) -> None:
             pass
 
 
-def _ensure_standard_fds() -> None:
-    """Give fds 0-2 something, so that received sockets never land on them."""
-    for fd in (0, 1, 2):
-        try:
-            os.fstat(fd)
-        except OSError:
-            os.open(os.devnull, os.O_RDWR)
-
-
 def main(argv: list[str] | None = None) -> int:
     parent_pid = os.getppid()
     linux.set_parent_death_signal(signal.SIGTERM)
     if os.getppid() != parent_pid:
         return 0
-    _ensure_standard_fds()
+    descriptors.ensure_standard_fds()
     parser = argparse.ArgumentParser(prog="python -m sandbox.forkserver")
     parser.add_argument("--control-fd", type=int, required=True)
     table = parser.add_mutually_exclusive_group(required=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
-from sandbox import protocol
+from sandbox import descriptors, protocol
 from sandbox.channel import ControlChannel
 from sandbox.context import Inbox, Job, Stopped
 
@@ -86,9 +86,7 @@ class StopGuard:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         if self._pipe is not None:
-            for fd in self._pipe:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+            descriptors.close_all(self._pipe)
             self._pipe = None
 
     def run(self, function: Callable[..., Any], job: Job) -> Any:
