@@ -40,22 +40,27 @@ class JobTraces:
         return self.inbox is not None and self.inbox.stop_seen
 
     def close(self) -> None:
-        """End the job's I/O: its SIGTERM handling, its reader thread, its control and
-        output sockets (the supervisor then reads the end of both)."""
-        if self.guard is not None:
-            self.guard.uninstall()
+        """End the job's I/O: its reader thread, its SIGTERM handling, its control and
+        output sockets (the supervisor then reads the end of both); fds 0-2 are
+        /dev/null again, whatever the job did with them."""
         if self.channel is not None:
             with contextlib.suppress(OSError):
                 self.channel.sock.shutdown(socket.SHUT_RDWR)  # the reader sees the end
         for reader in self.readers:
             reader.join(_READER_JOIN_TIMEOUT)
+        if self.guard is not None:
+            self.guard.uninstall()  # after the reader, which watches its wakeup pipe
         if self.channel is not None:
             self.channel.sock.close()
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(OSError, ValueError, AttributeError):
                 stream.flush()
-        os.dup2(0, 1)  # /dev/null
-        os.dup2(0, 2)
+        null = os.open(os.devnull, os.O_RDWR)  # fd 0 itself if the job closed it
+        for fd in (0, 1, 2):
+            if fd != null:
+                os.dup2(null, fd)
+        if null > 2:
+            os.close(null)
 
 
 class StopGuard:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import resource
 import signal
+import sys
 import threading
 import time
 from typing import Any
@@ -27,6 +28,7 @@ def identity(job: Job) -> dict[str, Any]:
         "threads": threading.active_count(),
         "children": _children(),
         "sigusr1": str(signal.getsignal(signal.SIGUSR1)),
+        "stdin": os.readlink("/proc/self/fd/0"),
         "payload": job.payload,
     }
 
@@ -40,6 +42,7 @@ def dirty(job: Job) -> dict[str, Any]:
     """Report what this job sees, then leave the process dirty in the ways
     `job.payload` lists; return both, with the pids of the processes left behind."""
     seen = identity(job)
+    print(f"started {job.key}", flush=True)
     ways = set(job.payload["ways"])
     left: list[int] = []
     if "environ" in ways:
@@ -57,6 +60,10 @@ def dirty(job: Job) -> dict[str, Any]:
         left.append(pid)
     if "daemon" in ways:
         left.append(_daemon())
+    if "stdio" in ways:
+        sys.stdout.close()
+        for fd in (0, 1, 2):
+            os.close(fd)
     if "thread" in ways:
         threading.Thread(target=time.sleep, args=(60,), name="leaked").start()
     return {"seen": seen, "left": left}

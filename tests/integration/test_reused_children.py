@@ -140,6 +140,19 @@ def test_processes_a_job_left_are_gone_before_the_next_job_starts(
         assert not psutil.pid_exists(leftover), leftover  # killed and reaped
 
 
+def test_a_job_that_closed_its_stdio_leaves_the_next_job_working_stdio(
+    server: ForkServerHarness,
+) -> None:
+    first_pid, pristine, _ = dirty(server, "stdio")
+    job = server.spawn("dirty", {"ways": []}, key="after-stdio")
+    message = job.read_message()
+    assert message is not None and message["t"] == "result", message
+    assert job.pid == first_pid
+    assert message["value"]["seen"]["stdin"] == pristine["stdin"] == "/dev/null"
+    assert job.read_output() == "started after-stdio\n"
+    assert server.exited(job)["code"] == 0
+
+
 def test_a_job_that_leaks_a_thread_retires_its_child(server: ForkServerHarness) -> None:
     first_pid, pristine, _ = dirty(server, "thread")
     pid, seen, _ = dirty(server)
