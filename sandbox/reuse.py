@@ -79,10 +79,9 @@ class Pristine:
 def discard_pending_signals() -> None:
     """Take every pending signal (all are blocked by the caller), so that a signal meant
     for the last job does not reach the next one."""
-    while pending := signal.sigpending():
-        for signum in pending:
-            with contextlib.suppress(OSError):
-                signal.sigtimedwait([signum], 0)
+    for signum in signal.sigpending():  # one of each at most: standard signals do not queue
+        with contextlib.suppress(OSError):
+            signal.sigtimedwait([signum], 0)
 
 
 def end_descendants(bound: float = LEFTOVERS_BOUND) -> bool:

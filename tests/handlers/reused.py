@@ -29,6 +29,9 @@ def identity(job: Job) -> dict[str, Any]:
         "children": _children(),
         "sigusr1": str(signal.getsignal(signal.SIGUSR1)),
         "stdin": os.readlink("/proc/self/fd/0"),
+        "blocked": sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
+        "pending": sorted(int(s) for s in signal.sigpending()),
+        "umask": _umask(),
         "payload": job.payload,
     }
 
@@ -52,6 +55,9 @@ def dirty(job: Job) -> dict[str, Any]:
         os.chdir("/")
     if "signal" in ways:
         signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2})
+        os.kill(os.getpid(), signal.SIGUSR2)  # pending, and deadly once unblocked
+        os.umask(0o077)
     if "grandchild" in ways:
         pid = os.fork()
         if pid == 0:
@@ -82,6 +88,12 @@ def _daemon() -> int:
     os.close(write_fd)
     with os.fdopen(read_fd, "rb") as pipe:
         return int(pipe.read())
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _children() -> list[int]:

@@ -123,7 +123,8 @@ def test_a_changed_environment_cwd_and_signal_do_not_reach_the_next_job(
     pid, seen, _ = dirty(server)
     assert pid == first_pid  # a clean child, not a fresh one
     assert seen["leaked"] is None
-    for name in ("home", "cwd", "sigusr1", "threads", "children"):
+    for name in ("home", "cwd", "sigusr1", "blocked", "pending", "umask", "threads",
+                 "children"):
         assert seen[name] == pristine[name], name
     assert seen["key"] != pristine["key"]
 
