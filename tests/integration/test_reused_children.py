@@ -261,9 +261,15 @@ POOL_HANDLERS: dict[str, dict[str, Any]] = {
 
 
 @pytest.fixture
-def reused_pool(pool: Pool) -> Pool:
-    pool.start(pool.config(POOL_HANDLERS, capacity=1, lease_ttl=2, stop_grace=1))
-    return pool
+def reused_pool(tmp_path: Path, redis_url: str, pool_name: str) -> Iterator[Pool]:
+    """On Redis alone, to keep the suite within its time: the fork server is the same
+    for both stores, and the guarantee tests run reused children on both."""
+    pool = Pool(tmp_path, redis_url, pool_name)
+    try:
+        pool.start(pool.config(POOL_HANDLERS, capacity=1, lease_ttl=2, stop_grace=1))
+        yield pool
+    finally:
+        pool.close()
 
 
 def finish(client: Client, key: str, handler: str, payload: Any = None) -> dict[str, Any]:
