@@ -46,6 +46,7 @@ def server() -> Iterator[ForkServerHarness]:
         "identity_once": {"path": REUSED, "function": "identity"},
         "raises": reused("raises"),
         "dirty": reused("dirty", 100),
+        "dirty_in_etc": reused("dirty", 100, cwd="/etc"),
         "burn": reused("burn", 100, cpu_limit=1),
         "sleeps": reused("sleeps", 100),
         "allocates": reused("allocates", 100, memory_limit=100 << 20),
@@ -127,6 +128,14 @@ def test_a_changed_environment_cwd_and_signal_do_not_reach_the_next_job(
                  "children"):
         assert seen[name] == pristine[name], name
     assert seen["key"] != pristine["key"]
+
+
+def test_each_job_starts_in_its_handlers_cwd(server: ForkServerHarness) -> None:
+    first, message, _ = run(server, "dirty_in_etc", {"ways": ["cwd"]})  # it goes to /
+    assert message is not None and message["value"]["seen"]["cwd"] == "/etc"
+    second, message, _ = run(server, "dirty_in_etc", {"ways": []})
+    assert second.pid == first.pid
+    assert message is not None and message["value"]["seen"]["cwd"] == "/etc"
 
 
 def test_processes_a_job_left_are_gone_before_the_next_job_starts(
