@@ -1,7 +1,7 @@
 """poolsup against its peers, RQ's forking worker and Celery's prefork pool, in one run.
 
-    python bench/peers.py [--jobs 2000] [--samples 300] [--warmup 20]
-                          [--workers N] [--systems poolsup,rq,celery] [--check]
+    python bench/peers.py [--jobs 2000] [--samples 300] [--warmup 20] [--workers N]
+                          [--systems poolsup,poolsup-reused,rq,celery] [--check]
 
 Everything runs on the same private redis-server, one system after the other, each with
 `--workers` worker processes (default: os.cpu_count()):
@@ -10,7 +10,8 @@ Everything runs on the same private redis-server, one system after the other, ea
   jobs/s = jobs / (first job start to last job finish), from the systems' own records:
   poolsup's started_at/finished_at, RQ's started_at/ended_at, and for Celery the start
   time the task returns and the result's date_done.  poolsup and RQ run each job in a
-  fresh process; Celery's prefork pool reuses its children.
+  fresh process; Celery's prefork pool reuses its children, and so does
+  "poolsup-reused" (its handlers have max_jobs_per_child = 100).
 - latency: with idle workers, `--warmup` + `--samples` sequential jobs; the dispatcher
   records time.time() before enqueueing, the job records time.time() when it starts.
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib.metadata
 import json
 import os
@@ -47,8 +49,11 @@ from tests.helpers.pool import wait_for
 
 BENCH = Path(__file__).resolve().parent
 RESULTS = BENCH / "results"
-SYSTEMS = ("poolsup", "rq", "celery")
-LABELS = {"poolsup": "poolsup", "rq": "RQ Worker (fork)", "celery": "Celery prefork"}
+SYSTEMS = ("poolsup", "poolsup-reused", "rq", "celery")
+REUSED_JOBS_PER_CHILD = 100
+LABELS = {"poolsup": "poolsup", "rq": "RQ Worker (fork)", "celery": "Celery prefork",
+          "poolsup-reused": f"poolsup (reused, max_jobs_per_child={REUSED_JOBS_PER_CHILD})"}
+LABEL_WIDTH = max(len(label) for label in LABELS.values())
 POLL = 0.002  # seconds between status polls while waiting for a latency sample
 
 # CONTRACT.md "Performance".
@@ -136,13 +141,15 @@ def sample_latency(dispatch: Callable[[int], Any], started: Callable[[Any], floa
 # --- poolsup ------------------------------------------------------------------------
 
 
-def poolsup_throughput(url: str, args: argparse.Namespace, directory: Path) -> dict[str, Any]:
+def poolsup_throughput(url: str, args: argparse.Namespace, directory: Path,
+                       jobs_per_child: int = 1) -> dict[str, Any]:
     pool = f"peers-tp-{uuid.uuid4().hex[:8]}"
     client = Client(url, pool=pool)
     try:
         for index in range(args.jobs):
             client.dispatch(f"noop-{index}", None, handler="noop")
-        handlers = {"noop": {"path": "noop.py", "timeout": 0}}
+        handlers = {"noop": {"path": "noop.py", "timeout": 0,
+                             "max_jobs_per_child": jobs_per_child}}
         launched = time.time()
         with supervisor(directory, url, pool, handlers=handlers, name="throughput.toml",
                         capacity=args.workers, lease_ttl=10):
@@ -155,9 +162,11 @@ def poolsup_throughput(url: str, args: argparse.Namespace, directory: Path) -> d
                              [float(r["finished_at"]) for r in records], launched, args.jobs)
 
 
-def poolsup_latency(url: str, args: argparse.Namespace, directory: Path) -> dict[str, Any]:
+def poolsup_latency(url: str, args: argparse.Namespace, directory: Path,
+                    jobs_per_child: int = 1) -> dict[str, Any]:
     pool = f"peers-lat-{uuid.uuid4().hex[:8]}"
-    handlers = {"started": {"path": "noop.py", "function": "started", "timeout": 0}}
+    handlers = {"started": {"path": "noop.py", "function": "started", "timeout": 0,
+                            "max_jobs_per_child": jobs_per_child}}
     with supervisor(directory, url, pool, handlers=handlers, name="latency.toml",
                     capacity=args.workers, lease_ttl=10):
         client = Client(url, pool=pool)
@@ -325,6 +334,10 @@ def celery_latency(url: str, args: argparse.Namespace, directory: Path) -> dict[
 
 RUNNERS: dict[str, tuple[Callable[..., dict[str, Any]], Callable[..., dict[str, Any]]]] = {
     "poolsup": (poolsup_throughput, poolsup_latency),
+    "poolsup-reused": (
+        functools.partial(poolsup_throughput, jobs_per_child=REUSED_JOBS_PER_CHILD),
+        functools.partial(poolsup_latency, jobs_per_child=REUSED_JOBS_PER_CHILD),
+    ),
     "rq": (rq_throughput, rq_latency),
     "celery": (celery_throughput, celery_latency),
 }
@@ -387,12 +400,12 @@ def print_table(results: dict[str, dict[str, Any]], checks: list[dict[str, Any]]
           f"{settings['jobs']} no-op jobs, {settings['samples']} latency samples "
           f"(+{settings['warmup']} warm-up), one redis-server; load average "
           f"{settings['loadavg_before'][0]:.2f} before, {settings['loadavg_after'][0]:.2f} after")
-    header = (f"{'system':<18} {'jobs/s':>8} {'span s':>8} {'wall s':>8} "
+    header = (f"{'system':<{LABEL_WIDTH}} {'jobs/s':>8} {'span s':>8} {'wall s':>8} "
               f"{'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
     print(header)
     print("-" * len(header))
     for system, entry in results.items():
-        cells = [f"{LABELS[system]:<18}"]
+        cells = [f"{LABELS[system]:<{LABEL_WIDTH}}"]
         tp, lat = entry.get("throughput"), entry.get("latency")
         if isinstance(tp, dict) and "jobs_per_s" in tp:
             cells += [f"{tp['jobs_per_s']:>8.0f}", f"{tp['span_s']:>8.2f}",
@@ -425,7 +438,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                         help="worker processes / capacity (default: cores)")
     parser.add_argument("--systems", default=",".join(SYSTEMS),
-                        help="comma-separated subset of poolsup,rq,celery")
+                        help="comma-separated subset of " + ",".join(SYSTEMS))
     parser.add_argument("--timeout", type=float, default=0.0,
                         help="seconds to wait per phase (default: 60 + jobs / 10)")
     parser.add_argument("--check", action="store_true", help="exit 1 if a target is missed")

@@ -7,29 +7,28 @@ server, so a child reaches its handler without importing anything.
 
 from __future__ import annotations
 
-import contextlib
-import inspect
 import os
-import selectors
 import signal
 import socket
 import sys
 import threading
 import traceback
 from collections.abc import Callable, Mapping
-from types import FrameType, TracebackType
+from types import TracebackType
 from typing import Any
 
 import orjson
 
-from sandbox import confinement, linux, protocol
+from sandbox import confinement, descriptors, job_io, linux, protocol, reuse
+from sandbox.channel import ControlChannel
 from sandbox.confinement import Confinement, ConfinementError
 from sandbox.context import Fail, Inbox, Job, Stopped
+from sandbox.job_io import JobTraces, StopGuard, start_reader
 from sandbox.loader import HandlerSpec, LoadedHandler, load_handler
 
 EXIT_STOPPED = 128 + signal.SIGTERM
-_RECV_SIZE = 65536
 _ASSIGNMENT_SIZE = 4096
+_SANDBOX_FILES = frozenset({__file__, job_io.__file__})
 
 
 def become_job_process(*, server_pid: int, keep_fd: int, devnull_fd: int) -> None:
@@ -62,26 +61,112 @@ def wait_for_job(
     server_pid: int,
 ) -> int:
     """Wait for the fork server to hand over a job, confine this process as the job's
-    handler wants, then run the job; return the exit code.
+    handler wants, then run the job (or, for a handler with max_jobs_per_child > 1,
+    jobs one after another: `_run_jobs`); return the exit code.
 
     The hand-over is one packet: the handler's name, with the job's control and output
     sockets attached. End of stream means there will be no job.
     """
     _open_job_stdio()  # now rather than after the hand-over: it takes a while
     data, fds, _, _ = socket.recv_fds(assignment, _ASSIGNMENT_SIZE, 2)
-    assignment.close()
     if len(fds) != 2:
         return 0
+    name = data.decode()
+    handler = handlers[name]
+    if handler.spec.max_jobs_per_child > 1:
+        return _run_jobs(assignment, fds, name, handler, confinements[name], server_pid)
+    assignment.close()
+    setup_error = _confine(confinements[name], server_pid)
+    return _run_job(fds, name, handler, setup_error)
+
+
+def _run_job(
+    fds: list[int],
+    name: str,
+    handler: LoadedHandler,
+    setup_error: str | None,
+    traces: JobTraces | None = None,
+) -> int:
     control_fd, output_fd = fds
     os.dup2(output_fd, 1)
     os.dup2(output_fd, 2)
     os.close(output_fd)
-    name = data.decode()
-    handler = handlers[name]
-    setup_error = _confine(confinements[name], server_pid)
-    return main(
-        control_fd, name, handler.function, handler.error, handler.spec, setup_error=setup_error
-    )
+    return main(control_fd, name, handler.function, handler.error, handler.spec,
+                setup_error=setup_error, traces=traces)
+
+
+def _run_jobs(
+    assignment: socket.socket,
+    fds: list[int],
+    name: str,
+    handler: LoadedHandler,
+    settings: Confinement,
+    server_pid: int,
+) -> int:
+    """Run up to max_jobs_per_child jobs of one handler, one after another, each in a
+    clean process (`sandbox.reuse`); the exit code of the last.
+
+    After a job that may be followed by another, `done` on the assignment socket tells
+    the fork server that the job is over and this process clean; it then sends the job's
+    `exited` and may hand over the next job, as for a fresh child. A job after which
+    the process cannot be made clean is this process's last: it exits, as one-job
+    children do.
+    """
+    pristine = reuse.Pristine.capture()
+    setup_error = _confine(settings, server_pid)
+    memory_limit = handler.spec.memory_limit
+    for number in range(1, handler.spec.max_jobs_per_child + 1):
+        if number > 1:
+            setup_error = _renew(settings, pristine.cwd_fd)
+        traces = JobTraces()
+        code = _run_job(fds, name, handler, setup_error, traces)
+        if number == handler.spec.max_jobs_per_child:
+            break
+        stop_seen = traces.stop_seen  # before `close`, whose end of stream reads as a stop
+        traces.close()
+        retire = reuse.retire_reason(
+            exit_code=code,
+            stop_seen=stop_seen,
+            leftovers_gone=code == 0 and reuse.end_descendants(),
+            extra_threads=threading.active_count() - pristine.threads,
+            rss=reuse.resident_bytes() if memory_limit is not None else 0,
+            memory_limit=memory_limit,
+        )
+        if retire is not None:
+            break
+        pristine.restore()
+        _open_job_stdio()
+        next_fds = _next_assignment(assignment)
+        if next_fds is None:
+            return 0
+        fds = next_fds
+    return code
+
+
+def _next_assignment(assignment: socket.socket) -> list[int] | None:
+    """Report the last job done, wait for the next; None if there will be none."""
+    try:
+        assignment.send(protocol.CHILD_DONE)
+        _, fds, _, _ = socket.recv_fds(assignment, _ASSIGNMENT_SIZE, 2)
+    except OSError:
+        return None
+    if len(fds) != 2:
+        descriptors.close_all(fds)
+        return None
+    # A SIGTERM pending now (blocked) is the new job's: a child whose last job was
+    # signalled gets no next job (the fork server retires it).
+    return fds
+
+
+def _renew(settings: Confinement, cwd_fd: int) -> str | None:
+    """Confine this process again for its next job; why it cannot run, if it cannot."""
+    if settings.error is not None:
+        return settings.error
+    try:
+        confinement.renew(settings, cwd_fd=cwd_fd)
+    except ConfinementError as error:
+        return str(error)
+    return None
 
 
 def _confine(settings: Confinement, server_pid: int) -> str | None:
@@ -106,59 +191,6 @@ def _open_job_stdio() -> None:
     )
 
 
-class ControlChannel:
-    """The job's end of its control socket: newline-delimited JSON both ways.
-
-    The main thread, the handler's threads and the reader thread may all send: each
-    line goes out whole, under a lock.
-    """
-
-    def __init__(self, fd: int) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=fd)
-        self._buffer = b""
-        self._send_lock = threading.Lock()
-
-    def read_message(self) -> dict[str, Any] | None:
-        """The next message, or None at end of stream."""
-        while (message := self.buffered_message()) is None:
-            if not self.feed():
-                return None
-        return message
-
-    def buffered_message(self) -> dict[str, Any] | None:
-        """A message already received, without reading the socket."""
-        if b"\n" not in self._buffer:
-            return None
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        return protocol.decode(line)
-
-    def feed(self) -> bool:
-        """Read what the socket has into the buffer; False at end of stream."""
-        try:
-            data = self.sock.recv(_RECV_SIZE)
-        except ConnectionError:
-            return False
-        self._buffer += data
-        return bool(data)
-
-    def send(self, message: dict[str, Any]) -> None:
-        self.send_raw_line(protocol.encode_line(message))
-
-    def send_raw_line(self, line: bytes) -> None:
-        with self._send_lock:
-            self.sock.sendall(line)
-
-    def save_checkpoint(self, value_json: bytes) -> None:
-        """Send a checkpoint (JSON text) for the supervisor to store under the lease."""
-        self.send_raw_line(b'{"t":"checkpoint","value":' + value_json + b"}\n")
-
-    def acknowledge(self, seq: int) -> None:
-        """Tell the supervisor the handler took note `seq`; if it is gone, the stop
-        that follows says so."""
-        with contextlib.suppress(OSError):
-            self.send({"t": protocol.MSG_ACK, "seq": seq})
-
-
 def main(
     control_fd: int,
     handler_name: str,
@@ -167,14 +199,18 @@ def main(
     spec: HandlerSpec,
     *,
     setup_error: str | None = None,
+    traces: JobTraces | None = None,
 ) -> int:
-    """Run one job; return the process exit code.
+    """Run one job; return the process exit code. With `traces`, note there what the
+    job leaves in this process, for a child that runs another job after it.
 
     0: a result or error message was sent; 1: the job could not run (no start message,
     the handler failed to import or could not be confined) or the supervisor is gone;
     143: stopped by SIGTERM.
     """
     channel = ControlChannel(control_fd)
+    if traces is not None:
+        traces.channel = channel
     start = channel.read_message()
     if start is None or start.get("t") != protocol.MSG_START:
         print(f"poolsup: expected a start message, got {start!r}", file=sys.stderr)
@@ -203,7 +239,10 @@ def main(
     )
     guard = StopGuard(job, inbox)
     wakeup_fd = guard.install()
-    inbox.start_listening = lambda: _start_reader(channel, inbox, wakeup_fd)
+    readers = traces.readers if traces is not None else []
+    inbox.start_listening = lambda: readers.append(start_reader(channel, inbox, wakeup_fd))
+    if traces is not None:
+        traces.inbox, traces.guard = inbox, guard
 
     if function is None and import_error is None:
         try:
@@ -245,113 +284,6 @@ def main(
     return 0
 
 
-class StopGuard:
-    """SIGTERM handling: always marks the job stopping; ends a stop-unaware handler.
-
-    The C-level signal handler writes to a wakeup pipe that the reader thread watches,
-    so `wait_stop` wakes at once even while the main thread is busy in C code.
-    """
-
-    def __init__(self, job: Job, inbox: Inbox) -> None:
-        self._job = job
-        self._inbox = inbox
-        self._running = False
-
-    def install(self) -> int:
-        read_fd, write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
-        signal.signal(signal.SIGTERM, self._on_sigterm)
-        # The fork server blocks SIGTERM across fork so that none is lost before now.
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-        return read_fd
-
-    def run(self, function: Callable[..., Any], job: Job) -> Any:
-        if self._inbox.terminated:
-            raise Stopped  # SIGTERM came before the handler started
-        self._running = True
-        try:
-            return _call(function, job)
-        finally:
-            self._running = False
-
-    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
-        self._inbox.terminated = True
-        if self._running and not self._job.stop_aware:
-            self._running = False
-            raise Stopped
-
-
-def _call(function: Callable[..., Any], job: Job) -> Any:
-    if inspect.iscoroutinefunction(function):
-        return _run_coroutine(function(job))
-    value = function(job)
-    if inspect.iscoroutine(value):
-        return _run_coroutine(value)
-    return value
-
-
-def _run_coroutine(coroutine: Any) -> Any:
-    # Imported here, not at the top: a fork server with asyncio loaded forks slower, so
-    # it is preloaded only when some handler is async (loader.preload).
-    import asyncio
-
-    return asyncio.run(coroutine)
-
-
-def _start_reader(channel: ControlChannel, inbox: Inbox, wakeup_fd: int) -> None:
-    """Start the reader thread; return once it has taken in what was already sent."""
-    caught_up = threading.Event()
-    threading.Thread(
-        target=_read_control, args=(channel, inbox, wakeup_fd, caught_up), daemon=True
-    ).start()
-    caught_up.wait()
-
-
-def _read_control(
-    channel: ControlChannel, inbox: Inbox, wakeup_fd: int, caught_up: threading.Event
-) -> None:
-    """Reader thread: stop and notify messages, SIGTERM wakeups, end of stream."""
-    try:
-        with selectors.DefaultSelector() as selector:
-            selector.register(channel.sock, selectors.EVENT_READ)
-            selector.register(wakeup_fd, selectors.EVENT_READ)
-            while True:
-                while (message := _next_buffered(channel)) is not None:
-                    _dispatch(message, inbox)
-                events = selector.select(None if caught_up.is_set() else 0)
-                if not events:
-                    caught_up.set()
-                for key, _ in events:
-                    if key.fd == wakeup_fd:
-                        # One byte per signal, its number; this can come before the
-                        # Python-level handler has run in the main thread.
-                        if signal.SIGTERM in os.read(wakeup_fd, 512):
-                            inbox.request_stop()
-                    elif not channel.feed():
-                        inbox.request_stop()  # the supervisor is gone
-                        return
-    finally:
-        caught_up.set()
-
-
-def _next_buffered(channel: ControlChannel) -> dict[str, Any] | None:
-    while True:
-        try:
-            return channel.buffered_message()
-        except ValueError as exc:  # orjson.JSONDecodeError is a ValueError
-            print(f"poolsup: bad control message: {exc}", file=sys.stderr)
-
-
-def _dispatch(message: dict[str, Any], inbox: Inbox) -> None:
-    kind = message.get("t")
-    if kind == protocol.MSG_STOP:
-        reason = message.get("reason")
-        inbox.request_stop(reason if isinstance(reason, str) else None)
-    elif kind == protocol.MSG_NOTIFY:
-        seq = message.get("seq")
-        inbox.deliver(message.get("payload"), seq if isinstance(seq, int) else None)
-
-
 def _error_message(exc: BaseException, function: Callable[..., Any]) -> dict[str, Any]:
     if isinstance(exc, SystemExit):
         error = f"handler called sys.exit({exc.code!r})"
@@ -369,14 +301,14 @@ def _error_message(exc: BaseException, function: Callable[..., Any]) -> dict[str
 
 def _from_handler(tb: TracebackType | None, function: Callable[..., Any]) -> TracebackType | None:
     """The traceback from the handler's first frame on, without the sandbox (and asyncio)
-    frames above it; or, if the handler's file is not in it, without this module's."""
+    frames above it; or, if the handler's file is not in it, without the sandbox's."""
     code = getattr(function, "__code__", None)
     entry = tb
     while entry is not None and code is not None:
         if entry.tb_frame.f_code.co_filename == code.co_filename:
             return entry
         entry = entry.tb_next
-    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+    while tb is not None and tb.tb_frame.f_code.co_filename in _SANDBOX_FILES:
         tb = tb.tb_next
     return tb
 

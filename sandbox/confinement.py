@@ -48,6 +48,7 @@ class Confinement:
     nice: int | None = None
     cpu_limit: float | None = None
     identity: Identity | None = None  # None: stay who the fork server is
+    reused: bool = False  # its children may run several jobs (max_jobs_per_child > 1)
     error: str | None = None  # why jobs of this handler cannot run
 
 
@@ -66,6 +67,7 @@ def prepare(spec: HandlerSpec, environ: Mapping[str, str]) -> Confinement:
         nice=spec.nice,
         cpu_limit=spec.cpu_limit,
         identity=identity,
+        reused=spec.max_jobs_per_child > 1,
     )
 
 
@@ -139,7 +141,9 @@ def apply(confinement: Confinement, *, server_pid: int) -> None:
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     files = MAX_OPEN_FILES if hard == resource.RLIM_INFINITY else min(hard, MAX_OPEN_FILES)
     resource.setrlimit(resource.RLIMIT_NOFILE, (files, files))
-    if confinement.cpu_limit is not None:
+    if confinement.cpu_limit is not None and confinement.reused:
+        _grant_cpu(confinement.cpu_limit)
+    elif confinement.cpu_limit is not None:
         # SIGXCPU at the limit, SIGKILL a second later for a handler that catches it.
         seconds = math.ceil(confinement.cpu_limit)
         resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 1))
@@ -151,6 +155,34 @@ def apply(confinement: Confinement, *, server_pid: int) -> None:
         _switch_identity(confinement.identity, server_pid)
     if confinement.cwd is not None:
         _attempt(f"cannot change to directory {confinement.cwd}", os.chdir, confinement.cwd)
+
+
+def renew(confinement: Confinement, *, cwd_fd: int) -> None:
+    """In a child about to run its next job (`sandbox.reuse`): what the last job may have
+    changed, back as `apply` left it: the environment, the working directory (the
+    handler's, else the directory `cwd_fd` holds, where the child started: by fd, as a
+    user switch may have made its path unreachable), and a fresh CPU budget. Raises
+    ConfinementError."""
+    if confinement.cpu_limit is not None:
+        _grant_cpu(confinement.cpu_limit)
+    replace_environment(confinement.environ, hide_inherited=False)  # wiped by `apply`
+    if confinement.cwd is not None:
+        _attempt(f"cannot change to directory {confinement.cwd}", os.chdir, confinement.cwd)
+    else:
+        _attempt("cannot change back to the starting directory", os.fchdir, cwd_fd)
+
+
+def _grant_cpu(limit: float) -> None:
+    """RLIMIT_CPU counts a process's whole life: a child that runs several jobs gets
+    SIGXCPU at `limit` seconds past what it has used so far. The hard limit stays
+    where it is (it could not be raised again for the next job); a handler that
+    catches SIGXCPU is killed by the fork server's sampling instead."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    soft = math.ceil(usage.ru_utime + usage.ru_stime + limit)
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    if hard != resource.RLIM_INFINITY:
+        soft = min(soft, hard)
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
 
 
 def replace_environment(environ: Mapping[str, str], *, hide_inherited: bool) -> None:

@@ -1,4 +1,6 @@
-"""The fork server: one per supervisor, it forks a fresh child for every job.
+"""The fork server: one per supervisor, it forks a fresh child for every job (or, for a
+handler with max_jobs_per_child > 1, hands a child that ran a job of that handler the
+next one: `sandbox.reuse`).
 
 Run as `python -m sandbox.forkserver --control-fd FD --handlers-fd FD` (or
 `--handlers JSON`); see `sandbox.protocol` for the messages. It imports the sandbox and
@@ -28,25 +30,16 @@ import sys
 import time
 import traceback
 from collections import deque
-from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from sandbox import child, confinement, linux, protocol
+from sandbox import child, confinement, descriptors, linux, proctree, protocol
 from sandbox.confinement import Confinement
 from sandbox.jobs import Jobs
 from sandbox.loader import LoadedHandler, parse_handler_table, preload
+from sandbox.spares import IdleChildren, WarmChild
 
 _LOOP_TICK = 0.5  # seconds between checks that the parent is still there
 _SHUTDOWN_TIMEOUT = 2.0
-
-
-@dataclass(eq=False, kw_only=True)
-class WarmChild:
-    """A child forked ahead of need, waiting on `assignment` to be handed a job."""
-
-    pid: int
-    assignment: socket.socket
 
 
 class SpawnRefused(Exception):
@@ -72,6 +65,7 @@ class ForkServer:
         self._devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
         self._wakeup_fd = -1
         self._warm: WarmChild | None = None
+        self._idle = IdleChildren()
         self._terminated = False
         self._exiting = False
 
@@ -91,7 +85,10 @@ class ForkServer:
                 # Before a late fence message could extend one.
                 self._jobs.enforce_fences(protocol.fence_clock())
                 if key.fd == self._wakeup_fd:
-                    _drain(self._wakeup_fd)
+                    descriptors.drain(self._wakeup_fd)
+                    continue
+                if key.data is not None:  # a child that may run another job
+                    self._on_child_report(key.fileobj, key.data)  # type: ignore[arg-type]
                     continue
                 if mask & selectors.EVENT_WRITE:
                     self._flush()
@@ -150,7 +147,7 @@ class ForkServer:
                     raise ValueError("message or its file descriptors were truncated")
                 self._handle(protocol.decode(data), fds)
             except Exception as exc:
-                _close_all(fds)
+                descriptors.close_all(fds)
                 _log(f"bad message {data[:200]!r}: {type(exc).__name__}: {exc}")
 
     def _handle(self, message: dict[str, Any], fds: list[int]) -> None:
@@ -158,7 +155,7 @@ class ForkServer:
         if op == protocol.OP_SPAWN:
             self._spawn(message, fds)
             return
-        _close_all(fds)
+        descriptors.close_all(fds)
         if op == protocol.OP_FENCE:
             deadline = float(message["deadline"])
             for job_id in message["jobs"]:
@@ -187,31 +184,71 @@ class ForkServer:
                 raise SpawnRefused(f"unknown handler {name!r}")
             if job_id in self._jobs:
                 raise SpawnRefused(f"job {job_id!r} is already running")
-            pid = self._hand_over(name, fds)
+            taker, reused = self._hand_over(name, fds)
         except (SpawnRefused, OSError) as exc:
             self._send({"ev": protocol.EV_SPAWN_FAILED, "job": job_id, "error": str(exc)})
             return
         finally:
-            _close_all(fds)
-        self._jobs.add(job_id, pid, self._handlers[name].spec, protocol.fence_clock())
+            descriptors.close_all(fds)
+        spec = self._handlers[name].spec
+        # A reused child's CPU time so far is not this job's.
+        cpu_base = proctree.usage(taker.pid).cpu_seconds if reused and spec.cpu_limit else 0.0
+        job = self._jobs.add(
+            job_id, taker.pid, spec, protocol.fence_clock(), handler=name, cpu_base=cpu_base
+        )
         if "deadline" in message:
             self._jobs.set_fence(job_id, float(message["deadline"]))
-        self._send({"ev": protocol.EV_SPAWNED, "job": job_id, "pid": pid})
+        if spec.max_jobs_per_child > 1:
+            job.assignment = taker.assignment
+            self._selector.register(taker.assignment, selectors.EVENT_READ, job_id)
+        else:
+            taker.assignment.close()
+        self._send({"ev": protocol.EV_SPAWNED, "job": job_id, "pid": taker.pid})
         self._fork_ahead()
 
-    def _hand_over(self, handler: str, fds: list[int]) -> int:
-        """Give the job to the warm child (forking one if there is none); its pid."""
+    def _hand_over(self, handler: str, fds: list[int]) -> tuple[WarmChild, bool]:
+        """Give the job to a child that ran one of `handler` and waits for the next, else
+        to the warm child (forking one if there is none): that child, and whether it
+        ran a job before. Its assignment socket is left open."""
+        while (idle := self._idle.take(handler)) is not None:
+            try:
+                socket.send_fds(idle.assignment, [handler.encode()], fds)
+            except OSError:
+                idle.assignment.close()  # it died waiting; reaped as a leftover
+                continue
+            return idle, True
         for _ in range(2):  # a warm child can have died waiting: then fork another
             warm = self._warm or self._fork_warm_child()
             self._warm = None
             try:
                 socket.send_fds(warm.assignment, [handler.encode()], fds)
             except OSError:
-                continue  # reaped and killed as a leftover
-            finally:
                 warm.assignment.close()
-            return warm.pid
+                continue  # reaped and killed as a leftover
+            return warm, False
         raise SpawnRefused("no child process took the job")
+
+    def _on_child_report(self, assignment: socket.socket, job_id: str) -> None:
+        """A child of a handler with max_jobs_per_child > 1 said its job is `done` (and
+        it is clean), or closed its socket (it is exiting: its reap ends the job)."""
+        try:
+            report = assignment.recv(64)
+        except OSError:
+            report = b""
+        self._selector.unregister(assignment)
+        job = self._jobs.get(job_id)
+        if job is not None:
+            job.assignment = None
+        event = self._jobs.finish(job_id) if report == protocol.CHILD_DONE else None
+        if event is None:
+            assignment.close()
+            return
+        assert job is not None
+        if job.signalled:
+            assignment.close()  # a stopped job's child is not reused: it exits
+        else:
+            self._idle.put(job.handler, WarmChild(pid=job.pid, assignment=assignment))
+        self._send(event)
 
     def _fork_ahead(self) -> None:
         if self._warm is None:
@@ -222,7 +259,8 @@ class ForkServer:
 
     def _fork_warm_child(self) -> WarmChild:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        _flush_stdio()  # or the child would inherit, and later write, our buffered output
+        # Or the child would inherit, and later write, our buffered output.
+        descriptors.flush_stdio()
         # Blocked across fork, so that a SIGTERM sent to a new job waits for its handler.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
         try:
@@ -251,7 +289,7 @@ class ForkServer:
             with contextlib.suppress(BaseException):
                 traceback.print_exc()
         finally:
-            _flush_stdio()
+            descriptors.flush_stdio()
             os._exit(code)
 
     def _discard_warm_child(self) -> None:
@@ -261,16 +299,23 @@ class ForkServer:
 
     # -- children
 
+    def _spare_pids(self) -> set[int]:
+        spares = self._idle.pids()
+        if self._warm is not None:
+            spares.add(self._warm.pid)
+        return spares
+
     def _reap(self) -> None:
-        warm_pid = self._warm.pid if self._warm is not None else None
-        events, warm_died = self._jobs.reap(warm_pid, protocol.fence_clock())
-        if warm_died:
+        events, dead = self._jobs.reap(self._spare_pids(), protocol.fence_clock())
+        if self._warm is not None and self._warm.pid in dead:
             self._discard_warm_child()
+        self._idle.forget(dead)
         for event in events:
             self._send(event)
 
     def _shutdown(self) -> None:
         self._discard_warm_child()
+        self._idle.close_all()
         deadline = time.monotonic() + _SHUTDOWN_TIMEOUT
         while True:
             self._jobs.kill_all()
@@ -278,7 +323,7 @@ class ForkServer:
             if not linux.child_pids() or time.monotonic() > deadline:
                 break
             time.sleep(0.005)
-        for event in self._jobs.release_held(None):
+        for event in self._jobs.release_held(()):
             self._send(event)
         self._flush()
 
@@ -305,27 +350,6 @@ class ForkServer:
             self._selector.modify(self._control, events)
 
 
-def _close_all(fds: Iterable[int]) -> None:
-    for fd in fds:
-        with contextlib.suppress(OSError):
-            os.close(fd)
-
-
-def _drain(fd: int) -> None:
-    try:
-        while os.read(fd, 4096):
-            pass
-    except BlockingIOError:
-        pass
-
-
-def _flush_stdio() -> None:
-    for stream in (sys.stdout, sys.stderr):
-        if stream is not None:
-            with contextlib.suppress(OSError, ValueError):
-                stream.flush()
-
-
 def _log(text: str) -> None:
     if sys.stderr is not None:
         try:
@@ -335,21 +359,12 @@ def _log(text: str) -> None:
             pass
 
 
-def _ensure_standard_fds() -> None:
-    """Give fds 0-2 something, so that received sockets never land on them."""
-    for fd in (0, 1, 2):
-        try:
-            os.fstat(fd)
-        except OSError:
-            os.open(os.devnull, os.O_RDWR)
-
-
 def main(argv: list[str] | None = None) -> int:
     parent_pid = os.getppid()
     linux.set_parent_death_signal(signal.SIGTERM)
     if os.getppid() != parent_pid:
         return 0
-    _ensure_standard_fds()
+    descriptors.ensure_standard_fds()
     parser = argparse.ArgumentParser(prog="python -m sandbox.forkserver")
     parser.add_argument("--control-fd", type=int, required=True)
     table = parser.add_mutually_exclusive_group(required=True)

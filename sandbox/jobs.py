@@ -3,8 +3,14 @@
 Each job's child is the leader of its own session and process group, and a
 subreaper; the fork server is a subreaper too. So a process a job leaves behind (a
 daemon that called setsid, a double-forked grandchild) comes to the fork server when
-the job's child dies, and `reap` kills every child that is not a job; a job's `exited`
-event waits until they are gone (`sandbox.leftovers`).
+the job's child dies, and `reap` kills every child that is neither a job nor a spare
+(`sandbox.spares`); a job's `exited` event waits until they are gone
+(`sandbox.leftovers`).
+
+A child of a handler with max_jobs_per_child > 1 may outlive its job: once it reports
+the job done and itself clean (`sandbox.reuse`), `finish` ends the job, and the child
+waits, a spare, for the next. Everything here is per job, keyed by job id: fences,
+limits (CPU counted from the job's start), signals.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ import contextlib
 import heapq
 import os
 import signal
+import socket
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +34,12 @@ from sandbox.loader import HandlerSpec
 class RunningJob:
     job_id: str
     pid: int  # also its process group and session id
+    handler: str = ""
     cpu_limit: float | None = None
+    cpu_base: float = 0.0  # the child's CPU time when the job started (a reused child's)
+    # Of a child that may run another job after this one: it says `done` there.
+    assignment: socket.socket | None = None
+    signalled: bool = False  # a signal or kill was sent to the job: its child is not reused
     watch: TreeWatch | None = None  # when it has a memory or CPU limit
     deadline: float | None = None
     fenced: bool = False
@@ -46,11 +59,20 @@ class Jobs:
     def __bool__(self) -> bool:
         return bool(self._by_id)
 
-    def add(self, job_id: str, pid: int, spec: HandlerSpec, now: float) -> RunningJob:
-        job = RunningJob(job_id=job_id, pid=pid, cpu_limit=spec.cpu_limit)
+    def get(self, job_id: str) -> RunningJob | None:
+        return self._by_id.get(job_id)
+
+    def add(
+        self, job_id: str, pid: int, spec: HandlerSpec, now: float, *, handler: str = "",
+        cpu_base: float = 0.0,
+    ) -> RunningJob:
+        job = RunningJob(
+            job_id=job_id, pid=pid, handler=handler, cpu_limit=spec.cpu_limit, cpu_base=cpu_base
+        )
         if spec.memory_limit is not None or spec.cpu_limit is not None:
             job.watch = TreeWatch(
-                memory_limit=spec.memory_limit, cpu_limit=spec.cpu_limit, due=now
+                memory_limit=spec.memory_limit, cpu_limit=spec.cpu_limit, cpu_base=cpu_base,
+                due=now,
             )
         self._by_id[job_id] = job
         self._by_pid[pid] = job
@@ -60,12 +82,14 @@ class Jobs:
         """Signal the job's process group (a graceful stop reaches only that)."""
         job = self._by_id.get(job_id)
         if job is not None:
+            job.signalled = True
             _signal_group(job.pid, signum)
 
     def kill(self, job_id: str) -> None:
         """SIGKILL the job's whole process tree."""
         job = self._by_id.get(job_id)
         if job is not None:
+            job.signalled = True
             proctree.kill_tree(job.pid)
 
     def kill_all(self) -> None:
@@ -117,14 +141,27 @@ class Jobs:
 
     # -- ends
 
-    def reap(self, warm_pid: int | None, now: float) -> tuple[list[dict[str, Any]], bool]:
+    def finish(self, job_id: str) -> dict[str, Any] | None:
+        """The `exited` event of a job whose child, alive, reported it done and itself
+        clean; None if the job is being killed (a fence, a limit): its reap reports it."""
+        job = self._by_id.get(job_id)
+        if job is None or job.fenced or job.reason is not None:
+            return None
+        del self._by_id[job_id]
+        del self._by_pid[job.pid]
+        return {"ev": protocol.EV_EXITED, "job": job_id, "pid": job.pid, "code": 0,
+                "signal": None, "fenced": False}
+
+    def reap(
+        self, spares: Collection[int], now: float
+    ) -> tuple[list[dict[str, Any]], set[int]]:
         """Reap every child that has exited and kill what jobs left behind.
 
         Returns the `exited` events of jobs whose leftovers are gone (or held for too
-        long), and whether the child forked ahead (`warm_pid`) died.
+        long), and which of the children waiting for a job (`spares`) died.
         """
         events: list[dict[str, Any]] = []
-        warm_died = False
+        dead_spares: set[int] = set()
         reaped = False
         while True:
             try:
@@ -141,17 +178,18 @@ class Jobs:
             _, status, rusage = os.wait4(info.si_pid, 0)
             reaped = True
             if job is not None:
-                self._hold.hold(self._exited(job, status, rusage.ru_utime + rusage.ru_stime), now)
-            elif info.si_pid == warm_pid:
-                warm_died = True
+                cpu_seconds = rusage.ru_utime + rusage.ru_stime - job.cpu_base
+                self._hold.hold(self._exited(job, status, cpu_seconds), now)
+            elif info.si_pid in spares:
+                dead_spares.add(info.si_pid)
         if reaped or self._hold:
-            leftovers = self._kill_leftovers(None if warm_died else warm_pid)
+            leftovers = self._kill_leftovers(set(spares) - dead_spares)
             events = self._hold.release(leftovers, now)
-        return events, warm_died
+        return events, dead_spares
 
-    def release_held(self, warm_pid: int | None) -> list[dict[str, Any]]:
+    def release_held(self, spares: Collection[int]) -> list[dict[str, Any]]:
         """Every `exited` event still held, naming the leftovers still alive."""
-        return self._hold.release_all(self._leftovers(warm_pid))
+        return self._hold.release_all(self._leftovers(spares))
 
     def _exited(self, job: RunningJob, status: int, cpu_seconds: float) -> dict[str, Any]:
         del self._by_id[job.job_id]
@@ -174,20 +212,20 @@ class Jobs:
             event["reason"] = reason
         return event
 
-    def _kill_leftovers(self, warm_pid: int | None) -> list[int]:
-        """Kill our children that are not jobs; return them.
+    def _kill_leftovers(self, spares: Collection[int]) -> list[int]:
+        """Kill our children that are neither jobs nor `spares`; return them.
 
         Jobs are subreapers, so while a job lives its orphaned descendants are its
         children; a process that comes to us is what a dead job left behind. Killed
         again on every pass until it is gone: what it forked meanwhile comes to us too.
         """
-        leftovers = self._leftovers(warm_pid)
+        leftovers = self._leftovers(spares)
         for pid in leftovers:
             proctree.kill_tree(pid)
         return leftovers
 
-    def _leftovers(self, warm_pid: int | None) -> list[int]:
-        return [pid for pid in linux.child_pids() if pid not in self._by_pid and pid != warm_pid]
+    def _leftovers(self, spares: Collection[int]) -> list[int]:
+        return [pid for pid in linux.child_pids() if pid not in self._by_pid and pid not in spares]
 
 
 def _by_rlimit_cpu(signum: int | None, limit: float, cpu_seconds: float) -> bool:

@@ -54,6 +54,7 @@ class TreeWatch:
 
     memory_limit: int | None
     cpu_limit: float | None
+    cpu_base: float = 0.0  # the tree's CPU time when the job started (a reused child's)
     peak_rss: int = 0
     cpu_seconds: float = 0.0  # the most seen: a sample can miss an exited process
     due: float = 0.0  # when the next sample is due, on the fork server's clock
@@ -64,7 +65,7 @@ class TreeWatch:
         """Take a sample; the reason if a limit is passed. Sets when to sample next:
         after `slowest` at most."""
         self.peak_rss = max(self.peak_rss, usage.rss_bytes)
-        self.cpu_seconds = max(self.cpu_seconds, usage.cpu_seconds)
+        self.cpu_seconds = max(self.cpu_seconds, usage.cpu_seconds - self.cpu_base)
         growth = 0.0
         if self._last_at is not None and now > self._last_at:
             growth = (usage.rss_bytes - self._last_rss) / (now - self._last_at)

@@ -30,6 +30,7 @@ class HandlerSpec:
     inherit_env: bool = False
     user: str | None = None
     group: str | None = None
+    max_jobs_per_child: int = 1  # jobs one child runs one after another (sandbox.reuse)
 
 
 def parse_handler_table(text: str) -> dict[str, HandlerSpec]:
@@ -55,6 +56,7 @@ def _spec(entry: dict[str, Any]) -> HandlerSpec:
         inherit_env=bool(entry.get("inherit_env", False)),
         user=entry.get("user"),
         group=entry.get("group"),
+        max_jobs_per_child=max(1, int(entry.get("max_jobs_per_child") or 1)),
     )
 
 

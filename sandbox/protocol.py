@@ -13,7 +13,7 @@ Two channels:
             "cpu_limit": SECONDS|null, "nice": N|null, "cwd": ABS_PATH|null,
             "env": {NAME: VALUE}, "inherit_env": BOOL, "user": NAME|null,
             "group": NAME|null}}
-  Every key but "path" may be left out.
+  Every key but "path" may be left out; also "max_jobs_per_child": N (default 1).
 
   supervisor -> fork server
     {"op": "spawn", "job": JOB_ID, "handler": NAME, "deadline": BOOT}
@@ -34,6 +34,8 @@ Two channels:
      "fenced": BOOL, "reason": TEXT, "survivors": [PID, ...]}
       Sent once the job's child is reaped and every process a job left behind is
       gone; "survivors" is there only when some were still alive after 5 s of SIGKILL.
+      For a handler with max_jobs_per_child > 1, also when the child, alive, said
+      "done" (below): "code" 0, "signal" null; the same pid may then run later jobs.
       "reason" is there only when the fork server itself ended the job for a limit
       of its handler: "memory limit 100 MiB exceeded (peak 131 MiB)" or
       "cpu limit 2 s exceeded" (also when the kernel's RLIMIT_CPU ended it).
@@ -41,6 +43,12 @@ Two channels:
     run (an unknown user or group, a user switch without root).
 
   JOB_ID is a string chosen by the supervisor, unique per spawn.
+
+  fork server <-> child: a SOCK_SEQPACKET pair per child. The fork server hands over a
+  job as one packet: the handler's name, with the job's control and output sockets
+  attached. A child of a handler with max_jobs_per_child > 1 answers "done" once its
+  job ended normally and it made itself clean (`sandbox.reuse`), then waits for its
+  next job on the same socket; end of stream tells it to exit.
 
 * The job control channel: one SOCK_STREAM socket pair per job between the supervisor
   and the job's child.  Newline-delimited orjson objects (orjson never emits a raw
@@ -83,6 +91,10 @@ EV_SPAWNED = "spawned"
 EV_SPAWN_FAILED = "spawn_failed"
 EV_EXITED = "exited"
 EV_PONG = "pong"
+
+# A child of a handler with max_jobs_per_child > 1, on its assignment socket to the fork
+# server: its job is over and it is clean for the next (sandbox.reuse).
+CHILD_DONE = b"done"
 
 MSG_START = "start"
 MSG_STOP = "stop"

@@ -1,8 +1,10 @@
 """The supervisor's side of the fork server: spawn, fence, signal and reap children.
 
 The fork server is a separate process (`python -m sandbox.forkserver`) that has
-already imported the sandbox and the handler files, forks one child per job, and
-kills any child whose fence deadline passes.  Because it is not this process, the
+already imported the sandbox and the handler files, forks one child per job (or, for a
+handler with max_jobs_per_child > 1, may hand a child that ran a job of it the next:
+its `exited` event still ends each job), and kills any child whose fence deadline
+passes.  Because it is not this process, the
 fence holds even when the supervisor's event loop is frozen or stuck.
 
 A dead fork server's leftovers are the business of `supervisor.orphans`.
@@ -314,6 +316,7 @@ def handler_table(handlers: Mapping[str, HandlerConfig]) -> dict[str, dict[str, 
             "inherit_env": handler.inherit_env,
             "user": handler.user,
             "group": handler.group,
+            "max_jobs_per_child": handler.max_jobs_per_child,
         }
         for name, handler in handlers.items()
     }

@@ -42,6 +42,8 @@ class HandlerConfig:
     inherit_env: bool = False
     user: str | None = None
     group: str | None = None
+    # Jobs one child may run one after another (1: a fresh process per job).
+    max_jobs_per_child: int = 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -249,6 +251,7 @@ def _read_handler(t: TomlTable, base: Path) -> HandlerConfig:
         inherit_env=t.flag("inherit_env", False),
         user=t.string("user", None),
         group=t.string("group", None),
+        max_jobs_per_child=t.integer("max_jobs_per_child", 1, low=1),
     )
 
 

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from tests.helpers.pool import (
     assert_one_process_at_a_time,
@@ -100,15 +101,24 @@ def test_guarantee_4_failover_after_sigkill(pool: Pool, ledger: Path) -> None:
     assert_one_process_at_a_time(read_ledger(ledger))
 
 
-def test_guarantee_1_frozen_supervisor_never_runs_twice(pool: Pool, ledger: Path) -> None:
+# Also with max_jobs_per_child = 100, on Redis alone to keep the suite within its time.
+@pytest.mark.parametrize(
+    ("store_url", "jobs_per_child"), [("redis", 1), ("sqlite", 1), ("redis", 100)],
+    indirect=["store_url"],
+)
+def test_guarantee_1_frozen_supervisor_never_runs_twice(
+    pool: Pool, ledger: Path, jobs_per_child: int
+) -> None:
     lease_ttl = 2
-    frozen = pool.start(pool.config(LEDGER, file="a.toml", id="a", capacity=2, lease_ttl=lease_ttl))
+    handlers = {"ledger": {**LEDGER["ledger"], "max_jobs_per_child": jobs_per_child}}
+    frozen = pool.start(pool.config(handlers, file="a.toml", id="a", capacity=2,
+                                    lease_ttl=lease_ttl))
     client = pool.client()
     keys = ["fz-1", "fz-2"]
     for key in keys:
         client.dispatch(key, {"ledger": str(ledger), "seconds": 4}, handler="ledger")
     before = wait_for(lambda: running_pids(client, keys), 20, message="jobs to run on a")
-    pool.start(pool.config(LEDGER, file="b.toml", id="b", capacity=2, lease_ttl=lease_ttl))
+    pool.start(pool.config(handlers, file="b.toml", id="b", capacity=2, lease_ttl=lease_ttl))
 
     frozen.signal(signal.SIGSTOP)
     frozen_at = time.monotonic()

@@ -1,0 +1,66 @@
+"""A job's end of its control socket: newline-delimited JSON both ways (see
+`sandbox.protocol`)."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from typing import Any
+
+from sandbox import protocol
+
+_RECV_SIZE = 65536
+
+
+class ControlChannel:
+    """The job's end of its control socket: newline-delimited JSON both ways.
+
+    The main thread, the handler's threads and the reader thread may all send: each
+    line goes out whole, under a lock.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=fd)
+        self._buffer = b""
+        self._send_lock = threading.Lock()
+
+    def read_message(self) -> dict[str, Any] | None:
+        """The next message, or None at end of stream."""
+        while (message := self.buffered_message()) is None:
+            if not self.feed():
+                return None
+        return message
+
+    def buffered_message(self) -> dict[str, Any] | None:
+        """A message already received, without reading the socket."""
+        if b"\n" not in self._buffer:
+            return None
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return protocol.decode(line)
+
+    def feed(self) -> bool:
+        """Read what the socket has into the buffer; False at end of stream."""
+        try:
+            data = self.sock.recv(_RECV_SIZE)
+        except ConnectionError:
+            return False
+        self._buffer += data
+        return bool(data)
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.send_raw_line(protocol.encode_line(message))
+
+    def send_raw_line(self, line: bytes) -> None:
+        with self._send_lock:
+            self.sock.sendall(line)
+
+    def save_checkpoint(self, value_json: bytes) -> None:
+        """Send a checkpoint (JSON text) for the supervisor to store under the lease."""
+        self.send_raw_line(b'{"t":"checkpoint","value":' + value_json + b"}\n")
+
+    def acknowledge(self, seq: int) -> None:
+        """Tell the supervisor the handler took note `seq`; if it is gone, the stop
+        that follows says so."""
+        with contextlib.suppress(OSError):
+            self.send({"t": protocol.MSG_ACK, "seq": seq})

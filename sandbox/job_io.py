@@ -1,0 +1,186 @@
+"""A running job's I/O inside its child: its SIGTERM handling (`StopGuard`), the
+thread that reads its control socket, and `JobTraces`, which ends both (and the job's
+sockets) for a child that runs another job after it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import selectors
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+from sandbox import descriptors, protocol
+from sandbox.channel import ControlChannel
+from sandbox.context import Inbox, Job, Stopped
+
+_READER_JOIN_TIMEOUT = 1.0  # a reader still running after it: the child is retired
+
+
+@dataclass(eq=False)
+class JobTraces:
+    """What a job's run leaves in its process, to be ended before the process runs
+    another job (`_run_jobs`)."""
+
+    channel: ControlChannel | None = None
+    inbox: Inbox | None = None
+    guard: StopGuard | None = None
+    readers: list[threading.Thread] = field(default_factory=list)
+
+    @property
+    def stop_seen(self) -> bool:
+        return self.inbox is not None and self.inbox.stop_seen
+
+    def close(self) -> None:
+        """End the job's I/O: its reader thread, its SIGTERM handling, its control and
+        output sockets (the supervisor then reads the end of both); fds 0-2 are
+        /dev/null again, whatever the job did with them."""
+        if self.channel is not None:
+            with contextlib.suppress(OSError):
+                self.channel.sock.shutdown(socket.SHUT_RDWR)  # the reader sees the end
+        for reader in self.readers:
+            reader.join(_READER_JOIN_TIMEOUT)
+        if self.guard is not None:
+            self.guard.uninstall()  # after the reader, which watches its wakeup pipe
+        if self.channel is not None:
+            self.channel.sock.close()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                stream.flush()
+        null = os.open(os.devnull, os.O_RDWR)  # fd 0 itself if the job closed it
+        for fd in (0, 1, 2):
+            if fd != null:
+                os.dup2(null, fd)
+        if null > 2:
+            os.close(null)
+
+
+class StopGuard:
+    """SIGTERM handling: always marks the job stopping; ends a stop-unaware handler.
+
+    The C-level signal handler writes to a wakeup pipe that the reader thread watches,
+    so `wait_stop` wakes at once even while the main thread is busy in C code.
+    """
+
+    def __init__(self, job: Job, inbox: Inbox) -> None:
+        self._job = job
+        self._inbox = inbox
+        self._running = False
+        self._pipe: tuple[int, int] | None = None
+
+    def install(self) -> int:
+        read_fd, write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._pipe = (read_fd, write_fd)
+        signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        signal.signal(signal.SIGTERM, self._on_sigterm)
+        # The fork server blocks SIGTERM across fork so that none is lost before now.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        return read_fd
+
+    def uninstall(self) -> None:
+        """Block SIGTERM again, and close the wakeup pipe (its reader has stopped)."""
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if self._pipe is not None:
+            descriptors.close_all(self._pipe)
+            self._pipe = None
+
+    def run(self, function: Callable[..., Any], job: Job) -> Any:
+        if self._inbox.terminated:
+            raise Stopped  # SIGTERM came before the handler started
+        self._running = True
+        try:
+            return _call(function, job)
+        finally:
+            self._running = False
+
+    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        self._inbox.terminated = True
+        if self._running and not self._job.stop_aware:
+            self._running = False
+            raise Stopped
+
+
+
+def start_reader(
+    channel: ControlChannel, inbox: Inbox, wakeup_fd: int
+) -> threading.Thread:
+    """Start the reader thread; return it once it has taken in what was already sent."""
+    caught_up = threading.Event()
+    reader = threading.Thread(
+        target=_read_control, args=(channel, inbox, wakeup_fd, caught_up), daemon=True
+    )
+    reader.start()
+    caught_up.wait()
+    return reader
+
+
+def _read_control(
+    channel: ControlChannel, inbox: Inbox, wakeup_fd: int, caught_up: threading.Event
+) -> None:
+    """Reader thread: stop and notify messages, SIGTERM wakeups, end of stream."""
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(channel.sock, selectors.EVENT_READ)
+            selector.register(wakeup_fd, selectors.EVENT_READ)
+            while True:
+                while (message := _next_buffered(channel)) is not None:
+                    _dispatch(message, inbox)
+                events = selector.select(None if caught_up.is_set() else 0)
+                if not events:
+                    caught_up.set()
+                for key, _ in events:
+                    if key.fd == wakeup_fd:
+                        # One byte per signal, its number; this can come before the
+                        # Python-level handler has run in the main thread.
+                        if signal.SIGTERM in os.read(wakeup_fd, 512):
+                            inbox.request_stop()
+                    elif not channel.feed():
+                        inbox.request_stop()  # the supervisor is gone
+                        return
+    finally:
+        caught_up.set()
+
+
+def _next_buffered(channel: ControlChannel) -> dict[str, Any] | None:
+    while True:
+        try:
+            return channel.buffered_message()
+        except ValueError as exc:  # orjson.JSONDecodeError is a ValueError
+            print(f"poolsup: bad control message: {exc}", file=sys.stderr)
+
+
+def _dispatch(message: dict[str, Any], inbox: Inbox) -> None:
+    kind = message.get("t")
+    if kind == protocol.MSG_STOP:
+        reason = message.get("reason")
+        inbox.request_stop(reason if isinstance(reason, str) else None)
+    elif kind == protocol.MSG_NOTIFY:
+        seq = message.get("seq")
+        inbox.deliver(message.get("payload"), seq if isinstance(seq, int) else None)
+
+
+def _call(function: Callable[..., Any], job: Job) -> Any:
+    if inspect.iscoroutinefunction(function):
+        return _run_coroutine(function(job))
+    value = function(job)
+    if inspect.iscoroutine(value):
+        return _run_coroutine(value)
+    return value
+
+
+def _run_coroutine(coroutine: Any) -> Any:
+    # Imported here, not at the top: a fork server with asyncio loaded forks slower, so
+    # it is preloaded only when some handler is async (loader.preload).
+    import asyncio
+
+    return asyncio.run(coroutine)

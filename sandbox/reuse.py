@@ -1,0 +1,134 @@
+"""A child that ran a job, made clean for the next job of its handler.
+
+With `max_jobs_per_child = N` (N > 1) a child runs up to N jobs of one handler, one
+after another. After each job that ended normally (its result or error was sent), the
+child, not the fork server, makes itself clean before it tells the fork server it is
+free (`sandbox.child`): it kills and reaps every process the job left (as a subreaper,
+whatever the job started, a daemon that called setsid included, is in its tree), puts
+back its signal handlers, signal mask, umask and interval timers as they were before
+its first job, and, at the next job's start, its environment and working directory
+(`sandbox.confinement.renew`). What it cannot put back, it retires for:
+`retire_reason`.
+
+What a clean child keeps from one job to the next is what a Python process keeps:
+imported modules and their globals (caches, connections), open files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sandbox import proctree
+
+# A child whose resident memory after a job is above this share of its handler's
+# memory_limit is retired rather than reused (like Celery's max_memory_per_child): the
+# next job would start near its limit.
+RSS_WATERMARK = 0.75
+LEFTOVERS_BOUND = 1.0  # seconds to kill and reap what a job left, else retire
+_TIMERS = (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pristine:
+    """What a child was like before its first job."""
+
+    threads: int
+    cwd_fd: int  # the working directory, held open (O_PATH)
+    umask: int
+    signal_mask: frozenset[int]
+    handlers: dict[int, Any]  # signal number: handler, for those Python can set
+
+    @classmethod
+    def capture(cls) -> Pristine:
+        umask = os.umask(0)
+        os.umask(umask)
+        handlers = {}
+        for signum in signal.valid_signals():
+            with contextlib.suppress(ValueError, OSError):
+                handler = signal.getsignal(signum)
+                if handler is not None:
+                    handlers[int(signum)] = handler
+        return cls(
+            threads=threading.active_count(),
+            cwd_fd=os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC),
+            umask=umask,
+            signal_mask=frozenset(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
+            handlers=handlers,
+        )
+
+    def restore(self) -> None:
+        """Signal handlers, signal mask, umask and timers as they were; pending signals
+        other than SIGTERM are the job's: none survives to the next job."""
+        for timer in _TIMERS:
+            signal.setitimer(timer, 0)
+        signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+        for signum, handler in self.handlers.items():
+            with contextlib.suppress(ValueError, OSError):
+                signal.signal(signum, handler)
+        discard_pending_signals()
+        signal.pthread_sigmask(signal.SIG_SETMASK, self.signal_mask)
+        os.umask(self.umask)
+
+
+def discard_pending_signals() -> None:
+    """Take every pending signal (all are blocked by the caller), so that a signal meant
+    for the last job does not reach the next one."""
+    for signum in signal.sigpending():  # one of each at most: standard signals do not queue
+        with contextlib.suppress(OSError):
+            signal.sigtimedwait([signum], 0)
+
+
+def end_descendants(bound: float = LEFTOVERS_BOUND) -> bool:
+    """SIGKILL and reap every process below this one; False if some outlived `bound`.
+
+    Killed again on every pass: a process forked after a walk of the tree comes to us
+    (we are a subreaper) once its parent is dead.
+    """
+    me = os.getpid()
+    deadline = time.monotonic() + bound
+    while True:
+        for pid in reversed(proctree.tree(me)[1:]):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
+
+
+def resident_bytes() -> int:
+    with open("/proc/self/statm", "rb") as file:
+        return int(file.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def retire_reason(
+    *,
+    exit_code: int,
+    stop_seen: bool,
+    leftovers_gone: bool,
+    extra_threads: int,
+    rss: int,
+    memory_limit: int | None,
+) -> str | None:
+    """Why a child that ran a job must not run another, if it must not."""
+    if exit_code != 0:
+        return f"its job ended with exit code {exit_code}"
+    if stop_seen:
+        return "its job was asked to stop"
+    if not leftovers_gone:
+        return "processes its job left survived SIGKILL"
+    if extra_threads > 0:
+        return f"its job left {extra_threads} thread(s) running"
+    if memory_limit is not None and rss > RSS_WATERMARK * memory_limit:
+        return f"its memory ({rss} bytes) is above {RSS_WATERMARK:.0%} of memory_limit"
+    return None
