@@ -9,6 +9,8 @@ does; the run's directory (ledger, logs, report) is kept when it fails or with -
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 import random
 import shutil
@@ -78,7 +80,15 @@ def chaos_run(minutes: float, seed: int, store: str, directory: Path,
             log(f"never dispatched (the store failed every retry): {workload.undispatched}")
     finally:
         cluster.close()
+        save_history(history, directory / "history.json")
     return check(history)
+
+
+def save_history(history: History, path: Path) -> None:
+    """Everything the checker was given but the ledger, for a look after the run."""
+    saved = dataclasses.asdict(history)
+    saved.pop("runs")
+    path.write_text(json.dumps(saved, indent=1, default=str))
 
 
 def _play(cluster: Cluster, history: History, faults: list[Fault], workload: Workload,
@@ -123,7 +133,11 @@ def _finish(cluster: Cluster, history: History, client: Client,
 
 
 def _stop_supervisors(cluster: Cluster, history: History, monitor: ProcessMonitor) -> None:
-    wait_until(lambda: (monitor.poll(), not monitor.alive())[1], PROCESSES_GONE_WAIT, 0.1)
+    def all_gone() -> bool:
+        monitor.poll()
+        return not monitor.alive()
+
+    wait_until(all_gone, PROCESSES_GONE_WAIT, 0.1)
     for supervisor in (*SUPERVISORS, JOINER):
         if cluster.running(supervisor):
             history.drains.append(Drain(supervisor, cluster.drain(supervisor)))

@@ -1,36 +1,30 @@
-"""Watches every job process the ledger names, from its start line until /proc shows it
-gone: when it was last seen existing and when first seen gone (`ProcessFate`)."""
+"""Watches every job process the ledger names, from its start line until it exits: when
+it was last seen existing and when first seen gone (`ProcessFate`)."""
 
 from __future__ import annotations
 
 import os
+import select
 import threading
 from pathlib import Path
 
 from tests.chaos.ledger import LedgerTail, ProcessFate, now
 
-POLL_INTERVAL = 0.1
-
-
-def start_time(pid: int) -> int | None:
-    """The process's start time in clock ticks, or None if it is gone or a zombie (a
-    zombie runs nothing: it counts as gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    fields = stat[stat.rindex(")") + 2:].split()
-    if fields[0] in ("Z", "X"):
-        return None
-    return int(fields[19])
+POLL_INTERVAL = 0.05
 
 
 class ProcessMonitor:
+    """A pidfd per job process: it turns readable the moment the process exits, so
+    `dead_at` is stamped within the thread's wake-up latency of the exit.  `last_alive`
+    is stamped before each wait: a process not yet exited when the wait returns existed
+    at that stamp (its start line was read before)."""
+
     def __init__(self, ledger: Path) -> None:
         self.tail = LedgerTail(ledger)
-        self._births: dict[int, int | None] = {}
+        self._pidfds: dict[int, int] = {}  # pid -> pidfd, while the process lives
         self._last_alive: dict[int, float] = {}
         self._dead_at: dict[int, float] = {}
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="process-monitor", daemon=True)
 
@@ -43,28 +37,40 @@ class ProcessMonitor:
         self._thread.join()
 
     def _watch(self) -> None:
-        while not self._stop.wait(POLL_INTERVAL):
-            self.poll()
+        while not self._stop.is_set():
+            self.poll(POLL_INTERVAL)
 
-    def poll(self) -> None:
-        self.tail.poll()
-        for pid in self.tail.started - self._dead_at.keys():
-            # Stamped before the look: it existed then, since its start line came earlier.
-            looked_at = now()
-            birth = start_time(pid)
-            if pid not in self._births:
-                self._births[pid] = birth
-            if birth is not None and birth == self._births[pid]:
-                self._last_alive[pid] = looked_at
-            else:
-                self._dead_at[pid] = now()
+    def poll(self, timeout: float = 0.0) -> None:
+        with self._lock:
+            self.tail.poll()
+            for pid in self.tail.started - self._pidfds.keys() - self._dead_at.keys():
+                try:
+                    self._pidfds[pid] = os.pidfd_open(pid)
+                except ProcessLookupError:
+                    self._dead_at[pid] = now()
+            waiting = select.poll()
+            for pidfd in self._pidfds.values():
+                waiting.register(pidfd, select.POLLIN)
+            before = now()
+            exited = {fd for fd, _ in waiting.poll(1000 * timeout)}
+            looked = now()
+            for pid, pidfd in list(self._pidfds.items()):
+                if pidfd in exited:
+                    self._dead_at[pid] = looked
+                    os.close(self._pidfds.pop(pid))
+                else:
+                    self._last_alive[pid] = before
+        if not self._pidfds and timeout:
+            self._stop.wait(timeout)
 
     def fates(self) -> dict[int, ProcessFate]:
-        return {pid: ProcessFate(pid, self._last_alive.get(pid), self._dead_at.get(pid))
-                for pid in self.tail.started}
+        with self._lock:
+            return {pid: ProcessFate(pid, self._last_alive.get(pid), self._dead_at.get(pid))
+                    for pid in self.tail.started}
 
     def alive(self) -> list[int]:
-        return sorted(self.tail.started - self._dead_at.keys())
+        with self._lock:
+            return sorted(self._pidfds)
 
 
 def job_processes_by_environment(prefix: str) -> list[str]:
