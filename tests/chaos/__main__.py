@@ -23,11 +23,11 @@ from pathlib import Path
 
 from supervisor import Client
 from tests.chaos.checker import Drain, History, Report, check, render
-from tests.chaos.cluster import Cluster, wait_until
+from tests.chaos.cluster import LEASE_TTL, Cluster, wait_until
 from tests.chaos.faults import FaultInjector
 from tests.chaos.ledger import now, read_ledger
 from tests.chaos.monitor import ProcessMonitor, job_processes_by_environment
-from tests.chaos.plan import JOINER, SUPERVISORS, Fault, Work, plan_faults, plan_work
+from tests.chaos.plan import Fault, Work, plan_faults, plan_work
 from tests.chaos.workload import Workload, retried
 
 FINISH_WAIT = 120.0
@@ -39,24 +39,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--minutes", type=float, required=True)
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--store", choices=("redis", "sqlite"), default="redis")
-    parser.add_argument("--supervisors", type=int, choices=(3,), default=3,
-                        help="three, plus a 4th that joins and leaves")
+    parser.add_argument("--supervisors", type=int, default=3,
+                        help="how many run from the start (default 3); one more joins and "
+                             "leaves")
     parser.add_argument("--dir", type=Path, help="where the run keeps its files")
     parser.add_argument("--keep", action="store_true", help="keep the run's files")
     return parser.parse_args(argv)
 
 
 def chaos_run(minutes: float, seed: int, store: str, directory: Path,
-              log: Callable[[str], None]) -> Report:
+              log: Callable[[str], None], supervisors: int = 3) -> Report:
     rng = random.Random(seed)
     seconds = minutes * 60
     run_id = f"c{seed}x{os.getpid()}"
-    faults = plan_faults(rng, seconds, redis=store == "redis", lease_ttl=2)
+    faults = plan_faults(rng, seconds, redis=store == "redis", lease_ttl=LEASE_TTL,
+                         supervisors=supervisors)
     work = plan_work(rng, seconds, run_id)
     log(f"seed {seed}: {len(faults)} faults, {len(work)} workload items, dir {directory}")
     ledger = directory / "ledger.jsonl"
     history = History()
-    cluster = Cluster(directory, store=store, pool=run_id)
+    cluster = Cluster(directory, store=store, pool=run_id, supervisors=supervisors)
     monitor = ProcessMonitor(ledger)
     try:
         cluster.start()
@@ -138,7 +140,7 @@ def _stop_supervisors(cluster: Cluster, history: History, monitor: ProcessMonito
         return not monitor.alive()
 
     wait_until(all_gone, PROCESSES_GONE_WAIT, 0.1)
-    for supervisor in (*SUPERVISORS, JOINER):
+    for supervisor in (*cluster.ids, cluster.joiner):
         if cluster.running(supervisor):
             history.drains.append(Drain(supervisor, cluster.drain(supervisor)))
     monitor.poll()
@@ -155,7 +157,9 @@ def main(argv: list[str] | None = None) -> int:
         print(line, flush=True)
         log_file.write(line + "\n")
 
-    report = chaos_run(args.minutes, args.seed, args.store, directory, log)
+    if not 1 <= args.supervisors <= 24:
+        raise SystemExit("--supervisors: from 1 to 24")
+    report = chaos_run(args.minutes, args.seed, args.store, directory, log, args.supervisors)
     text = render(report)
     print(text, flush=True)
     (directory / "report.txt").write_text(text + "\n")
@@ -163,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(directory, ignore_errors=True)
     else:
         print(f"run files kept in {directory}; replay: python -m tests.chaos "
-              f"--minutes {args.minutes} --seed {args.seed} --store {args.store}", flush=True)
+              f"--minutes {args.minutes} --seed {args.seed} --store {args.store} "
+              f"--supervisors {args.supervisors}", flush=True)
     return 0 if report.ok else 1
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import psutil
 import redis
 
-from tests.chaos.plan import SUPERVISORS
+from tests.chaos.plan import supervisor_ids
 from tests.helpers.pool import SupervisorProcess, write_pool
 from tests.helpers.redis_server import RedisServer
 
@@ -43,7 +43,8 @@ def handlers() -> dict[str, dict[str, Any]]:
 
 
 class Cluster:
-    def __init__(self, directory: Path, *, store: str, pool: str) -> None:
+    def __init__(self, directory: Path, *, store: str, pool: str, supervisors: int = 3) -> None:
+        self.ids, self.joiner = supervisor_ids(supervisors)
         self.directory = directory
         self.pool = pool
         self.redis = RedisServer(args=DURABLE_REDIS) if store == "redis" else None
@@ -65,7 +66,7 @@ class Cluster:
     def start(self) -> None:
         if self.redis is not None:
             self.redis.start()
-        for supervisor in SUPERVISORS:
+        for supervisor in self.ids:
             self.start_supervisor(supervisor)
 
     def start_supervisor(self, supervisor: str) -> SupervisorProcess:
@@ -120,14 +121,14 @@ class Cluster:
             if process.process.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGCONT)
-            elif supervisor in SUPERVISORS:
+            elif supervisor in self.ids:
                 self.start_supervisor(supervisor)
 
     def poolsup(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
         """The `poolsup` command line, as a user runs it, against this pool."""
         return subprocess.run(
             [sys.executable, "-m", "supervisor.cli", *args[:1], "-c",
-             str(self.directory / f"{SUPERVISORS[0]}.toml"), *args[1:]],
+             str(self.directory / f"{self.ids[0]}.toml"), *args[1:]],
             capture_output=True, text=True, timeout=timeout, check=False)
 
     def close(self) -> None:

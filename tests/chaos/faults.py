@@ -14,7 +14,7 @@ from supervisor import Client
 from tests.chaos.checker import Drain, History, Kill
 from tests.chaos.cluster import Cluster
 from tests.chaos.ledger import now
-from tests.chaos.plan import SUPERVISORS, Fault
+from tests.chaos.plan import Fault
 from tests.helpers.redis_server import free_port
 
 DRAIN_WAIT = 60.0
@@ -29,7 +29,7 @@ class FaultInjector:
         self.log = log
 
     def inject(self, fault: Fault) -> None:
-        if fault.target in SUPERVISORS and not self.cluster.running(fault.target):
+        if fault.target in self.cluster.ids and not self.cluster.running(fault.target):
             self.cluster.start_supervisor(fault.target)  # a heal: it must be up to be hit
         self.log(f"fault {fault.kind} {fault.target} {fault.duration}s")
         self.history.faults.append(fault.kind)
@@ -82,7 +82,7 @@ class FaultInjector:
         self.cluster.start_supervisor(supervisor)
 
     def rolling_restart(self, fault: Fault) -> None:
-        for supervisor in SUPERVISORS:
+        for supervisor in self.cluster.ids:
             self._drain_and_restart(supervisor)
 
     def join_leave(self, fault: Fault) -> None:

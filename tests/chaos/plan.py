@@ -8,12 +8,14 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-SUPERVISORS = ("a", "b", "c")
-JOINER = "d"  # the 4th supervisor that joins and leaves
+
+def supervisor_ids(count: int) -> tuple[tuple[str, ...], str]:
+    """The ids of `count` supervisors, and of the one more that joins and leaves."""
+    letters = "abcdefghijklmnopqrstuvwxy"[:count + 1]
+    return tuple(letters[:-1]), letters[-1]
+
 
 REDIS_FAULTS = ("freeze_redis", "restart_redis", "redis_oom", "redis_readonly")
-SUPERVISOR_FAULTS = ("kill_supervisor", "freeze_supervisor", "freeze_group",
-                     "kill_fork_server", "drain", "rolling_restart", "join_leave")
 FAULT_WEIGHTS = {"kill_supervisor": 4, "freeze_supervisor": 3, "freeze_group": 2,
                  "kill_fork_server": 3, "drain": 3, "rolling_restart": 1, "join_leave": 2,
                  "freeze_redis": 2, "restart_redis": 2, "redis_oom": 2, "redis_readonly": 2}
@@ -45,21 +47,22 @@ class Work:
     note: int = 0
 
 
-def plan_faults(rng: random.Random, seconds: float, *, redis: bool,
-                lease_ttl: float) -> list[Fault]:
+def plan_faults(rng: random.Random, seconds: float, *, redis: bool, lease_ttl: float,
+                supervisors: int = 3) -> list[Fault]:
+    ids, joiner = supervisor_ids(supervisors)
     kinds = [kind for kind in FAULT_WEIGHTS if redis or kind not in REDIS_FAULTS]
     weights = [FAULT_WEIGHTS[kind] for kind in kinds]
     faults = []
     at = rng.uniform(2.0, 5.0)
     while at < seconds - 5:
         kind = rng.choices(kinds, weights)[0]
-        target = rng.choice(SUPERVISORS)
+        target = rng.choice(ids)
         if kind in REDIS_FAULTS:
             target = "redis"
         elif kind == "rolling_restart":
             target = "all"
         elif kind == "join_leave":
-            target = JOINER
+            target = joiner
         duration = {
             "kill_supervisor": rng.uniform(0.2, 3.0),  # down before its restart
             "freeze_supervisor": rng.uniform(lease_ttl + 0.5, 3 * lease_ttl),
