@@ -23,7 +23,7 @@ def test_faults_come_one_at_a_time_and_freezes_outlast_the_lease() -> None:
     assert {fault.kind for fault in faults} >= {*REDIS_FAULTS, "kill_supervisor", "drain"}
     for earlier, later in itertools.pairwise(faults):
         assert earlier.at + earlier.duration < later.at
-    assert all(fault.duration > 2 for fault in faults 
+    assert all(fault.duration > 2 for fault in faults
                if fault.kind in ("freeze_supervisor", "freeze_group"))
 
 
