@@ -251,6 +251,15 @@ def failover_times(history: History) -> list[tuple[float, str]]:
     return times
 
 
+def child_exits_after_kills(history: History) -> list[float]:
+    """Seconds from each supervisor SIGKILL to the exit of each job process it ran (as
+    the pidfd told it: an upper bound)."""
+    by_key = runs_by_key(history.runs)
+    return [gone_by(run, history.fates) - kill.at
+            for kill in history.kills for key in kill.keys for run in by_key.get(key, [])
+            if run.started < kill.at <= gone_by(run, history.fates)]
+
+
 def moves(history: History) -> Counter[str]:
     """Long-running jobs started again after a run that ended without failing, by why
     that run ended."""
@@ -286,6 +295,8 @@ def check(history: History) -> Report:
         "uncertain windows": len(uncertain),
         "largest possible overlap ms": _milliseconds(max(uncertain, default=0.0)),
         "largest failover s": round(max(failovers, default=(0.0, ""))[0], 3),
+        "slowest child exit after a supervisor SIGKILL s": round(
+            max(child_exits_after_kills(history), default=0.0), 3),
         "violations": dict(Counter(violation.kind for violation in violations)),
     }
     return Report(violations, counts)

@@ -47,7 +47,7 @@ def clean() -> History:
                  "f1": record("failed", "RuntimeError: chaos failure"),
                  "st1": record("stopped"), "k1": record("succeeded")},
         faults=["kill_supervisor", "drain"],
-        kills=[Kill("a", 41.05, ("k1",))],
+        kills=[Kill("a", 41.05, ("k1", "s1"))],
         drains=[Drain("b", 0)],
     )
 
@@ -64,6 +64,7 @@ def test_a_clean_history_passes_with_its_counts() -> None:
     assert report.counts["jobs by kind"]["short"] == 2
     assert report.counts["faults by kind"] == {"kill_supervisor": 1, "drain": 1}
     assert report.counts["largest failover s"] == 2.45
+    assert report.counts["slowest child exit after a supervisor SIGKILL s"] == 0.05
     assert report.counts["uncertain windows"] == 0
     assert "OK: no violation" in render(report)
 
