@@ -112,6 +112,8 @@ def _play(cluster: Cluster, history: History, faults: list[Fault], workload: Wor
         raise
     finally:
         player.join()
+    if workload.error is not None:
+        raise RuntimeError("the workload failed") from workload.error
 
 
 def _finish(cluster: Cluster, history: History, client: Client,

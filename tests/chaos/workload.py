@@ -47,8 +47,15 @@ class Workload:
         self.ledger = ledger
         self.log = log
         self.undispatched: list[str] = []
+        self.error: BaseException | None = None  # what ended `play` early, for the driver
 
     def play(self, plan: list[Work], started: float, stopping: threading.Event) -> None:
+        try:
+            self._play(plan, started, stopping)
+        except BaseException as error:
+            self.error = error
+
+    def _play(self, plan: list[Work], started: float, stopping: threading.Event) -> None:
         for item in plan:
             delay = started + item.at - time.monotonic()
             if delay > 0 and stopping.wait(delay):
