@@ -42,18 +42,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--supervisors", type=int, default=3,
                         help="how many run from the start (default 3); one more joins and "
                              "leaves")
+    parser.add_argument("--overlap", action="store_true",
+                        help="Redis faults at the same time as the supervisors' faults")
     parser.add_argument("--dir", type=Path, help="where the run keeps its files")
     parser.add_argument("--keep", action="store_true", help="keep the run's files")
     return parser.parse_args(argv)
 
 
 def chaos_run(minutes: float, seed: int, store: str, directory: Path,
-              log: Callable[[str], None], supervisors: int = 3) -> Report:
+              log: Callable[[str], None], supervisors: int = 3, overlap: bool = False) -> Report:
     rng = random.Random(seed)
     seconds = minutes * 60
     run_id = f"c{seed}x{os.getpid()}"
     faults = plan_faults(rng, seconds, redis=store == "redis", lease_ttl=LEASE_TTL,
-                         supervisors=supervisors)
+                         supervisors=supervisors, overlap=overlap)
     work = plan_work(rng, seconds, run_id)
     log(f"seed {seed}: {len(faults)} faults, {len(work)} workload items, dir {directory}")
     ledger = directory / "ledger.jsonl"
@@ -95,25 +97,35 @@ def save_history(history: History, path: Path) -> None:
 
 def _play(cluster: Cluster, history: History, faults: list[Fault], workload: Workload,
           work: list[Work], fault_client: Client, log: Callable[[str], None]) -> None:
+    """The workload and each lane of faults, each in a thread of its own, on one clock."""
     injector = FaultInjector(cluster, history, fault_client, log)
     started = time.monotonic()
     stopping = threading.Event()
-    player = threading.Thread(target=workload.play, args=(work, started, stopping),
-                              name="workload")
-    player.start()
-    try:
-        for fault in faults:
-            delay = started + fault.at - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            injector.inject(fault)
-    except BaseException:
-        stopping.set()
-        raise
-    finally:
-        player.join()
+    errors: list[BaseException] = []
+
+    def lane(faults_of_lane: list[Fault]) -> None:
+        try:
+            for fault in faults_of_lane:
+                if stopping.wait(max(0.0, started + fault.at - time.monotonic())):
+                    return
+                injector.inject(fault)
+        except BaseException as error:
+            errors.append(error)
+            stopping.set()
+
+    threads = [threading.Thread(target=workload.play, args=(work, started, stopping),
+                                name="workload")]
+    threads += [threading.Thread(target=lane, args=([f for f in faults if f.lane == number],),
+                                 name=f"faults-{number}")
+                for number in sorted({fault.lane for fault in faults})]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
     if workload.error is not None:
-        raise RuntimeError("the workload failed") from workload.error
+        errors.append(workload.error)
+    if errors:
+        raise RuntimeError(f"the run failed: {errors!r}") from errors[0]
 
 
 def _finish(cluster: Cluster, history: History, client: Client,
@@ -161,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if not 1 <= args.supervisors <= 24:
         raise SystemExit("--supervisors: from 1 to 24")
-    report = chaos_run(args.minutes, args.seed, args.store, directory, log, args.supervisors)
+    report = chaos_run(args.minutes, args.seed, args.store, directory, log, args.supervisors,
+                       args.overlap)
     text = render(report)
     print(text, flush=True)
     (directory / "report.txt").write_text(text + "\n")
@@ -170,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"run files kept in {directory}; replay: python -m tests.chaos "
               f"--minutes {args.minutes} --seed {args.seed} --store {args.store} "
-              f"--supervisors {args.supervisors}", flush=True)
+              f"--supervisors {args.supervisors}{' --overlap' if args.overlap else ''}",
+              flush=True)
     return 0 if report.ok else 1
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -27,13 +28,30 @@ class FaultInjector:
         self.history = history
         self.client = client
         self.log = log
+        self._store_faults = 0  # store fault episodes begun (lane 1 runs them alongside)
+        self._store_fault_on = threading.Event()
 
     def inject(self, fault: Fault) -> None:
         if fault.target in self.cluster.ids and not self.cluster.running(fault.target):
             self.cluster.start_supervisor(fault.target)  # a heal: it must be up to be hit
         self.log(f"fault {fault.kind} {fault.target} {fault.duration}s")
         self.history.faults.append(fault.kind)
-        getattr(self, fault.kind)(fault)
+        if fault.target != "redis":
+            getattr(self, fault.kind)(fault)
+            return
+        self._store_faults += 1
+        self._store_fault_on.set()
+        try:
+            getattr(self, fault.kind)(fault)
+        finally:
+            self._store_fault_on.clear()
+
+    def _drained(self, supervisor: str) -> Drain:
+        faults_before, on_before = self._store_faults, self._store_fault_on.is_set()
+        exit_code = self.cluster.drain(supervisor, DRAIN_WAIT)
+        store_fault = (on_before or self._store_fault_on.is_set()
+                       or self._store_faults != faults_before)
+        return Drain(supervisor, exit_code, store_fault)
 
     def _held_keys(self, supervisor: str) -> tuple[str, ...]:
         try:
@@ -78,7 +96,7 @@ class FaultInjector:
         self._drain_and_restart(fault.target)
 
     def _drain_and_restart(self, supervisor: str) -> None:
-        self.history.drains.append(Drain(supervisor, self.cluster.drain(supervisor, DRAIN_WAIT)))
+        self.history.drains.append(self._drained(supervisor))
         self.cluster.start_supervisor(supervisor)
 
     def rolling_restart(self, fault: Fault) -> None:
@@ -88,8 +106,7 @@ class FaultInjector:
     def join_leave(self, fault: Fault) -> None:
         self.cluster.start_supervisor(fault.target)
         time.sleep(fault.duration)
-        self.history.drains.append(
-            Drain(fault.target, self.cluster.drain(fault.target, DRAIN_WAIT)))
+        self.history.drains.append(self._drained(fault.target))
 
     def freeze_redis(self, fault: Fault) -> None:
         assert self.cluster.redis is not None

@@ -35,6 +35,7 @@ class Fault:
     kind: str
     target: str  # a supervisor id, "redis", or "all"
     duration: float  # how long the fault lasts (frozen, down, erroring, joined)
+    lane: int = 0  # faults of one lane come one after another; lanes overlap
 
 
 @dataclass(frozen=True)
@@ -48,9 +49,22 @@ class Work:
 
 
 def plan_faults(rng: random.Random, seconds: float, *, redis: bool, lease_ttl: float,
-                supervisors: int = 3) -> list[Fault]:
-    ids, joiner = supervisor_ids(supervisors)
+                supervisors: int = 3, overlap: bool = False) -> list[Fault]:
+    """One lane of faults; with `overlap` (and Redis), two: the supervisors' faults in
+    lane 0 and Redis's in lane 1, at the same time."""
     kinds = [kind for kind in FAULT_WEIGHTS if redis or kind not in REDIS_FAULTS]
+    if not (overlap and redis):
+        return _lane(rng, seconds, kinds, lease_ttl, supervisors, 0)
+    return sorted(
+        _lane(rng, seconds, [kind for kind in kinds if kind not in REDIS_FAULTS], lease_ttl,
+              supervisors, 0)
+        + _lane(rng, seconds, list(REDIS_FAULTS), lease_ttl, supervisors, 1),
+        key=lambda fault: fault.at)
+
+
+def _lane(rng: random.Random, seconds: float, kinds: list[str], lease_ttl: float,
+          supervisors: int, lane: int) -> list[Fault]:
+    ids, joiner = supervisor_ids(supervisors)
     weights = [FAULT_WEIGHTS[kind] for kind in kinds]
     faults = []
     at = rng.uniform(2.0, 5.0)
@@ -73,7 +87,7 @@ def plan_faults(rng: random.Random, seconds: float, *, redis: bool, lease_ttl: f
             "redis_readonly": rng.uniform(1.0, 4.0),
             "join_leave": rng.uniform(4.0, 12.0),
         }.get(kind, 0.0)
-        faults.append(Fault(round(at, 3), kind, target, round(duration, 3)))
+        faults.append(Fault(round(at, 3), kind, target, round(duration, 3), lane))
         at += duration + rng.uniform(2.0, 8.0)
     return faults
 

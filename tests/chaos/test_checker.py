@@ -179,10 +179,19 @@ def test_6_a_job_process_left_running() -> None:
 
 def test_a_drain_that_does_not_exit_0() -> None:
     history = clean()
-    history.drains += [Drain("c", 1), Drain("a", None)]
+    history.drains += [Drain("c", 1), Drain("a", None), Drain("b", 2, store_fault=True)]
     assert violations(check(history), "drain") == [
         "supervisor c drained with exit code 1",
-        "supervisor a did not exit in time after SIGTERM"]
+        "supervisor a did not exit in time after SIGTERM",
+        "supervisor b drained with exit code 2"]
+
+
+def test_a_drain_may_exit_1_while_the_store_fails() -> None:
+    history = clean()
+    history.drains.append(Drain("c", 1, store_fault=True))
+    report = check(history)
+    assert report.ok, render(report)
+    assert report.counts["drains with exit 1 during a store fault"] == 1
 
 
 def test_a_run_resuming_from_a_checkpoint_nobody_saved() -> None:

@@ -43,3 +43,15 @@ def test_notes_stop_before_the_key_is_stopped_and_keys_are_unique() -> None:
             assert item.at < stops.get(item.key, 600) - QUIET_BEFORE_STOP
     notes = [item.note for item in work if item.action == "notify" and item.key == keys[1]]
     assert notes == list(range(1, len(notes) + 1))
+
+
+def test_with_overlap_redis_faults_run_in_a_lane_of_their_own() -> None:
+    faults = plan_faults(random.Random(3), 600, redis=True, lease_ttl=2, overlap=True)
+    lanes = {lane: [fault for fault in faults if fault.lane == lane] for lane in (0, 1)}
+    assert {fault.kind for fault in lanes[1]} == set(REDIS_FAULTS)
+    assert not {fault.kind for fault in lanes[0]} & set(REDIS_FAULTS)
+    for lane in lanes.values():
+        for earlier, later in itertools.pairwise(lane):
+            assert earlier.at + earlier.duration < later.at
+    assert plan_faults(random.Random(3), 600, redis=False, lease_ttl=2, overlap=True) == \
+        plan_faults(random.Random(3), 600, redis=False, lease_ttl=2)
