@@ -50,6 +50,7 @@ class Cluster:
         self.redis = RedisServer(args=DURABLE_REDIS) if store == "redis" else None
         self.store_kind = store
         self.supervisors: dict[str, SupervisorProcess] = {}
+        self._starts: dict[str, int] = {}
 
     @property
     def store(self) -> str:
@@ -70,8 +71,11 @@ class Cluster:
             self.start_supervisor(supervisor)
 
     def start_supervisor(self, supervisor: str) -> SupervisorProcess:
-        process = SupervisorProcess(self.config(supervisor),
-                                    self.directory / f"supervisor-{supervisor}.log")
+        # A log of its own per start: "serving pool" from an earlier instance must not
+        # count as this one's.
+        self._starts[supervisor] = self._starts.get(supervisor, 0) + 1
+        log = self.directory / f"supervisor-{supervisor}-{self._starts[supervisor]}.log"
+        process = SupervisorProcess(self.config(supervisor), log)
         process.start(new_session=True)
         self.supervisors[supervisor] = process
         return process.wait_serving(30)
