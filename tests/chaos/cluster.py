@@ -1,0 +1,154 @@
+"""The pool under chaos: a durable redis-server (or one SQLite file) and real `poolsup
+run` processes, each in a session of its own so that its whole process group can be
+frozen without touching the driver."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import redis
+
+from tests.chaos.plan import supervisor_ids
+from tests.helpers.pool import SupervisorProcess, write_pool
+from tests.helpers.redis_server import RedisServer
+
+LEASE_TTL = 2
+DRAIN_TIMEOUT = 2
+STOP_GRACE = 2
+CAPACITY = 4
+DURABLE_REDIS = ("--appendonly", "yes", "--appendfsync", "always")
+
+
+def handlers() -> dict[str, dict[str, Any]]:
+    def job(function: str, **options: Any) -> dict[str, Any]:
+        return {"path": "chaos_jobs.py", "function": function, **options}
+
+    return {
+        "short": job("short", timeout=30, max_attempts=5),
+        "cpu": job("cpu", timeout=30, max_attempts=5),
+        "failing": job("failing", timeout=30, max_attempts=2),
+        "fail_for_good": job("fail_for_good", timeout=30, max_attempts=3),
+        "stoppable": job("stoppable", timeout=0, rebalance=False, max_attempts=5),
+        "checkpointing": job("checkpointing", timeout=60, max_attempts=10),
+        "long": job("long_running", timeout=0, max_attempts=100),
+    }
+
+
+class Cluster:
+    def __init__(self, directory: Path, *, store: str, pool: str, supervisors: int = 3) -> None:
+        self.ids, self.joiner = supervisor_ids(supervisors)
+        self.directory = directory
+        self.pool = pool
+        self.redis = RedisServer(args=DURABLE_REDIS) if store == "redis" else None
+        self.store_kind = store
+        self.supervisors: dict[str, SupervisorProcess] = {}
+        self._starts: dict[str, int] = {}
+
+    @property
+    def store(self) -> str:
+        if self.redis is not None:
+            return self.redis.url
+        return f"sqlite:///{self.directory}/pool.db"
+
+    def config(self, supervisor: str) -> Path:
+        return write_pool(self.directory, store=self.store, pool=self.pool, handlers=handlers(),
+                          name=f"{supervisor}.toml", id=supervisor, capacity=CAPACITY,
+                          lease_ttl=LEASE_TTL, drain_timeout=DRAIN_TIMEOUT,
+                          stop_grace=STOP_GRACE)
+
+    def start(self) -> None:
+        if self.redis is not None:
+            self.redis.start()
+        for supervisor in self.ids:
+            self.start_supervisor(supervisor)
+
+    def start_supervisor(self, supervisor: str) -> SupervisorProcess:
+        # A log of its own per start: "serving pool" from an earlier instance must not
+        # count as this one's.
+        self._starts[supervisor] = self._starts.get(supervisor, 0) + 1
+        log = self.directory / f"supervisor-{supervisor}-{self._starts[supervisor]}.log"
+        process = SupervisorProcess(self.config(supervisor), log)
+        process.start(new_session=True)
+        self.supervisors[supervisor] = process
+        return process.wait_serving(30)
+
+    def running(self, supervisor: str) -> bool:
+        process = self.supervisors.get(supervisor)
+        return process is not None and process.process.poll() is None
+
+    def fork_server(self, supervisor: str) -> psutil.Process | None:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            for child in psutil.Process(self.supervisors[supervisor].pid).children():
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    if "sandbox.forkserver" in " ".join(child.cmdline()):
+                        return child
+        return None
+
+    def admin(self) -> redis.Redis:
+        assert self.redis is not None
+        return redis.Redis(port=self.redis.port, socket_timeout=5)
+
+    def drain(self, supervisor: str, timeout: float = 60.0) -> int | None:
+        """SIGTERM and wait: the exit code, or None if it did not exit in time (then it
+        is killed)."""
+        process = self.supervisors[supervisor]
+        process.signal(signal.SIGTERM)
+        try:
+            return process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            return None
+
+    def heal(self) -> None:
+        """Undo whatever fault may still hold: thaw, bring redis back clean, restart the
+        supervisors that are down."""
+        if self.redis is not None:
+            with contextlib.suppress(AssertionError, ProcessLookupError):
+                self.redis.resume()
+            if self.redis._process is None or self.redis._process.poll() is not None:
+                self.redis.start()
+            admin = self.admin()
+            try:
+                admin.config_set("maxmemory", 0)
+                admin.replicaof("NO", "ONE")
+            finally:
+                admin.close()
+        for supervisor, process in self.supervisors.items():
+            if process.process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGCONT)
+            elif supervisor in self.ids:
+                self.start_supervisor(supervisor)
+
+    def poolsup(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+        """The `poolsup` command line, as a user runs it, against this pool."""
+        return subprocess.run(
+            [sys.executable, "-m", "supervisor.cli", *args[:1], "-c",
+             str(self.directory / f"{self.ids[0]}.toml"), *args[1:]],
+            capture_output=True, text=True, timeout=timeout, check=False)
+
+    def close(self) -> None:
+        for process in self.supervisors.values():
+            with contextlib.suppress(ProcessLookupError):
+                if process.process.poll() is None:
+                    os.killpg(process.pid, signal.SIGCONT)
+            process.kill()
+        if self.redis is not None:
+            self.redis.remove()
+
+
+def wait_until(predicate: Any, timeout: float, interval: float = 0.2) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return bool(predicate())
