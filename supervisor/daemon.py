@@ -114,6 +114,7 @@ class Supervisor:
         self._shutdown = anyio.Event()
         self._hurry = anyio.Event()
         self._registering = False
+        self._cancel_registration: Callable[[], None] | None = None
         self.outcomes_left_to_recovery = 0
         self.exit_code = 0
         self.service = ServiceReporter(
@@ -181,7 +182,20 @@ class Supervisor:
             await anyio.sleep(SPAWN_READY_POLL)
 
     async def serve(self) -> None:
-        await self._register()
+        async with anyio.create_task_group() as signals_group:
+            await signals_group.start(self._watch_signals)
+            with anyio.CancelScope() as registering:
+                self._cancel_registration = registering.cancel
+                await self._register()
+            self._cancel_registration = None
+            if registering.cancel_called:
+                log.info("stopped before serving; nothing ran")
+                signals_group.cancel_scope.cancel()
+                return
+            await self._serve_registered()
+            signals_group.cancel_scope.cancel()
+
+    async def _serve_registered(self) -> None:
         async with anyio.create_task_group() as servers_group:
             self._fork_servers = ForkServers(servers_group)
             await self.fork_servers.start(sandboxed_code(self.config))
@@ -189,7 +203,6 @@ class Supervisor:
                 self._jobs_group = jobs_group
                 async with anyio.create_task_group() as background:
                     self._background = background
-                    await background.start(self._watch_signals)
                     log.info(
                         "supervisor %s serving pool %s (capacity %d, lease_ttl %g s, "
                         "handlers: %s)",
@@ -337,7 +350,12 @@ class Supervisor:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
             task_status.started()
             async for signum in signals:
-                if signum == signal.SIGHUP:
+                if signum == signal.SIGHUP and self._fork_servers is None:
+                    log.info("SIGHUP before serving: nothing to reload yet")
+                elif signum != signal.SIGHUP and self._cancel_registration is not None:
+                    log.info("%s before serving", signal.Signals(signum).name)
+                    self._cancel_registration()
+                elif signum == signal.SIGHUP:
                     self.service.reloading()
                     await self._reload()
                     self.service.ready()

@@ -101,3 +101,20 @@ def test_guarantee_6_drain_ends_while_redis_is_paused(
     pool.start(pool.config(LEDGER, file="b.toml", id="b", lease_ttl=lease_ttl))
     wait_for(lambda: client.job("held")["supervisor"] == "b", 20, message="recovery by b")
     assert_one_process_at_a_time(read_ledger(ledger))
+
+
+def test_guarantee_6_sigterm_while_registering_against_a_failing_store_exits_0(
+    redis_pool: Pool, own_redis: RedisServer
+) -> None:
+    admin = redis.Redis(port=own_redis.port)
+    try:
+        admin.config_set("maxmemory-policy", "noeviction")
+        admin.config_set("maxmemory", 1)
+        supervisor = redis_pool.start(redis_pool.config(LEDGER, lease_ttl=2), serving=False)
+        wait_for(lambda: "membership" in supervisor.log(), 20, message="a failed registration")
+        supervisor.signal(signal.SIGTERM)
+        assert supervisor.wait(20) == 0, supervisor.log()
+        assert "before serving" in supervisor.log()
+    finally:
+        admin.config_set("maxmemory", 0)
+        admin.close()
