@@ -79,7 +79,7 @@ def test_a_pool_on_a_redis_cluster_runs_stops_notifies_and_fails_over(
         new = [line.at for line in read_ledger(ledger) if line.token > before["token"]]
         return min(new) if new else None
 
-    restarted_at = wait_for(restarted, LEASE_TTL + 10, interval=0.02, message="failover")
+    restarted_at = wait_for(restarted, LEASE_TTL + 20, interval=0.02, message="failover")
     failover_seconds = restarted_at - killed_at  # the ledger's stamps are monotonic too
     record = wait_for(lambda: finished(client, "fo-1"), 30, message="fo-1 to end")
     assert (record["state"], record["supervisor"]) == ("succeeded", "b")

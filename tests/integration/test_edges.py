@@ -129,8 +129,8 @@ def test_guarantee_1_a_stalled_log_reader_does_not_stop_renewals(
     try:
         client = pool.client()
         client.dispatch("chatty", {"seconds": 8}, handler="chatty")
-        time.sleep(12)
-        record = client.job("chatty")
+        time.sleep(8)
+        record = wait_for(lambda: finished(client, "chatty"), 30, message="the chatty job")
         assert record["state"] == "succeeded", record
         assert record["attempts"] == 1 and record["lease_losses"] == 0, record
     finally:

@@ -13,7 +13,7 @@ from tests.store.support import HANDLER, claim, claim_one, new_job
 
 pytestmark = pytest.mark.anyio
 
-DELAY = 1.5
+DELAY = 3.0
 
 
 def delayed(key: str, run_at: float, *, schedule: str | None = None) -> DispatchRequest:
@@ -26,12 +26,16 @@ async def test_a_delayed_job_is_not_claimed_before_run_at_and_is_once_due(store:
     await store.dispatch(delayed("later", run_at))
 
     early = await claim(store)
+    claimed_at = time.time()
 
-    assert early.jobs == ()
-    assert early.next_due_in is not None
-    assert DELAY - 0.5 < early.next_due_in <= DELAY + 0.1
-    await anyio.sleep(max(0.0, run_at - time.time()) + 0.1)
-    (job,) = (await claim(store)).jobs
+    # On a loaded machine the claim itself may come after run_at; it proves nothing then.
+    if claimed_at < run_at - 0.2:
+        assert early.jobs == ()
+        assert early.next_due_in is not None
+        assert 0 < early.next_due_in <= DELAY + 0.1
+        await anyio.sleep(max(0.0, run_at - time.time()) + 0.1)
+        early = await claim(store)
+    (job,) = early.jobs
     assert job.key == "later"
 
 
