@@ -43,15 +43,17 @@ from typing import Any
 
 import peers_tasks
 from common import percentile, redis_server, supervisor
+from floor import floor_throughput
 
 from supervisor import Client
 from tests.helpers.pool import wait_for
 
 BENCH = Path(__file__).resolve().parent
 RESULTS = BENCH / "results"
-SYSTEMS = ("poolsup", "poolsup-reused", "rq", "celery")
+SYSTEMS = ("floor", "poolsup", "poolsup-reused", "rq", "celery")
 REUSED_JOBS_PER_CHILD = 100
 LABELS = {"poolsup": "poolsup", "rq": "RQ Worker (fork)", "celery": "Celery prefork",
+          "floor": "floor (bare fork per job, 1 round trip)",
           "poolsup-reused": f"poolsup (reused, max_jobs_per_child={REUSED_JOBS_PER_CHILD})"}
 LABEL_WIDTH = max(len(label) for label in LABELS.values())
 POLL = 0.002  # seconds between status polls while waiting for a latency sample
@@ -332,7 +334,16 @@ def celery_latency(url: str, args: argparse.Namespace, directory: Path) -> dict[
         app.close()
 
 
+def floor_run(url: str, args: argparse.Namespace, directory: Path) -> dict[str, Any]:
+    return floor_throughput(url, args.jobs, args.workers)
+
+
+def no_latency(url: str, args: argparse.Namespace, directory: Path) -> dict[str, Any]:
+    return {"error": "not measured"}
+
+
 RUNNERS: dict[str, tuple[Callable[..., dict[str, Any]], Callable[..., dict[str, Any]]]] = {
+    "floor": (floor_run, no_latency),
     "poolsup": (poolsup_throughput, poolsup_latency),
     "poolsup-reused": (
         functools.partial(poolsup_throughput, jobs_per_child=REUSED_JOBS_PER_CHILD),
@@ -372,10 +383,13 @@ def targets(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         return float(entry[field]) if isinstance(entry, dict) and field in entry else None
 
     ours = value("poolsup", "throughput", "jobs_per_s")
+    reused = value("poolsup-reused", "throughput", "jobs_per_s")
     rq = value("rq", "throughput", "jobs_per_s")
     celery = value("celery", "throughput", "jobs_per_s")
     p50 = value("poolsup", "latency", "p50_ms")
     p99 = value("poolsup", "latency", "p99_ms")
+    celery_p50 = value("celery", "latency", "p50_ms")
+    celery_p99 = value("celery", "latency", "p99_ms")
 
     def ratio(a: float | None, b: float | None) -> float | None:
         return a / b if a is not None and b else None
@@ -384,12 +398,16 @@ def targets(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         ("poolsup throughput >= 4x RQ fork", ratio(ours, rq), TARGET_VS_RQ, ">=", "x"),
         ("poolsup throughput >= Celery prefork", ratio(ours, celery), TARGET_VS_CELERY,
          ">=", "x"),
+        ("poolsup reused >= 1.5x Celery prefork", ratio(reused, celery), 1.5, ">=", "x"),
         ("poolsup latency p50 < 5 ms", p50, TARGET_P50_MS, "<", " ms"),
         ("poolsup latency p99 < 10 ms", p99, TARGET_P99_MS, "<", " ms"),
+        ("poolsup p50 <= Celery p50", ratio(p50, celery_p50), 1.0, "<=", "x"),
+        ("poolsup p99 <= Celery p99", ratio(p99, celery_p99), 1.0, "<=", "x"),
     ]
     return [{"target": name, "measured": measured, "limit": limit, "unit": unit.strip(),
              "met": None if measured is None else
-             (measured >= limit if op == ">=" else measured < limit)}
+             (measured >= limit if op == ">=" else
+              measured <= limit if op == "<=" else measured < limit)}
             for name, measured, limit, op, unit in rows]
 
 
@@ -418,6 +436,11 @@ def print_table(results: dict[str, dict[str, Any]], checks: list[dict[str, Any]]
         else:
             cells += [f"{'error':>8}", f"{'':>8}", f"{'':>8}"]
         print(" ".join(cells))
+    floor = results.get("floor", {}).get("throughput", {})
+    ours = results.get("poolsup", {}).get("throughput", {})
+    if "jobs_per_s" in floor and "jobs_per_s" in ours:
+        print(f"poolsup (a fresh process per job) runs at "
+              f"{ours['jobs_per_s'] / floor['jobs_per_s']:.0%} of the floor's throughput")
     print()
     print("CONTRACT.md Performance targets:")
     for check in checks:
