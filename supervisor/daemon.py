@@ -9,7 +9,7 @@ import signal
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from contextlib import suppress
 
 import anyio
@@ -27,11 +27,11 @@ from supervisor.errors import (
     PoolsupError,
     StaleToken,
     StoreFailure,
-    SupervisorIdTaken,
 )
 from supervisor.fork_servers import ForkServers
 from supervisor.job_runner import SPAWN_RETRY_DELAY, JobServices, JobSettings, run_job
 from supervisor.lease_keeper import LeaseKeeper
+from supervisor.membership import Membership
 from supervisor.metrics import metrics
 from supervisor.producers import sandboxed_code
 from supervisor.rebalancer import Rebalancer
@@ -40,14 +40,12 @@ from supervisor.scheduler import Scheduler
 from supervisor.sd_notify import NO_SERVICE_MANAGER, ServiceEnvironment, take_service_environment
 from supervisor.service import ServiceReporter
 from supervisor.store import opened_store
-from supervisor.store.base import ClaimedJob, MembershipState, Store, SupervisorInfo
+from supervisor.store.base import ClaimedJob, Store, SupervisorInfo
 from supervisor.store_failures import StoreFailures
 
 log = logging.getLogger("poolsup")
 
 MAX_FORK_SERVER_RESTARTS = 5
-# Membership writes at shutdown wait at most this long for a failing store.
-SHUTDOWN_WRITE_TIMEOUT = 2.0
 SPAWN_READY_POLL = 0.05
 JOB_COUNT_INTERVAL = 5.0
 
@@ -59,7 +57,7 @@ class Supervisor:
         self.config = config
         self.store = store
         settings = config.supervisor
-        self.info = SupervisorInfo(
+        info = SupervisorInfo(
             id=settings.id,
             instance=uuid.uuid4().hex,
             host=socket.gethostname(),
@@ -70,14 +68,15 @@ class Supervisor:
             handlers=tuple(config.handlers),
             rebalance=_rebalanced(config),
         )
+        self.membership = Membership(store, info, on_taken=self._id_taken)
         self.registry = Registry(slot_freed=lambda: self.claimer.wake())
         self.keeper = LeaseKeeper(
             store=store,
             registry=self.registry,
             owner=settings.id,
-            instance=self.info.instance,
+            instance=info.instance,
             lease_ttl=settings.lease_ttl,
-            on_membership=self._on_membership,
+            on_membership=lambda state: self.membership.renewed(state, self._background),
         )
         self.claimer = Claimer(
             store=store,
@@ -107,20 +106,18 @@ class Supervisor:
             note_failures=StoreFailures("notifications"),
             child_started=self.keeper.renew_soon,
         )
-        self.membership_failures = StoreFailures("membership")
         self._fork_servers: ForkServers | None = None
         self._jobs_group: anyio.abc.TaskGroup | None = None
         self._background: anyio.abc.TaskGroup | None = None
         self._shutdown = anyio.Event()
         self._hurry = anyio.Event()
-        self._registering = False
         self._cancel_registration: Callable[[], None] | None = None
         self.outcomes_left_to_recovery = 0
         self.exit_code = 0
         self.service = ServiceReporter(
             environment=service, registry=self.registry, capacity=settings.capacity,
             store_failures=(self.keeper.failures, self.claimer.failures,
-                            self.membership_failures, self.job_services.outcome_failures),
+                            self.membership.failures, self.job_services.outcome_failures),
             fork_server=lambda: None if self._fork_servers is None else self._fork_servers.current,
             drain_budget=settings.drain_timeout + settings.stop_grace + settings.lease_ttl,
         )
@@ -186,7 +183,7 @@ class Supervisor:
             await signals_group.start(self._watch_signals)
             with anyio.CancelScope() as registering:
                 self._cancel_registration = registering.cancel
-                await self._register()
+                await self.membership.join()
             self._cancel_registration = None
             if registering.cancel_called:
                 log.info("stopped before serving; nothing ran")
@@ -223,12 +220,7 @@ class Supervisor:
                     await self._drain()
                     background.cancel_scope.cancel()
             servers_group.cancel_scope.cancel()
-        if self.keeper.failures.failing:
-            log.warning("not deregistering while the store fails; the entry goes stale")
-        else:
-            await self._bounded_membership_write(
-                "deregister", lambda: self.store.deregister(self.info.id, self.info.instance)
-            )
+        await self.membership.leave(store_failing=self.keeper.failures.failing)
         if self.outcomes_left_to_recovery:
             log.warning("%d outcome(s) could not be stored and are left to the store's "
                         "recovery; exiting 1", self.outcomes_left_to_recovery)
@@ -243,63 +235,22 @@ class Supervisor:
         )
         log.info("supervisor %s stopped", self.info.id)
 
-    async def _register(self) -> None:
-        """Join the pool's membership: retried while the store fails, forever; an id
-        held by another live instance is waited on for one lease, then an error."""
-        taken_deadline: float | None = None
-        failures = self.membership_failures
-        while True:
-            try:
-                await self.store.register(self.info)
-                failures.succeeded()
-                return
-            except SupervisorIdTaken:
-                if taken_deadline is None:
-                    taken_deadline = time.monotonic() + self.info.lease_ttl + 1.0
-                if time.monotonic() > taken_deadline:
-                    raise
-                await anyio.sleep(0.5)
-            except StoreFailure as error:
-                await anyio.sleep(failures.failed(error))
+    @property
+    def info(self) -> SupervisorInfo:
+        return self.membership.info
 
-    def _on_membership(self, state: MembershipState) -> None:
-        if state == "taken":
-            log.error("supervisor id %r was taken by another instance (a partition, or a "
-                      "second process with this id); draining", self.info.id)
-            self.exit_code = 1
-            self._shutdown.set()
-        elif state == "missing" and not self._registering and self._background is not None:
-            log.warning("our membership entry is gone; registering again")
-            self._registering = True
-            self._background.start_soon(self._register_again)
-
-    async def _register_again(self) -> None:
-        try:
-            await self._register()
-        except SupervisorIdTaken:
-            self._on_membership("taken")
-        finally:
-            self._registering = False
-
-    async def _bounded_membership_write(
-        self, what: str, write: Callable[[], Awaitable[None]]
-    ) -> None:
-        try:
-            with anyio.move_on_after(SHUTDOWN_WRITE_TIMEOUT):
-                await write()
-        except (StoreFailure, SupervisorIdTaken) as error:
-            log.warning("could not %s: %s", what, error)
+    def _id_taken(self) -> None:
+        self.exit_code = 1
+        self._shutdown.set()
 
     async def _drain(self) -> None:
         self.service.stopping()
         self.claimer.stop()
         self.rebalancer.stop()
         self.scheduler.stop()
-        self.info = dataclasses.replace(self.info, state="draining")
         assert self._background is not None
-        self._background.start_soon(self._bounded_membership_write,
-                                    "mark this supervisor draining",
-                                    lambda: self.store.register(self.info))
+        self.membership.update(self._background, "mark this supervisor draining",
+                               state="draining")
         drain_timeout = self.config.supervisor.drain_timeout
         if len(self.registry):
             log.info("draining %d job(s), up to %g s", len(self.registry), drain_timeout)
@@ -388,11 +339,9 @@ class Supervisor:
                                           schedules=fresh.schedules)
         self.claimer.handlers = list(fresh.handlers)
         self.scheduler.reload(fresh.schedules, fresh.handlers)
-        self.info = dataclasses.replace(self.info, handlers=tuple(fresh.handlers),
-                                        rebalance=_rebalanced(fresh))
         assert self._background is not None
-        self._background.start_soon(self._bounded_membership_write, "update the handlers",
-                                    lambda: self.store.register(self.info))
+        self.membership.update(self._background, "update the handlers",
+                               handlers=tuple(fresh.handlers), rebalance=_rebalanced(fresh))
         log.info("SIGHUP: handlers reloaded (%s) in fork server %d",
                  ", ".join(fresh.handlers), server.pid)
 
