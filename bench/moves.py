@@ -1,10 +1,11 @@
 """Many hosts as one pool, timed: a join to a converged split, a stop request to the
 job's processes being gone, a SIGKILL to the jobs running elsewhere.
 
-    python bench/moves.py [--rounds 5] [--lease-ttl 2]
+    python bench/moves.py [--rounds 5] [--kills 20] [--lease-ttl 2] [--store redis|sqlite]
 
-Each figure is the median and the worst of `--rounds` runs against a private
-redis-server, with real supervisor processes (lease_ttl as given, stop_grace 1 s)."""
+Each figure is the median and the worst of `--rounds` runs (the SIGKILL failover: of
+`--kills` runs, with its p90) against a private redis-server or one SQLite file per run,
+with real supervisor processes (lease_ttl as given, stop_grace 1 s)."""
 
 from __future__ import annotations
 
@@ -42,8 +43,16 @@ def split(client: Client, keys: list[str]) -> Counter[str]:
     return Counter(r["supervisor"] for r in records if r["state"] == "running" and r["pid"])
 
 
-def join_round(url: str, ttl: float, n: int) -> float:
+STORE = {"kind": "redis"}
+
+
+def store_url(redis_url: str, tmp: str) -> str:
+    return redis_url if STORE["kind"] == "redis" else f"sqlite:///{tmp}/pool.db"
+
+
+def join_round(redis_url: str, ttl: float, n: int) -> float:
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        url = store_url(redis_url, tmp)
         settings = {"capacity": 4, "lease_ttl": ttl, "stop_grace": 1}
         pool = f"join{n}"
         stack.enter_context(supervisor(Path(tmp), url, pool, handlers=LONG, name="a.toml",
@@ -60,8 +69,9 @@ def join_round(url: str, ttl: float, n: int) -> float:
         return time.monotonic() - start
 
 
-def stop_round(url: str, ttl: float, n: int, handler: str) -> float:
+def stop_round(redis_url: str, ttl: float, n: int, handler: str) -> float:
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        url = store_url(redis_url, tmp)
         pool = f"stop{n}{handler}"
         stack.enter_context(supervisor(Path(tmp), url, pool, handlers=STOPPABLE, lease_ttl=ttl,
                                        stop_grace=1))
@@ -74,8 +84,9 @@ def stop_round(url: str, ttl: float, n: int, handler: str) -> float:
         return time.monotonic() - start
 
 
-def kill_round(url: str, ttl: float, n: int) -> float:
+def kill_round(redis_url: str, ttl: float, n: int) -> float:
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        url = store_url(redis_url, tmp)
         settings = {"capacity": 4, "lease_ttl": ttl}
         pool = f"kill{n}"
         first = stack.enter_context(supervisor(Path(tmp), url, pool, handlers=LONG,
@@ -96,8 +107,11 @@ def kill_round(url: str, ttl: float, n: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--kills", type=int, default=0, help="SIGKILL rounds (default: rounds)")
     parser.add_argument("--lease-ttl", type=float, default=2.0)
+    parser.add_argument("--store", choices=["redis", "sqlite"], default="redis")
     args = parser.parse_args()
+    STORE["kind"] = args.store
     with redis_server() as url:
         figures = {
             "join to a 2 + 2 split": [join_round(url, args.lease_ttl, n)
@@ -108,12 +122,18 @@ def main() -> None:
                 stop_round(url, args.lease_ttl, n, "sleeps") for n in range(args.rounds)],
             "stop, handler ignores SIGTERM (stop_grace 1 s)": [
                 stop_round(url, args.lease_ttl, n, "stubborn") for n in range(args.rounds)],
-            "SIGKILL to its jobs running elsewhere": [kill_round(url, args.lease_ttl, n)
-                                                      for n in range(args.rounds)],
+            "SIGKILL to its jobs running elsewhere": [
+                kill_round(url, args.lease_ttl, n) for n in range(args.kills or args.rounds)],
         }
-    print(f"lease_ttl {args.lease_ttl:g} s, {args.rounds} rounds each: median / worst")
+    print(f"store {args.store}, lease_ttl {args.lease_ttl:g} s, {args.rounds} rounds each "
+          f"({args.kills or args.rounds} SIGKILLs): median / worst")
     for what, seconds in figures.items():
         print(f"  {what:<48} {statistics.median(seconds):6.2f} s / {max(seconds):6.2f} s")
+    kills = sorted(figures["SIGKILL to its jobs running elsewhere"])
+    p90 = kills[min(len(kills) - 1, int(0.9 * len(kills)))]
+    print(f"  SIGKILL failover distribution (s): min {kills[0]:.2f}, "
+          f"p50 {statistics.median(kills):.2f}, p90 {p90:.2f}, max {kills[-1]:.2f}; "
+          f"all: {' '.join(f'{k:.2f}' for k in kills)}")
 
 
 if __name__ == "__main__":
