@@ -9,12 +9,17 @@ error that fails the attempt; they never end the job's supervision.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
 import orjson
 
 from sandbox import protocol
+from supervisor.core.outcome import ChildExit
+
+if TYPE_CHECKING:
+    from supervisor.children import ExitStatus
 
 MAX_TRACEBACK = 8192
 # Room for an error message and its traceback on top of a result's own limit.
@@ -53,6 +58,19 @@ class ControlReader:
         self.traceback = ""
         self.protocol_error: str | None = None
         self.closed = anyio.Event()
+
+    def exit_report(self, status: ExitStatus | None) -> ChildExit:
+        """How the child ended: what it said here, and how the fork server saw it exit."""
+        return ChildExit(
+            message=self.last_message,
+            result_json=self.result_json,
+            exit_code=status.code if status else None,
+            exit_signal=status.signal if status else None,
+            fenced=status.fenced if status else False,
+            reason=status.reason if status else None,
+            protocol_error=self.protocol_error,
+            answered_stop=self.result_answered_stop,
+        )
 
     async def run(self) -> None:
         try:

@@ -161,16 +161,7 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices) -> tu
             await checkpoints.flush()
             await courier.flush()
     status = child.status
-    exit_report = ChildExit(
-        message=reader.last_message,
-        result_json=reader.result_json,
-        exit_code=status.code if status else None,
-        exit_signal=status.signal if status else None,
-        fenced=status.fenced if status else False,
-        reason=status.reason if status else None,
-        protocol_error=reader.protocol_error,
-        answered_stop=reader.result_answered_stop,
-    )
+    exit_report = reader.exit_report(status)
     details = [reader.traceback.rstrip()]
     if tail := output.tail().rstrip():
         details.append("last output:\n" + tail)

@@ -19,7 +19,7 @@ from sandbox import protocol
 from supervisor.children import ForkServer
 from supervisor.config import Config, HandlerConfig, ScheduleConfig
 from supervisor.control_reader import ControlReader
-from supervisor.core.outcome import ChildExit, Complete, Fail, decide_outcome
+from supervisor.core.outcome import Complete, Fail, decide_outcome
 from supervisor.errors import PoolsupError
 from supervisor.output import OutputPump
 
@@ -95,16 +95,7 @@ async def run_producer(
             await child.control.aclose()
             await child.output.aclose()
     status = child.status
-    ended = ChildExit(
-        message=reader.last_message,
-        result_json=reader.result_json,
-        exit_code=status.code if status else None,
-        exit_signal=status.signal if status else None,
-        fenced=status.fenced if status else False,
-        reason=status.reason if status else None,
-        protocol_error=reader.protocol_error,
-        answered_stop=reader.result_answered_stop,
-    )
+    ended = reader.exit_report(status)
     outcome = decide_outcome(ended, None, timeout=schedule.timeout,
                              signal_name=status.signal_name if status else None)
     match outcome:
