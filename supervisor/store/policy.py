@@ -13,3 +13,7 @@ MEMBER_GARBAGE_AFTER = 3600.0
 HEALTH_GAP = 10.0
 # A lease held this many lease ttls resets the job's count of losses in a row.
 LOSSES_RESET_TTLS = 3
+# Redis: a gap longer than this between two writes of supervisors' loops (claims, renewals) is
+# a quiet window: leases that ran out in it are recovered without counting a loss
+# (lua/_lib.lua QUIET_GAP_MS).  Supervisors claim at least every half second.
+QUIET_GAP = 1.5

@@ -125,7 +125,8 @@ class RedisStore:
         recovered, next_due, _now, claimed = await self._run(
             "claim",
             [k.pending, k.running, k.token, k.done("failed"), k.done("stopped"),
-             k.write_probe, k.reserved(owner), *(k.queue(handler) for handler in handlers)],
+             k.write_probe, k.reserved(owner), k.health,
+             *(k.queue(handler) for handler in handlers)],
             [k.prefix, owner, count, milliseconds(lease_ttl), max_lease_losses,
              self._retention_ms, k.channel, *handlers],
             subject=owner,

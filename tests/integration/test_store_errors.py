@@ -118,3 +118,24 @@ def test_guarantee_6_sigterm_while_registering_against_a_failing_store_exits_0(
     finally:
         admin.config_set("maxmemory", 0)
         admin.close()
+
+
+def test_guarantee_2_a_flapping_redis_does_not_fail_a_long_running_job(
+    redis_pool: Pool, own_redis: RedisServer, ledger: Path
+) -> None:
+    # Each freeze outlasts the lease, so the fence kills the child and the lease runs
+    # out; five in a row used to fail the job for good ("lease lost 5 times").
+    pool = redis_pool
+    pool.start(pool.config(LEDGER, id="a", lease_ttl=2))
+    client = pool.client()
+    client.dispatch("steady", {"ledger": str(ledger), "seconds": 600}, handler="ledger")
+    for _ in range(6):
+        wait_for(lambda: client.job("steady")["state"] == "running", 30, message="a run")
+        own_redis.pause()
+        time.sleep(2.5)
+        own_redis.resume()
+        time.sleep(1.0)
+    record = wait_for(lambda: (job := client.job("steady"))["state"] == "running" and job, 30,
+                      message="the job running again")
+    assert record["lease_losses"] < 5, record
+    assert_one_process_at_a_time(read_ledger(ledger))

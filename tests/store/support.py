@@ -20,7 +20,8 @@ OWNER = "sup-a"
 HANDLER = "thumbnail"
 LONG_TTL = 30.0
 SHORT_TTL = 0.5
-EXPIRY_MARGIN = 0.4  # sleep this much past a short TTL before looking
+EXPIRY_MARGIN = 0.25  # sleep this much past a short TTL before looking (a sleep over
+# policy.QUIET_GAP would make Redis excuse the lease loss as a store outage)
 
 
 def new_job(

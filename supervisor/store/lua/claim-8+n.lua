@@ -2,7 +2,8 @@
 -- given handlers: first those released for this owner whose reservation has not run out
 -- (reserved:<owner>), then due ones, oldest first across their queues.
 -- KEYS: 1 pending zset, 2 running zset, 3 token counter, 4 done:failed, 5 done:stopped,
---       6 write-probe, 7 reserved:<owner>, 8... queue:<handler> of each handler in ARGV 8...
+--       6 write-probe, 7 reserved:<owner>, 8 health hash,
+--       9... queue:<handler> of each handler in ARGV 8...
 -- ARGV: 1 key prefix, 2 owner, 3 count, 4 lease ttl (ms), 5 max lease losses (0: no
 --       limit), 6 retention (ms), 7 events channel, 8... handlers this owner runs
 -- Undeclared keys (found while it runs, so not known to the caller; built from the
@@ -17,6 +18,9 @@
 --            has notes (0/1), checkpoint or false, lease_expired_at (ms) or false}...}
 -- A recovered job keeps its expired deadline as `lease_expired_at` (for the failover
 -- time) until a claim hands it out and clears it.
+-- A lease that expired while the store took no supervisor's write (a quiet window, see
+-- note_supervisor_write) is recovered without counting a loss: the store's outage
+-- ended it, not the job.
 
 local RECOVER_BATCH = 100
 
@@ -28,11 +32,15 @@ local pool = {pending = KEYS[1], running = KEYS[2], done_failed = KEYS[4],
               prefix = prefix, now = store_now(), retention = tonumber(ARGV[6])}
 local queues = {}
 for i = 8, #ARGV do
-  pool.queues[ARGV[i]] = KEYS[i]
-  queues[#queues + 1] = KEYS[i]
+  pool.queues[ARGV[i]] = KEYS[i + 1]
+  queues[#queues + 1] = KEYS[i + 1]
 end
 
 refuse_when_full(KEYS[6])
+note_supervisor_write(KEYS[8], pool.now)
+-- An owner renews every third of its ttl: a lease that ran out within half a ttl after
+-- a quiet window could not have been renewed in time either.
+local quiet_grace = ttl / 2
 
 local recovered, requeued = 0, false
 local expired = redis.call('ZRANGEBYSCORE', pool.running, '-inf', pool.now,
@@ -47,7 +55,12 @@ for _, key in ipairs(expired) do
   else
     redis.call('EXISTS', notes, queue_of(pool, f[4] or ''))  -- read before any write
     recovered = recovered + 1
-    local losses = redis.call('HINCRBY', job, 'lease_losses', 1)
+    local losses
+    if f[5] and expired_in_quiet(KEYS[8], tonumber(f[5]), quiet_grace) then
+      losses = tonumber(redis.call('HGET', job, 'lease_losses') or '0')
+    else
+      losses = redis.call('HINCRBY', job, 'lease_losses', 1)
+    end
     if f[2] == '1' then
       finish(pool, job, notes, key, 'stopped', 'stop requested; lease of ' .. holder .. ' expired')
     elseif max_losses > 0 and losses >= max_losses then
