@@ -255,3 +255,17 @@ async def test_a_ticks_job_may_be_delayed(store: Store) -> None:
     record = await store.job("later")
     assert record.run_at == pytest.approx(run_at, abs=0.001)
     assert (await claim(store)).next_due_in == pytest.approx(60, abs=1)
+
+
+async def test_supervisors_whose_settings_differ_fire_one_tick_once(store: Store) -> None:
+    # A rolling deploy changes a schedule: old and new configs race for one tick.
+    old = await store.fire_tick(tick_request(owner="old", key="r-old", fingerprint="fp-old"))
+    new = await store.fire_tick(tick_request(owner="new", key="r-new", fingerprint="fp-new"))
+
+    assert (old.outcome, new.outcome) == ("dispatched", "taken")
+    assert [job.key for job in await store.jobs()] == ["r-old"]
+    assert (await record_of(store, "nightly")).fingerprint == "fp-old"
+    later = await store.fire_tick(tick_request(TICK + 60, owner="new", key="r-new",
+                                               fingerprint="fp-new"))
+    assert later.outcome == "dispatched"
+    assert (await record_of(store, "nightly")).fingerprint == "fp-new"
