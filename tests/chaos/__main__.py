@@ -19,11 +19,13 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from supervisor import Client
 from tests.chaos.checker import Drain, History, Report, check, render
-from tests.chaos.cluster import LEASE_TTL, Cluster, wait_until
+from tests.chaos.cluster import LEASE_TTL, TICK_EVERY, TICK_SCHEDULE, Cluster, wait_until
 from tests.chaos.faults import FaultInjector
 from tests.chaos.ledger import now, read_ledger
 from tests.chaos.monitor import ProcessMonitor, job_processes_by_environment
@@ -76,6 +78,8 @@ def chaos_run(minutes: float, seed: int, store: str, directory: Path,
                                for record in retried(work_client.jobs)}
         monitor.stop()
         _stop_supervisors(cluster, history, monitor)
+        with Client(cluster.store, pool=run_id) as client:
+            history.schedule_ticks = _schedule_ticks(client)
         history.leftovers += [f"pid {pid} (from the ledger)" for pid in monitor.alive()]
         history.leftovers += job_processes_by_environment(run_id)
         history.runs = read_ledger(ledger)
@@ -86,6 +90,20 @@ def chaos_run(minutes: float, seed: int, store: str, directory: Path,
         cluster.close()
         save_history(history, directory / "history.json")
     return check(history)
+
+
+def _schedule_ticks(client: Client) -> list[dict[str, Any]]:
+    """The tick schedule's record and the tick of each of its jobs, for check 7."""
+    views = [view for view in retried(client.schedules) if view["name"] == TICK_SCHEDULE]
+    if not views:
+        return []
+    (view,) = views
+    keys = [record["key"] for record in retried(client.jobs)
+            if record.get("schedule") == TICK_SCHEDULE]
+    ticks = [datetime.strptime(key.removeprefix("tick-"), "%Y%m%dT%H%M%SZ")
+             .replace(tzinfo=UTC).timestamp() for key in keys]
+    return [{"name": TICK_SCHEDULE, "every": float(TICK_EVERY), "fires": view["fires"],
+             "skipped": view["skipped"], "missed": view["missed"], "ticks": ticks}]
 
 
 def save_history(history: History, path: Path) -> None:

@@ -66,7 +66,8 @@ class History:
     faults: list[str] = field(default_factory=list)
     kills: list[Kill] = field(default_factory=list)
     drains: list[Drain] = field(default_factory=list)
-    schedule_ticks: list[dict[str, Any]] = field(default_factory=list)  # hook 7, unused yet
+    # per schedule: name, every, fires, skipped, missed, ticks (see check_schedule_ticks)
+    schedule_ticks: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -230,11 +231,31 @@ def check_checkpoints(history: History) -> list[Violation]:
 
 
 def check_schedule_ticks(history: History) -> list[Violation]:
-    """7. HOOK, NOT YET CHECKED: schedule ticks fired twice or lost.  Schedules are being
-    built elsewhere; once they exist, the driver fills `history.schedule_ticks` (from the
-    ledger of a scheduled handler and `poolsup schedules --json`) and this returns a
-    violation for a tick that ran twice or a due tick recorded neither fired nor missed."""
-    return []
+    """7. Each tick of a schedule fired once, and none lost.  `history.schedule_ticks`
+    holds, per schedule (read once every supervisor had stopped): `every`, the store's
+    `fires`, `skipped` and `missed`, and the tick times of its jobs (one job key per
+    tick).  A tick fired twice shows as a skip (its key still live) or as more fires
+    than tick keys (a finished key dispatched again); a tick lost is one between the
+    first and the last fired that is neither a job nor counted missed (missed: ticks
+    no supervisor could fire, the store being down)."""
+    violations = []
+    for schedule in history.schedule_ticks:
+        name, ticks = schedule["name"], sorted(schedule["ticks"])
+        if schedule["skipped"]:
+            violations.append(Violation("tick-twice", (
+                f"schedule {name}: {schedule['skipped']} tick(s) fired while their own "
+                f"job was live")))
+        if schedule["fires"] != len(ticks) + schedule["skipped"]:
+            violations.append(Violation("tick-twice", (
+                f"schedule {name}: {schedule['fires']} fires for {len(ticks)} ticks")))
+        if len(ticks) >= 2:
+            expected = round((ticks[-1] - ticks[0]) / schedule["every"]) + 1
+            lost = expected - len(ticks) - schedule["missed"]
+            if lost:
+                violations.append(Violation("tick-lost", (
+                    f"schedule {name}: {expected} ticks from the first fired to the last, "
+                    f"{len(ticks)} fired and {schedule['missed']} recorded missed")))
+    return violations
 
 
 CHECKS: tuple[Callable[[History], list[Violation]], ...] = (
@@ -303,6 +324,8 @@ def check(history: History) -> Report:
         "largest failover s": round(max(failovers, default=(0.0, ""))[0], 3),
         "slowest child exit after a supervisor SIGKILL s": round(
             max(child_exits_after_kills(history), default=0.0), 3),
+        "schedule ticks fired / missed": [
+            (len(schedule["ticks"]), schedule["missed"]) for schedule in history.schedule_ticks],
         "violations": dict(Counter(violation.kind for violation in violations)),
     }
     return Report(violations, counts)

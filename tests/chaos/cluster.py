@@ -25,6 +25,9 @@ DRAIN_TIMEOUT = 2
 STOP_GRACE = 2
 CAPACITY = 4
 DURABLE_REDIS = ("--appendonly", "yes", "--appendfsync", "always")
+# Every supervisor fires this schedule; each tick dispatches one short job (check 7).
+TICK_SCHEDULE = "chaos_tick"
+TICK_EVERY = 2
 
 
 def handlers() -> dict[str, dict[str, Any]]:
@@ -59,10 +62,19 @@ class Cluster:
         return f"sqlite:///{self.directory}/pool.db"
 
     def config(self, supervisor: str) -> Path:
-        return write_pool(self.directory, store=self.store, pool=self.pool, handlers=handlers(),
+        path = write_pool(self.directory, store=self.store, pool=self.pool, handlers=handlers(),
                           name=f"{supervisor}.toml", id=supervisor, capacity=CAPACITY,
                           lease_ttl=LEASE_TTL, drain_timeout=DRAIN_TIMEOUT,
                           stop_grace=STOP_GRACE)
+        ledger = self.directory / "ledger.jsonl"
+        path.write_text(path.read_text() + f"""
+[schedules.{TICK_SCHEDULE}]
+every = {TICK_EVERY}
+handler = "short"
+key = "tick-{{tick}}"
+payload = {{ledger = "{ledger}", seconds = 0.05}}
+""")
+        return path
 
     def start(self) -> None:
         if self.redis is not None:

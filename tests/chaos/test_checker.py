@@ -229,3 +229,30 @@ def test_the_ledger_tail_reads_what_was_appended_since_it_last_looked(tmp_path: 
         ledger.write('"p":7,"at":2.0,"why":"return"}\n')
     tail.poll()
     assert tail.ended == {7}
+
+
+def ticks(fires: int, skipped: int, missed: int, times: list[float]) -> dict[str, Any]:
+    return {"name": "tick", "every": 2.0, "fires": fires, "skipped": skipped,
+            "missed": missed, "ticks": times}
+
+
+def test_7_ticks_fired_once_each_with_missed_ones_recorded_pass() -> None:
+    history = clean()
+    history.schedule_ticks = [ticks(4, 0, 2, [100.0, 102.0, 108.0, 110.0])]
+    assert check(history).ok
+
+
+def test_7_a_tick_fired_twice_is_caught() -> None:
+    history = clean()
+    history.schedule_ticks = [ticks(5, 0, 0, [100.0, 102.0, 104.0, 106.0])]
+    assert violations(check(history), "tick-twice") == ["schedule tick: 5 fires for 4 ticks"]
+    history.schedule_ticks = [ticks(5, 1, 0, [100.0, 102.0, 104.0, 106.0])]
+    assert violations(check(history), "tick-twice") == [
+        "schedule tick: 1 tick(s) fired while their own job was live"]
+
+
+def test_7_a_tick_neither_fired_nor_recorded_missed_is_lost() -> None:
+    history = clean()
+    history.schedule_ticks = [ticks(3, 0, 0, [100.0, 102.0, 106.0])]
+    assert violations(check(history), "tick-lost") == [
+        "schedule tick: 4 ticks from the first fired to the last, 3 fired and 0 recorded missed"]
