@@ -46,8 +46,9 @@ def main() -> None:
     floor = value("floor", "throughput", "jobs_per_s")
     if floor:
         left.axhline(floor, color="#c53030", linestyle="--", linewidth=1)
-        left.text(len(systems) - 0.5, floor, f"floor: bare fork per job, {floor:.0f}/s",
-                  color="#c53030", ha="right", va="bottom", fontsize=8)
+        left.text(-0.4, floor, f"floor: a bare fork per job, {floor:.0f}/s",
+                  color="#c53030", ha="left", va="bottom", fontsize=8)
+        left.set_ylim(0, max([floor, *rates]) * 1.15)
     left.set_ylabel("no-op jobs per second")
     left.set_title(f"Throughput ({settings['workers']} workers, {settings['jobs']} jobs)")
 

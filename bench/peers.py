@@ -433,6 +433,8 @@ def print_table(results: dict[str, dict[str, Any]], checks: list[dict[str, Any]]
         if isinstance(lat, dict) and "p50_ms" in lat:
             cells += [f"{lat['p50_ms']:>8.2f}", f"{lat['p99_ms']:>8.2f}",
                       f"{lat['max_ms']:>8.2f}"]
+        elif isinstance(lat, dict) and lat.get("error") == "not measured":
+            cells += [f"{'-':>8}", f"{'-':>8}", f"{'-':>8}"]
         else:
             cells += [f"{'error':>8}", f"{'':>8}", f"{'':>8}"]
         print(" ".join(cells))
