@@ -71,8 +71,11 @@ payload = {{ledger = "{ledger}", seconds = 0.05}}
                          if line.key.startswith("tick-"))
     runs_per_key = Counter((line.key, line.pid) for line in read_ledger(ledger))
     pids_per_key = Counter(key for key, _pid in runs_per_key)
+    # A tick whose job was running on the SIGKILLed supervisor runs again elsewhere once
+    # its lease expires (a recovery, not a second firing: `fires` above counts firings).
     twice = [key for key, count in pids_per_key.items() if count > 1]
-    assert not twice, f"ticks run more than once: {twice}"
+    assert len(twice) <= 1, f"ticks run more than once: {twice}"
+    assert_one_process_at_a_time(read_ledger(ledger))
     jobs = [job for job in client.jobs() if job["schedule"] == "tick"]
     assert len(jobs) == len({job["key"] for job in jobs}) >= len(executions) - 1
     assert schedule(client, "tick")["missed"] == 0
