@@ -117,12 +117,14 @@ local function note_supervisor_write(health, now)
   redis.call('HSET', health, 'last_write', fmt(now))
 end
 
--- Did a lease with this deadline run out in the last quiet window (or within `grace`
--- ms after it, before its owner could renew again)?
-local function expired_in_quiet(health, deadline, grace)
+-- The last quiet window {from, to} (ms), or nil if there has been none.
+local function quiet_window(health)
   local f = redis.call('HMGET', health, 'quiet_from', 'quiet_to')
   local from, to = tonumber(f[1] or ''), tonumber(f[2] or '')
-  return from ~= nil and to ~= nil and deadline >= from and deadline <= to + grace
+  if from == nil or to == nil then
+    return nil
+  end
+  return {from = from, to = to}
 end
 
 -- The store took a write: last_ok = now, and ok_since = now if the last one is older

@@ -41,6 +41,7 @@ note_supervisor_write(KEYS[8], pool.now)
 -- An owner renews every third of its ttl: a lease that ran out within half a ttl after
 -- a quiet window could not have been renewed in time either.
 local quiet_grace = ttl / 2
+local quiet = quiet_window(KEYS[8])  -- read once: a claim recovers up to RECOVER_BATCH leases
 
 local recovered, requeued = 0, false
 local expired = redis.call('ZRANGEBYSCORE', pool.running, '-inf', pool.now,
@@ -56,7 +57,8 @@ for _, key in ipairs(expired) do
     redis.call('EXISTS', notes, queue_of(pool, f[4] or ''))  -- read before any write
     recovered = recovered + 1
     local losses
-    if f[5] and expired_in_quiet(KEYS[8], tonumber(f[5]), quiet_grace) then
+    local deadline = tonumber(f[5] or '')
+    if quiet and deadline and deadline >= quiet.from and deadline <= quiet.to + quiet_grace then
       losses = tonumber(redis.call('HGET', job, 'lease_losses') or '0')
     else
       losses = redis.call('HINCRBY', job, 'lease_losses', 1)
