@@ -15,8 +15,9 @@ Everything runs on the same private redis-server, one system after the other, ea
 - latency: with idle workers, `--warmup` + `--samples` sequential jobs; the dispatcher
   records time.time() before enqueueing, the job records time.time() when it starts.
 
-Prints one table with the targets of CONTRACT.md "Performance" beside the figures and
-writes the raw numbers to bench/results/peers-<timestamp>.json.  With --check, exits 1
+Prints one table with the targets of CONTRACT.md "Performance" beside the figures, and
+the CPU per job of each part of each system over its throughput phase (bench/cpu_split.py),
+and writes the raw numbers to bench/results/peers-<timestamp>.json.  With --check, exits 1
 when a target is missed.
 """
 
@@ -42,7 +43,9 @@ from pathlib import Path
 from typing import Any
 
 import peers_tasks
+import psutil
 from common import percentile, redis_server, supervisor
+from cpu_split import Part, per_job_ms, redis_process, snapshot, wait_exited
 from floor import floor_throughput
 
 from supervisor import Client
@@ -57,6 +60,13 @@ LABELS = {"poolsup": "poolsup", "rq": "RQ Worker (fork)", "celery": "Celery pref
           "poolsup-reused": f"poolsup (reused, max_jobs_per_child={REUSED_JOBS_PER_CHILD})"}
 LABEL_WIDTH = max(len(label) for label in LABELS.values())
 POLL = 0.002  # seconds between status polls while waiting for a latency sample
+# The CPU table's columns, and the column of each system's parts (cpu_split).
+CPU_COLUMNS = ("supervisor/main", "fork server", "children", "redis", "total")
+CPU_COLUMN_OF = {"supervisor": "supervisor/main", "parents": "supervisor/main",
+                 "workers": "supervisor/main", "main": "supervisor/main",
+                 "fork server": "fork server", "children": "children",
+                 "work horses": "children", "pool children": "children",
+                 "redis": "redis", "total": "total"}
 
 # CONTRACT.md "Performance".
 TARGET_VS_RQ = 4.0
@@ -152,16 +162,35 @@ def poolsup_throughput(url: str, args: argparse.Namespace, directory: Path,
             client.dispatch(f"noop-{index}", None, handler="noop")
         handlers = {"noop": {"path": "noop.py", "timeout": 0,
                              "max_jobs_per_child": jobs_per_child}}
+        server = redis_process(url)
+        before = snapshot({"redis": Part(own=(server,))})
         launched = time.time()
         with supervisor(directory, url, pool, handlers=handlers, name="throughput.toml",
-                        capacity=args.workers, lease_ttl=10):
+                        capacity=args.workers, lease_ttl=10) as process:
             wait_for(lambda: client.status()["counts"]["succeeded"] >= args.jobs,
                      args.timeout, message="poolsup jobs")
+            run = psutil.Process(process.pid)  # `poolsup run`, started within this phase
+            forkserver = only_child(run, "sandbox.forkserver")
+            after = snapshot({"supervisor": Part(own=(run,)),
+                              "fork server": Part(own=(forkserver,)),
+                              "children": Part(below=(forkserver,)),
+                              "redis": Part(own=(server,))})
             records = client.jobs(state="succeeded")
     finally:
         client.close()
-    return throughput_result([float(r["started_at"]) for r in records],
-                             [float(r["finished_at"]) for r in records], launched, args.jobs)
+    return {**throughput_result([float(r["started_at"]) for r in records],
+                                [float(r["finished_at"]) for r in records], launched,
+                                args.jobs),
+            "cpu_ms_per_job": per_job_ms(before, after, args.jobs)}
+
+
+def only_child(parent: psutil.Process, marker: str) -> psutil.Process:
+    """The one child of `parent` whose command line contains `marker`."""
+    found = [child for child in parent.children()
+             if any(marker in part for part in child.cmdline())]
+    if len(found) != 1:
+        raise RuntimeError(f"{len(found)} children of {parent.pid} match {marker!r}")
+    return found[0]
 
 
 def poolsup_latency(url: str, args: argparse.Namespace, directory: Path,
@@ -221,18 +250,25 @@ def rq_throughput(url: str, args: argparse.Namespace, directory: Path) -> dict[s
                 Queue.prepare_data(peers_tasks.NOOP, result_ttl=86400, ttl=86400)
                 for _ in range(min(batch, args.jobs - offset))])
             ids += [job.id for job in jobs]
+        server = redis_process(url)
+        before = snapshot({"redis": Part(own=(server,))})
         launched = time.time()
         with workers(rq_worker_commands(url, queue.name, args.workers, burst=True),
                      directory / "rq-throughput.log", url) as processes:
-            wait_for(lambda: all(p.poll() is not None for p in processes), args.timeout,
-                     0.1, message="RQ burst workers to drain the queue")
+            mains = tuple(psutil.Process(p.pid) for p in processes)
+            # Burst workers exit once the queue is empty: read them exited, not yet reaped.
+            wait_exited((p.pid for p in processes), args.timeout)
+            after = snapshot({"workers": Part(own=mains), "work horses": Part(below=mains),
+                              "redis": Part(own=(server,))})
         records = [job for job in Job.fetch_many(ids, connection=connection) if job]
         done = [job for job in records if job.get_status(refresh=False) == JobStatus.FINISHED]
         if len(done) != args.jobs:
             raise RuntimeError(f"RQ finished {len(done)} of {args.jobs} jobs; "
                                f"see {directory / 'rq-throughput.log'}")
-        return throughput_result([rq_time(job.started_at) for job in done],
-                                 [rq_time(job.ended_at) for job in done], launched, args.jobs)
+        return {**throughput_result([rq_time(job.started_at) for job in done],
+                                    [rq_time(job.ended_at) for job in done], launched,
+                                    args.jobs),
+                "cpu_ms_per_job": per_job_ms(before, after, args.jobs)}
     finally:
         connection.close()
 
@@ -293,18 +329,25 @@ def celery_throughput(url: str, args: argparse.Namespace, directory: Path) -> di
             return sum(int(connection.exists(*keys[i:i + 1000]))
                        for i in range(0, len(keys), 1000)) >= len(keys)
 
+        server = redis_process(url)
+        before = snapshot({"redis": Part(own=(server,))})
         launched = time.time()
         with workers(celery_worker_command(queue, args.workers),
-                     directory / "celery-throughput.log", url):
+                     directory / "celery-throughput.log", url) as processes:
+            celery = psutil.Process(processes[0].pid)
             wait_for(stored, args.timeout, 0.1, message="Celery results")
+            after = snapshot({"main": Part(own=(celery,)),
+                              "pool children": Part(below=(celery,)),
+                              "redis": Part(own=(server,))})
         metas = [json.loads(raw) for i in range(0, len(keys), 1000)
                  for raw in connection.mget(keys[i:i + 1000])]
         failed = [meta for meta in metas if meta["status"] != "SUCCESS"]
         if failed:
             raise RuntimeError(f"{len(failed)} Celery tasks failed: {failed[0]}")
-        return throughput_result([float(meta["result"]) for meta in metas],
-                                 [datetime.fromisoformat(meta["date_done"]).timestamp()
-                                  for meta in metas], launched, args.jobs)
+        return {**throughput_result([float(meta["result"]) for meta in metas],
+                                    [datetime.fromisoformat(meta["date_done"]).timestamp()
+                                     for meta in metas], launched, args.jobs),
+                "cpu_ms_per_job": per_job_ms(before, after, args.jobs)}
     finally:
         connection.close()
         app.close()
@@ -443,6 +486,7 @@ def print_table(results: dict[str, dict[str, Any]], checks: list[dict[str, Any]]
     if "jobs_per_s" in floor and "jobs_per_s" in ours:
         print(f"poolsup (a fresh process per job) runs at "
               f"{ours['jobs_per_s'] / floor['jobs_per_s']:.0%} of the floor's throughput")
+    print_cpu_table(results)
     print()
     print("CONTRACT.md Performance targets:")
     for check in checks:
@@ -453,6 +497,34 @@ def print_table(results: dict[str, dict[str, Any]], checks: list[dict[str, Any]]
             verdict = "met" if check["met"] else "MISSED"
         print(f"  {check['target']:<40} measured {shown:>10}   {verdict}")
     print("  (CONTRACT.md quotes RQ fork 17 / 25 ms and Celery prefork 5.6 / 8.8 ms p50/p99)")
+
+
+def print_cpu_table(results: dict[str, dict[str, Any]]) -> None:
+    """CPU per job of each part over the throughput phase (launch to last finish, startup
+    included); `cores` is that CPU over the phase's wall time."""
+    widths = [max(8, len(column)) for column in CPU_COLUMNS]
+    print()
+    header = "  ".join([f"{'CPU per job (ms)':<{LABEL_WIDTH}}",
+                        *(f"{column:>{width}}" for column, width in zip(CPU_COLUMNS, widths,
+                                                                         strict=True)),
+                        f"{'cores':>6}"])
+    print(header)
+    print("-" * len(header))
+    for system, entry in results.items():
+        tp = entry.get("throughput")
+        if not isinstance(tp, dict) or "cpu_ms_per_job" not in tp:
+            continue
+        by_column = {CPU_COLUMN_OF[part]: ms for part, ms in tp["cpu_ms_per_job"].items()}
+        cells = [f"{by_column[column]:.2f}" if column in by_column else "-"
+                 for column in CPU_COLUMNS]
+        cores = by_column["total"] * tp["jobs"] / 1000 / tp["wall_s"]
+        print("  ".join([f"{LABELS[system]:<{LABEL_WIDTH}}",
+                         *(f"{cell:>{width}}" for cell, width in zip(cells, widths,
+                                                                      strict=True)),
+                         f"{cores:>6.2f}"]))
+    print("supervisor/main: `poolsup run`, the floor's parents, RQ's workers, Celery's main "
+          "process; children: the\njob processes; from launch (startup included) to the "
+          "last finish; cores: CPU s / wall s")
 
 
 def main() -> None:
