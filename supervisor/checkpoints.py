@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from supervisor.latest_write import LatestWrite
+from supervisor.latest_write import LatestWrite, StartTask
 from supervisor.running import RunningJob
 from supervisor.store.base import Store
 from supervisor.store_failures import StoreFailures
@@ -16,9 +16,10 @@ log = logging.getLogger("poolsup.jobs")
 
 class CheckpointKeeper(LatestWrite[bytes]):
     def __init__(
-        self, job: RunningJob, store: Store, failures: StoreFailures, *, max_bytes: int
+        self, job: RunningJob, store: Store, failures: StoreFailures, *, max_bytes: int,
+        start: StartTask,
     ) -> None:
-        super().__init__(lambda value: store.save_checkpoint(job.lease, value), failures)
+        super().__init__(lambda value: store.save_checkpoint(job.lease, value), failures, start)
         self._job = job
         self._max_bytes = max_bytes
 

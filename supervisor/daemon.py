@@ -295,7 +295,7 @@ class Supervisor:
         if kind == "stop":
             job.request_stop(StopReason.USER)
         elif kind == "notify":
-            job.notes_waiting.set()
+            job.notes_arrived()
 
     async def _watch_signals(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:

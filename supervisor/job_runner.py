@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import random
 import signal
 from collections.abc import Callable
@@ -97,7 +98,7 @@ async def run_job(job: RunningJob, services: JobServices) -> bool:
         release = Release(f"could not start: {error}", delay=SPAWN_RETRY_DELAY)
         return await _finalize(job, release, services)
     job.child = child
-    job.stats()  # the first sample, so the first renewal can report CPU use
+    job.note_started()
     services.child_started()
     log.info("[%s] started %s attempt %d token %d pid %s",
              job.key, claimed.handler, claimed.attempt, job.token, child.pid)
@@ -133,26 +134,27 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices) -> tu
     async def send(message: dict[str, object]) -> None:
         await _send(child, message)
 
-    courier = NoteCourier(job, services.store, send, services.note_failures)
-    checkpoints = CheckpointKeeper(job, services.store, services.outcome_failures,
-                                   max_bytes=services.settings.max_checkpoint)
-    reader = ControlReader(child.control, max_result=services.settings.max_result,
-                           on_ack=courier.acknowledged, on_checkpoint=checkpoints.offer)
     output = OutputPump(job.key, child.output)
     async with anyio.create_task_group() as group:
+        # Notes and checkpoints start tasks of their own when the first comes.
+        courier = NoteCourier(job, services.store, send, services.note_failures,
+                              start=group.start_soon)
+        checkpoints = CheckpointKeeper(job, services.store, services.outcome_failures,
+                                       max_bytes=services.settings.max_checkpoint,
+                                       start=group.start_soon)
+        reader = ControlReader(child.control, max_result=services.settings.max_result,
+                               on_ack=courier.acknowledged, on_checkpoint=checkpoints.offer)
         group.start_soon(reader.run)
         group.start_soon(output.run)
-        group.start_soon(_watch_stop, job, child, services.settings.stop_grace)
-        group.start_soon(courier.run)
-        group.start_soon(checkpoints.run)
-        if job.handler.timeout > 0:
-            group.start_soon(_watch_timeout, job, job.handler.timeout)
+        group.start_soon(_watch_stop, job, child, services.settings.stop_grace,
+                         job.handler.timeout)
         await child.exited.wait()
         # The child wrote its result before exiting; let the socket drain, even if a
         # grandchild still holds it open (then give up after the grace).
         with anyio.move_on_after(RESULT_READ_GRACE):
             await reader.closed.wait()
         group.cancel_scope.cancel()
+    job.on_notes = None  # the group that would run the courier is gone
     output.flush()
     await child.control.aclose()
     await child.output.aclose()
@@ -174,17 +176,16 @@ async def _send(child: Child, message: dict[str, object]) -> None:
         await child.control.send(protocol.encode_line(message))
 
 
-async def _watch_timeout(job: RunningJob, timeout: float) -> None:
-    await anyio.sleep(timeout)
-    job.request_stop(StopReason.TIMEOUT)
-
-
-async def _watch_stop(job: RunningJob, child: Child, stop_grace: float) -> None:
-    """Graceful stop: tell the handler, SIGTERM the group, SIGKILL after the grace.
+async def _watch_stop(job: RunningJob, child: Child, stop_grace: float, timeout: float) -> None:
+    """Graceful stop, asked for or at the handler's `timeout` (0: none): tell the
+    handler, SIGTERM the group, SIGKILL after the grace.
     A lost lease skips the grace: someone else may be starting the job already.
     A fork server that died took the child with it: nothing is left to signal."""
     fork_server = job.fork_server
-    await job.stop_wanted.wait()
+    with anyio.move_on_after(timeout if timeout > 0 else math.inf):
+        await job.stop_wanted.wait()
+    if not job.stop_wanted.is_set():
+        job.request_stop(StopReason.TIMEOUT)
     with suppress(ForkServerDied):
         if job.lease_lost:
             await fork_server.kill(child.job_id)

@@ -130,7 +130,7 @@ class LeaseKeeper:
             elif job.key in result.stop_requested:
                 job.request_stop(StopReason.USER)
             if job.key in result.notified:
-                job.notes_waiting.set()
+                job.notes_arrived()
         if result.membership != "ok":
             self._on_membership(result.membership)
 

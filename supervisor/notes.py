@@ -3,6 +3,9 @@
 A note stays in the store until the handler has taken it (the child acknowledges it by
 its seq), so a run that ends first - a drain, a fence, a crash - leaves it to the next
 run of the key, in order: delivery is at least once.
+
+Most jobs get no notes: the courier's tasks start with the first note waiting for the
+job, or the first the handler takes.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import orjson
 
 from sandbox import protocol
 from supervisor.errors import StoreFailure
-from supervisor.latest_write import LatestWrite
+from supervisor.latest_write import LatestWrite, StartTask
 from supervisor.running import RunningJob
 from supervisor.store.base import Store
 from supervisor.store_failures import StoreFailures
@@ -27,6 +30,7 @@ class NoteCourier:
         store: Store,
         send: Callable[[dict[str, object]], Awaitable[None]],
         failures: StoreFailures,
+        start: StartTask,
     ) -> None:
         self._job = job
         self._store = store
@@ -35,17 +39,16 @@ class NoteCourier:
         self._delivered = 0  # the highest seq sent to the child
         # The highest seq the handler took; removing up to it from the store.
         self._taken: LatestWrite[int] = LatestWrite(
-            lambda seq: store.ack_notifications(job.lease, seq), failures)
+            lambda seq: store.ack_notifications(job.lease, seq), failures, start)
+        if job.claimed.has_notes or job.notes_waiting.is_set():
+            start(self._deliver)  # notes sent while it was pending
+        else:
+            job.on_notes = lambda: start(self._deliver)
 
     def acknowledged(self, seq: int) -> None:
         """The handler took note `seq` (called for each ack the child sends)."""
         if seq > (self._taken.latest or 0):
             self._taken.offer(seq)
-
-    async def run(self) -> None:
-        async with anyio.create_task_group() as group:
-            group.start_soon(self._deliver)
-            group.start_soon(self._taken.run)
 
     async def flush(self) -> None:
         """Remove what the handler took from the store, once, if the store answers;
@@ -54,8 +57,7 @@ class NoteCourier:
 
     async def _deliver(self) -> None:
         job = self._job
-        if job.claimed.has_notes:
-            job.notes_waiting.set()  # notes sent while it was pending
+        job.notes_waiting.set()
         while True:
             await job.notes_waiting.wait()
             job.notes_waiting = anyio.Event()

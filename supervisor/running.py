@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -40,6 +41,7 @@ class RunningJob:
     stop_reason: StopReason | None = None
     stop_wanted: anyio.Event = field(default_factory=anyio.Event)
     notes_waiting: anyio.Event = field(default_factory=anyio.Event)
+    on_notes: Callable[[], object] | None = None  # called once, at the first note
     gone: anyio.Event = field(default_factory=anyio.Event)  # left the registry
     killed_after_grace: bool = False
     finalizing: bool = False
@@ -76,6 +78,13 @@ class RunningJob:
         self.move = order
         self.request_stop(StopReason.REBALANCE)
 
+    def notes_arrived(self) -> None:
+        """The store holds notes for this run that its child has not been sent."""
+        self.notes_waiting.set()
+        if self.on_notes is not None:
+            on_notes, self.on_notes = self.on_notes, None
+            on_notes()
+
     def request_stop(self, reason: StopReason) -> None:
         """Ask for a stop; the first reason wins, except that a lost lease overrides all."""
         if self.stop_reason is None or reason is StopReason.LEASE_LOST:
@@ -83,6 +92,15 @@ class RunningJob:
                 log.info("[%s] stopping: %s (token %d)", self.key, reason.value, self.token)
             self.stop_reason = reason
         self.stop_wanted.set()
+
+    def note_started(self) -> None:
+        """The first sample, so that the first renewal can report CPU use; a fresh
+        child's is its start, at no CPU time yet (not worth a read of /proc), a
+        reused child's must be read: its earlier jobs' CPU time is not this job's."""
+        if self.handler.max_jobs_per_child == 1:
+            self._last_sample = procfs.ProcessSample(0, 0.0, time.monotonic())
+        else:
+            self.stats()
 
     def stats(self) -> JobStats:
         pid = self.child.pid if self.child is not None else None
