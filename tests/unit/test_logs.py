@@ -1,0 +1,54 @@
+"""The log queue: what the writer thread prints is what was true when the line was
+logged, whichever side of the queue formatted it."""
+
+from __future__ import annotations
+
+import logging
+
+import orjson
+import pytest
+
+from supervisor.logs import logging_to_stderr
+
+log = logging.getLogger("poolsup.test")
+
+
+@pytest.fixture(autouse=True)
+def _restore_root_level() -> object:
+    root = logging.getLogger()
+    level = root.level
+    yield
+    root.setLevel(level)
+
+
+def test_a_job_line_reads_as_logged_with_its_time_and_level(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with logging_to_stderr("info"):
+        log.info("[%s] succeeded (token %d)", "job-1", 7)
+    line = capsys.readouterr().err.strip()
+    assert line.endswith(" INFO poolsup.test: [job-1] succeeded (token 7)")
+    assert line[:4].isdigit()  # the timestamp
+
+
+def test_a_changing_argument_is_shown_as_it_was_when_logged(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    pending = ["a"]
+    with logging_to_stderr("info"):
+        log.info("pending: %s", pending)
+        pending.append("b")
+    assert capsys.readouterr().err.strip().endswith("pending: ['a']")
+
+
+def test_json_lines_keep_the_job_key_and_token(capsys: pytest.CaptureFixture[str]) -> None:
+    with logging_to_stderr("info", "json"):
+        log.warning("[%s] lease lost (token %d)", "k 1", 12)
+        try:
+            raise ValueError("boom")
+        except ValueError:
+            log.exception("[%s] failed (token %d)", "k 2", 13)
+    first, second = (orjson.loads(line) for line in capsys.readouterr().err.splitlines())
+    assert (first["key"], first["token"], first["level"]) == ("k 1", 12, "WARNING")
+    assert (second["key"], second["token"]) == ("k 2", 13)
+    assert "ValueError: boom" in second["traceback"]
