@@ -43,7 +43,6 @@ class Identity:
 @dataclass(frozen=True, kw_only=True)
 class Confinement:
     environ: Mapping[str, str] = field(default_factory=dict)  # without POOLSUP_JOB_*
-    inherit_env: bool = False
     cwd: str | None = None
     nice: int | None = None
     cpu_limit: float | None = None
@@ -62,7 +61,6 @@ def prepare(spec: HandlerSpec, environ: Mapping[str, str]) -> Confinement:
     job_environ.update(spec.env)
     return Confinement(
         environ=job_environ,
-        inherit_env=spec.inherit_env,
         cwd=spec.cwd,
         nice=spec.nice,
         cpu_limit=spec.cpu_limit,
@@ -150,7 +148,8 @@ def apply(confinement: Confinement, *, server_pid: int) -> None:
     if confinement.nice is not None:
         what = f"cannot set nice {confinement.nice}"
         _attempt(what, os.setpriority, os.PRIO_PROCESS, 0, confinement.nice)
-    replace_environment(confinement.environ, hide_inherited=not confinement.inherit_env)
+    # Empty already: the fork server cleared its own before forking (`clear_environment`).
+    os.environ.update(confinement.environ)
     if confinement.identity is not None:
         _switch_identity(confinement.identity, server_pid)
     if confinement.cwd is not None:
@@ -165,7 +164,7 @@ def renew(confinement: Confinement, *, cwd_fd: int) -> None:
     ConfinementError."""
     if confinement.cpu_limit is not None:
         _grant_cpu(confinement.cpu_limit)
-    replace_environment(confinement.environ, hide_inherited=False)  # wiped by `apply`
+    replace_environment(confinement.environ)
     if confinement.cwd is not None:
         _attempt(f"cannot change to directory {confinement.cwd}", os.chdir, confinement.cwd)
     else:
@@ -185,16 +184,23 @@ def _grant_cpu(limit: float) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
 
 
-def replace_environment(environ: Mapping[str, str], *, hide_inherited: bool) -> None:
-    """Make `environ` the whole environment: in `os.environ`, `posix.environ` and the C
-    library; with `hide_inherited`, also blank the one the fork server was started
-    with, which /proc/self/environ shows."""
+def clear_environment() -> None:
+    """In the fork server, once its handlers are loaded: no environment at all, in
+    `os.environ`, `posix.environ` and the C library, and the one it was started with
+    (which /proc/PID/environ shows) blanked; so each child starts from nothing, and
+    none of this is done again per job."""
     os.environ.clear()
     posix.environ.clear()
     linux.clear_c_environment()
-    if hide_inherited:
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            linux.wipe_startup_environment()
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        linux.wipe_startup_environment()
+
+
+def replace_environment(environ: Mapping[str, str]) -> None:
+    """Make `environ` the whole environment, whatever a job changed in it."""
+    os.environ.clear()
+    posix.environ.clear()
+    linux.clear_c_environment()
     os.environ.update(environ)
 
 

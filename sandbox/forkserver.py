@@ -376,7 +376,8 @@ def main(argv: list[str] | None = None) -> int:
     control = socket.socket(fileno=args.control_fd)
     specs = parse_handler_table(args.handlers or _read_fd(args.handlers_fd))
     confinements = {name: confinement.prepare(spec, os.environ) for name, spec in specs.items()}
-    handlers = preload(specs)
+    handlers = preload(specs)  # handler files see our environment as they are imported
+    confinement.clear_environment()
     gc.freeze()  # children then share, rather than copy, the preloaded objects
     try:
         linux.lock_memory()  # a fence must not wait for its enforcer to be swapped in
