@@ -45,10 +45,6 @@ _SERVICE_MANAGER_VARIABLES = frozenset({
     "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES",
 })
 
-# Sent before the fork is confirmed, the first message fits in the socket buffer, so
-# the child finds it waiting; a larger one would block until the child reads it.
-EAGER_SEND_LIMIT = 64 * 1024
-
 class ForkServerDied(PoolsupError):
     """The fork server exited; its children were killed with it."""
 
@@ -127,6 +123,13 @@ class ForkServer:
         await self.wait_ready()
         control_parent, control_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         output_parent, output_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        # Written before the spawn, what fits in the socket's buffer (normally all of
+        # it) waits for the child, which reads it at once; the rest follows the spawn.
+        control_parent.setblocking(False)
+        try:
+            unsent = first_message[control_parent.send(first_message):]
+        except BlockingIOError:
+            unsent = first_message
         try:
             child = Child(
                 job_id=job_id,
@@ -142,8 +145,6 @@ class ForkServer:
                 "deadline": fence_deadline,
             }
             await self._send(message, fds=[control_child.fileno(), output_child.fileno()])
-            if len(first_message) <= EAGER_SEND_LIMIT:
-                await child.control.send(first_message)
         finally:
             control_child.close()
             output_child.close()
@@ -153,8 +154,8 @@ class ForkServer:
             await child.control.aclose()
             await child.output.aclose()
             raise PoolsupError(f"could not start a child: {child.spawn_error}")
-        if len(first_message) > EAGER_SEND_LIMIT:
-            await child.control.send(first_message)
+        if unsent:
+            await child.control.send(unsent)
         return child
 
     async def fence(self, job_ids: list[str], deadline: float) -> None:

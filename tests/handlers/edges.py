@@ -14,6 +14,10 @@ def big_result(job: Job) -> str:
     return "x" * int(job.payload["bytes"])
 
 
+def payload_size(job: Job) -> int:
+    return len(job.payload["text"])
+
+
 def garbage_on_control(job: Job) -> dict[str, bool]:
     """Writes bytes that are not a message on its control socket, then returns."""
     for name in os.listdir("/proc/self/fd"):

@@ -42,6 +42,20 @@ def test_guarantee_2_a_backlog_of_one_handler_does_not_delay_another(pool: Pool)
     assert record["state"] == "succeeded"
 
 
+@pytest.mark.parametrize("jobs_per_child", [1, 100])
+def test_a_payload_larger_than_a_socket_buffer_reaches_the_handler_whole(
+    pool: Pool, jobs_per_child: int
+) -> None:
+    pool.start(pool.config(edges("payload_size", max_jobs_per_child=jobs_per_child)))
+    client = pool.client()
+    size = 1_000_000  # under the 1 MiB limit, over an AF_UNIX socket's buffer
+    for key in ("big-1", "big-2"):
+        client.dispatch(key, {"text": "x" * size}, handler="payload_size")
+    for key in ("big-1", "big-2"):
+        record = wait_for(lambda key=key: finished(client, key), 30, message=key)
+        assert (record["state"], record["result"]) == ("succeeded", size), record
+
+
 def test_a_failed_spawn_backs_off_instead_of_looping(pool: Pool) -> None:
     supervisor = pool.start(pool.config(edges("sleeps"), capacity=2))
     client = pool.client()
