@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Awaitable, Callable, Sequence
 
 import anyio
 
 from sandbox.protocol import fence_clock
+from supervisor.core.claiming import wait_before_claim
 from supervisor.core.leases import MAX_LEASE_LOSSES
 from supervisor.errors import StoreFailure
 from supervisor.metrics import metrics
@@ -53,12 +55,18 @@ class Claimer:
         self.wake()
 
     async def run(self) -> None:
+        last_claim = -math.inf
         while not self.stopped:
             self._wakeup = anyio.Event()
             # No claim while no fork server could start it: a claim would only be
             # released again.
             await self._spawn_ready()
             free = max(0, self._capacity - self._registry.busy_slots)
+            now = anyio.current_time()
+            if wait := wait_before_claim(free, now, last_claim, POLL_INTERVAL):
+                await self._sleep(wait)
+                continue
+            last_claim = now
             sent_at = fence_clock()
             try:
                 batch = await self._store.claim(

@@ -172,4 +172,5 @@ class Registry:
         job.gone.set()
         self.changed.set()
         self.changed = anyio.Event()
-        self._slot_freed()
+        if not job.finalizing:  # else its slot was freed when its outcome went out
+            self._slot_freed()
