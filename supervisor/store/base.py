@@ -82,6 +82,14 @@ class ClaimedJob:
         return Lease(self.key, self.token, self.owner)
 
 
+@dataclass(frozen=True)
+class Completion:
+    """A job's result, stored by the `claim` that fills the slot its job freed."""
+
+    lease: Lease
+    result: bytes
+
+
 @dataclass(frozen=True, kw_only=True)
 class ClaimBatch:
     """What one `claim` call did.
@@ -89,11 +97,14 @@ class ClaimBatch:
     `next_due_in`: seconds until the earliest pending job of the claimed handlers held
     back by retry backoff, by its `run_at`, or by a reservation for another supervisor,
     becomes claimable (None if there is none), so the claimer knows when to look again.
+    `completed`: for a claim given a `Completion`, whether its result was stored (False:
+    the lease was stale, as `complete` would have raised); None for any other claim.
     """
 
     jobs: tuple[ClaimedJob, ...]
     recovered: int
     next_due_in: float | None
+    completed: bool | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -331,8 +342,12 @@ class Store(Protocol):
         count: int,
         lease_ttl: float,
         max_lease_losses: int,
+        completing: Completion | None = None,
     ) -> ClaimBatch:
-        """First recover expired leases of the whole pool: each expired running job
+        """With `completing`, first `complete` that job, in the same atomic step (one
+        round trip on Redis); a stale lease there is reported in `completed` and the
+        claim goes on.
+        Then recover expired leases of the whole pool: each expired running job
         goes back to pending without spending an attempt and with `lease_losses` + 1,
         keeping the expired deadline, which its next claim hands out as
         `ClaimedJob.lease_expired_at` and clears;

@@ -28,6 +28,7 @@ from supervisor.errors import ConfigError, JobNotFound, StoreError
 from supervisor.store.base import (
     ClaimBatch,
     ClaimedJob,
+    Completion,
     DispatchRequest,
     JobRecord,
     JobState,
@@ -115,6 +116,7 @@ class RedisStore:
         count: int,
         lease_ttl: float,
         max_lease_losses: int,
+        completing: Completion | None = None,
     ) -> ClaimBatch:
         k = self._keys
         if not self._layout_checked:
@@ -122,13 +124,16 @@ class RedisStore:
                             subject=self.pool)
             self._layout_checked = True
         handlers = list(dict.fromkeys(handlers))  # a queue declared twice would be scanned twice
-        recovered, next_due, _now, claimed = await self._run(
+        completion: list[ScriptArg] = ["", 0, ""]
+        if completing is not None:
+            completion = [completing.lease.key, completing.lease.token, completing.result]
+        recovered, next_due, _now, claimed, completed = await self._run(
             "claim",
             [k.pending, k.running, k.token, k.done("failed"), k.done("stopped"),
              k.write_probe, k.reserved(owner), k.health,
              *(k.queue(handler) for handler in handlers)],
             [k.prefix, owner, count, milliseconds(lease_ttl), max_lease_losses,
-             self._retention_ms, k.channel, *handlers],
+             self._retention_ms, k.channel, *completion, *handlers],
             subject=owner,
         )
         jobs = tuple(
@@ -149,7 +154,8 @@ class RedisStore:
                  checkpoint, expired_at) in claimed
         )
         next_due_in = None if next_due is None else max(0.0, seconds(next_due))
-        return ClaimBatch(jobs=jobs, recovered=int(recovered), next_due_in=next_due_in)
+        return ClaimBatch(jobs=jobs, recovered=int(recovered), next_due_in=next_due_in,
+                          completed=None if completed is None else bool(completed))
 
     async def renew(
         self,

@@ -33,17 +33,17 @@ import orjson
 from supervisor.errors import (
     JobExists,
     JobNotFound,
-    StaleToken,
     StoreFailure,
     StoreUnavailable,
     SupervisorIdTaken,
 )
 from supervisor.store import sqlite_db, sqlite_ticks
+from supervisor.store import sqlite_leases as leases
 from supervisor.store.base import (
     ALL_STATES,
     LIVE_STATES,
     ClaimBatch,
-    ClaimedJob,
+    Completion,
     DispatchRequest,
     JobRecord,
     JobState,
@@ -131,16 +131,17 @@ class SqliteStore:
         return await self._db.read(work)
 
     async def claim(self, owner: str, handlers: Sequence[str], count: int, lease_ttl: float,
-                    max_lease_losses: int) -> ClaimBatch:
+                    max_lease_losses: int, completing: Completion | None = None) -> ClaimBatch:
         handler_list = orjson.dumps(list(handlers)).decode()
 
         def work(tx: Tx) -> ClaimBatch:
+            completed = None if completing is None else leases.complete(tx, completing)
             tx.run("drop_expired_records", cutoff=self._cutoff(tx))
             tx.run("trim_events", cutoff=tx.now - EVENT_KEEP_SECONDS)
-            recovered = _recover_expired_leases(tx, max_lease_losses)
-            jobs = _start_due_jobs(tx, owner, handler_list, count, lease_ttl)
+            recovered = leases.recover_expired_leases(tx, max_lease_losses)
+            jobs = leases.start_due_jobs(tx, owner, handler_list, count, lease_ttl)
             next_due = tx.value("next_due", handlers=handler_list)
-            return ClaimBatch(jobs=jobs, recovered=recovered,
+            return ClaimBatch(jobs=jobs, recovered=recovered, completed=completed,
                               next_due_in=None if next_due is None else next_due - tx.now)
 
         return await self._db.write(work)
@@ -173,24 +174,21 @@ class SqliteStore:
 
     async def complete(self, lease: Lease, result: bytes) -> None:
         def work(tx: Tx) -> None:
-            completed = tx.run("complete_job", key=lease.key, owner=lease.owner,
-                               token=lease.token, result=result)
-            if completed.rowcount == 0:
-                raise _stale(lease)
-            tx.run("drop_notes", key=lease.key)
+            if not leases.complete(tx, Completion(lease, result)):
+                raise leases.stale(lease)
 
         await self._db.write(work)
 
     async def fail(self, lease: Lease, error: str, *, final: bool, retry_delay: float) -> JobState:
         def work(tx: Tx) -> JobState:
-            job = _held_job(tx, lease)
+            job = leases.held_job(tx, lease)
             if job["stop_requested"]:
-                return _finish(tx, lease.key, "stopped", error)
+                return leases.finish(tx, lease.key, "stopped", error)
             if final or 0 < job["max_attempts"] <= job["attempts"]:
-                return _finish(tx, lease.key, "failed", error)
+                return leases.finish(tx, lease.key, "failed", error)
             tx.run("requeue_job", key=lease.key, refund=0, error=error,
                    due=tx.now + retry_delay)
-            _emit(tx, "wake")
+            leases.emit(tx, "wake")
             return "pending"
 
         return await self._db.write(work)
@@ -204,8 +202,9 @@ class SqliteStore:
         reserve_ttl: float = 0.0,
     ) -> None:
         def work(tx: Tx) -> None:
-            if _held_job(tx, lease)["stop_requested"]:
-                _finish(tx, lease.key, "stopped", f"stop requested; released by {lease.owner}")
+            if leases.held_job(tx, lease)["stop_requested"]:
+                why = f"stop requested; released by {lease.owner}"
+                leases.finish(tx, lease.key, "stopped", why)
                 return
             if reserve_for:  # a move: others may claim it once the reservation runs out
                 due = tx.now + max(0.0, reserve_ttl)
@@ -217,7 +216,7 @@ class SqliteStore:
             if reserve_for:
                 tx.run("reserve_job", key=lease.key, reserved_for=reserve_for,
                        moved_from=lease.owner)
-            _emit(tx, "wake")
+            leases.emit(tx, "wake")
 
         await self._db.write(work)
 
@@ -226,14 +225,14 @@ class SqliteStore:
             saved = tx.run("save_checkpoint", key=lease.key, owner=lease.owner,
                            token=lease.token, checkpoint=value)
             if saved.rowcount == 0:
-                raise _stale(lease)
+                raise leases.stale(lease)
 
         await self._db.write(work)
 
     async def finish_stopped(self, lease: Lease, reason: str) -> None:
         def work(tx: Tx) -> None:
-            _held_job(tx, lease)
-            _finish(tx, lease.key, "stopped", reason)
+            leases.held_job(tx, lease)
+            leases.finish(tx, lease.key, "stopped", reason)
 
         await self._db.write(work)
 
@@ -245,9 +244,9 @@ class SqliteStore:
             if state not in LIVE_STATES:
                 return state
             tx.run("request_stop", key=key)
-            _emit(tx, "stop", key)
+            leases.emit(tx, "stop", key)
             if state == "pending":
-                return _finish(tx, key, "stopped", "stopped before it ran")
+                return leases.finish(tx, key, "stopped", "stopped before it ran")
             return state
 
         return await self._db.write(work)
@@ -260,7 +259,7 @@ class SqliteStore:
             if state not in LIVE_STATES:
                 raise JobNotFound(f"job {key!r} has finished ({state})")
             tx.run("add_note", key=key, payload=payload)
-            _emit(tx, "notify", key)
+            leases.emit(tx, "notify", key)
 
         await self._db.write(work)
 
@@ -426,41 +425,10 @@ class _EventPoller:
         return self._ready.popleft()
 
 
-def _emit(tx: Tx, kind: str, key: str | None = None) -> None:
-    tx.run("emit_event", kind=kind, key=key)
 
 
-def _recover_expired_leases(tx: Tx, max_lease_losses: int) -> int:
-    ended = [row["key"] for row in tx.rows("stop_expired_leases")]
-    ended += [row["key"] for row in
-              tx.rows("fail_expired_leases", max_lease_losses=max_lease_losses)]
-    for key in ended:
-        tx.run("drop_notes", key=key)
-    requeued = tx.rows("requeue_expired_leases", due=tx.value("front_of_queue"))
-    if ended or requeued:
-        _emit(tx, "wake")
-    return len(ended) + len(requeued)
 
 
-def _start_due_jobs(tx: Tx, owner: str, handler_list: str, count: int,
-                    lease_ttl: float) -> tuple[ClaimedJob, ...]:
-    """Up to `count` pending jobs of these handlers -> running: first those reserved
-    for `owner`, then due ones, oldest first."""
-    if count <= 0:
-        return ()
-    # key -> the deadline of the lease whose expiry put it back, if any (boot clock)
-    expired_at = {row["key"]: row["lease_expired_at"] for row in tx.rows(
-        "reserved_keys", owner=owner, handlers=handler_list, count=count)}
-    if len(expired_at) < count:
-        expired_at.update((row["key"], row["lease_expired_at"]) for row in tx.rows(
-            "claimable_keys", handlers=handler_list, count=count - len(expired_at)))
-    if not expired_at:
-        return ()
-    first_token = tx.value("take_tokens", n=len(expired_at)) - len(expired_at) + 1
-    return tuple(
-        _claimed_job(tx.row("start_attempt", key=key, owner=owner, token=token,
-                            lease_ttl=lease_ttl), owner, tx, expired)
-        for token, (key, expired) in enumerate(expired_at.items(), start=first_token))
 
 
 def _read_members(tx: Tx) -> Membership:
@@ -475,23 +443,10 @@ def _read_members(tx: Tx) -> Membership:
     return Membership(store_time=tx.now, members=live_members(entries, running, inbound))
 
 
-def _held_job(tx: Tx, lease: Lease) -> Any:
-    job = tx.row("held_job", key=lease.key, owner=lease.owner, token=lease.token)
-    if job is None:
-        raise _stale(lease)
-    return job
 
 
-def _finish(tx: Tx, key: str, state: JobState, error: str | None) -> JobState:
-    tx.run("finish_job", key=key, state=state, error=error)
-    tx.run("drop_notes", key=key)
-    _emit(tx, "wake")
-    return state
 
 
-def _stale(lease: Lease) -> StaleToken:
-    return StaleToken(f"job {lease.key!r}: token {lease.token} of {lease.owner!r} no longer "
-                      "holds the lease")
 
 
 def _stats_params(stats: JobStats | None) -> dict[str, Any]:
@@ -499,14 +454,6 @@ def _stats_params(stats: JobStats | None) -> dict[str, Any]:
     return {"pid": stats.pid, "rss_bytes": stats.rss_bytes, "cpu_percent": stats.cpu_percent}
 
 
-def _claimed_job(row: Any, owner: str, tx: Tx, expired_at: float | None) -> ClaimedJob:
-    return ClaimedJob(key=row["key"], handler=row["handler"], payload=bytes(row["payload"]),
-                      token=row["token"], attempt=row["attempts"],
-                      max_attempts=row["max_attempts"],
-                      lease_deadline=tx.wall_time(row["lease_deadline"]),
-                      owner=owner, has_notes=bool(row["has_notes"]),
-                      checkpoint=_blob(row["checkpoint"]),
-                      lease_expired_at=None if expired_at is None else tx.wall_time(expired_at))
 
 
 def _job_record(row: Any, tx: Tx) -> JobRecord:
@@ -530,6 +477,3 @@ def _job_record(row: Any, tx: Tx) -> JobRecord:
 def _decode(blob: bytes | None) -> Any:
     return None if blob is None else orjson.loads(blob)
 
-
-def _blob(blob: bytes | None) -> bytes | None:
-    return None if blob is None else bytes(blob)

@@ -6,7 +6,7 @@ import anyio
 import pytest
 
 from supervisor.errors import StaleToken
-from supervisor.store.base import Lease, Store
+from supervisor.store.base import Completion, Lease, Store
 from tests.store.support import (
     OWNER,
     SHORT_TTL,
@@ -31,6 +31,40 @@ async def test_complete_records_the_result(store: Store) -> None:
     assert (record.attempts, record.supervisor, record.lease_deadline) == (1, OWNER, None)
     assert record.finished_at is not None and record.started_at is not None
     assert record.finished_at >= record.started_at
+
+
+async def test_a_claim_completes_the_job_whose_slot_it_fills(store: Store) -> None:
+    await dispatch_all(store, ["k1", "k2"])
+    first = await claim_one(store)
+
+    batch = await store.claim(OWNER, ["thumbnail"], 1, 30.0, 3,
+                              completing=Completion(first.lease, b'{"ok": 1}'))
+
+    assert batch.completed is True
+    assert [job.key for job in batch.jobs] == ["k2"]
+    record = await store.job("k1")
+    assert (record.state, record.result, record.lease_deadline) == ("succeeded", {"ok": 1}, None)
+    assert (await store.job("k2")).state == "running"
+    assert (await claim(store)).completed is None  # nothing asked
+
+
+async def test_a_claim_completing_a_stale_lease_stores_nothing_and_still_claims(
+    store: Store,
+) -> None:
+    await dispatch_all(store, ["k1"])
+    old = await claim_one(store, lease_ttl=SHORT_TTL)
+    await wait_for_expiry()
+    current = await claim_one(store, owner="sup-b")
+    await store.dispatch(new_job("k2"))
+    before = await store.job("k1")
+
+    batch = await store.claim(OWNER, ["thumbnail"], 1, 30.0, 3,
+                              completing=Completion(old.lease, b"1"))
+
+    assert batch.completed is False
+    assert [job.key for job in batch.jobs] == ["k2"]
+    assert await store.job("k1") == before
+    assert current.token > old.token
 
 
 async def test_a_stale_lease_changes_nothing(store: Store) -> None:

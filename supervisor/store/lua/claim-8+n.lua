@@ -1,11 +1,13 @@
--- Recover expired leases of the pool, then claim up to `count` pending jobs of the
+-- Complete the job of a freed slot if asked (as complete-4 does), recover expired
+-- leases of the pool, then claim up to `count` pending jobs of the
 -- given handlers: first those released for this owner whose reservation has not run out
 -- (reserved:<owner>), then due ones, oldest first across their queues.
 -- KEYS: 1 pending zset, 2 running zset, 3 token counter, 4 done:failed, 5 done:stopped,
 --       6 write-probe, 7 reserved:<owner>, 8 health hash,
---       9... queue:<handler> of each handler in ARGV 8...
+--       9... queue:<handler> of each handler in ARGV 11...
 -- ARGV: 1 key prefix, 2 owner, 3 count, 4 lease ttl (ms), 5 max lease losses (0: no
---       limit), 6 retention (ms), 7 events channel, 8... handlers this owner runs
+--       limit), 6 retention (ms), 7 events channel, 8 the key of a job to complete
+--       ('' for none), 9 its token, 10 its result, 11... handlers this owner runs
 -- Undeclared keys (found while it runs, so not known to the caller; built from the
 -- prefix): the job hash and notes list of each job it recovers or claims, the queue of
 -- a recovered job whose handler this owner does not run, and the reservations of
@@ -15,7 +17,8 @@
 -- Returns: {OK, recovered, next due in (ms; of these handlers' jobs) or false,
 --           store time (ms),
 --           {key, handler, payload, token, attempt, max_attempts, lease deadline,
---            has notes (0/1), checkpoint or false, lease_expired_at (ms) or false}...}
+--            has notes (0/1), checkpoint or false, lease_expired_at (ms) or false}...},
+--           completed: 1, 0 (stale lease) or false (none asked)}
 -- A recovered job keeps its expired deadline as `lease_expired_at` (for the failover
 -- time) until a claim hands it out and clears it.
 -- A lease that expired while the store took no supervisor's write (a quiet window, see
@@ -29,15 +32,30 @@ local count, ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
 local max_losses = tonumber(ARGV[5])
 local pool = {pending = KEYS[1], running = KEYS[2], done_failed = KEYS[4],
               done_stopped = KEYS[5], queues = {}, reserved = {[owner] = KEYS[7]},
-              prefix = prefix, now = store_now(), retention = tonumber(ARGV[6])}
+              prefix = prefix, now = store_now(), retention = tonumber(ARGV[6]),
+              done_succeeded = prefix .. 'done:succeeded'}
+local FIRST_HANDLER = 11
 local queues = {}
-for i = 8, #ARGV do
-  pool.queues[ARGV[i]] = KEYS[i + 1]
-  queues[#queues + 1] = KEYS[i + 1]
+for i = FIRST_HANDLER, #ARGV do
+  pool.queues[ARGV[i]] = KEYS[i - FIRST_HANDLER + 9]
+  queues[#queues + 1] = KEYS[i - FIRST_HANDLER + 9]
 end
 
 refuse_when_full(KEYS[6])
 note_supervisor_write(KEYS[8], pool.now)
+
+local completed = false
+if ARGV[8] ~= '' then
+  local key = ARGV[8]
+  local job, notes = job_key(prefix, key), notes_key(prefix, key)
+  redis.call('EXISTS', notes)  -- read before the first write: see undeclared keys
+  completed = 0
+  if holds(job, ARGV[9], owner) then
+    redis.call('HSET', job, 'result', ARGV[10])
+    finish(pool, job, notes, key, 'succeeded', false)
+    completed = 1
+  end
+end
 -- An owner renews every third of its ttl: a lease that ran out within half a ttl after
 -- a quiet window could not have been renewed in time either.
 local quiet_grace = ttl / 2
@@ -128,7 +146,7 @@ local FIELDS = {'state', 'handler', 'payload', 'max_attempts', 'checkpoint', 're
 -- later than now), and they are few: each runs out after its reservation ttl.
 if count > 0 then
   local runs = {}
-  for i = 8, #ARGV do
+  for i = FIRST_HANDLER, #ARGV do
     runs[ARGV[i]] = true
   end
   local reserved = KEYS[7]
@@ -176,4 +194,4 @@ end
 if next_due then
   next_due = fmt(next_due)
 end
-return {OK, recovered, next_due, fmt(pool.now), claimed}
+return {OK, recovered, next_due, fmt(pool.now), claimed, completed}

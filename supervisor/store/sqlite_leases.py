@@ -1,0 +1,91 @@
+"""The SQLite store's steps in a lease's life, each run inside the caller's
+transaction: claim (start due jobs, recover expired leases), hold, complete, finish."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from supervisor.errors import StaleToken
+from supervisor.store.base import ClaimedJob, Completion, JobState, Lease
+from supervisor.store.sqlite_db import Tx
+
+
+def emit(tx: Tx, kind: str, key: str | None = None) -> None:
+    tx.run("emit_event", kind=kind, key=key)
+
+
+def recover_expired_leases(tx: Tx, max_lease_losses: int) -> int:
+    ended = [row["key"] for row in tx.rows("stop_expired_leases")]
+    ended += [row["key"] for row in
+              tx.rows("fail_expired_leases", max_lease_losses=max_lease_losses)]
+    for key in ended:
+        tx.run("drop_notes", key=key)
+    requeued = tx.rows("requeue_expired_leases", due=tx.value("front_of_queue"))
+    if ended or requeued:
+        emit(tx, "wake")
+    return len(ended) + len(requeued)
+
+
+def start_due_jobs(tx: Tx, owner: str, handler_list: str, count: int,
+                    lease_ttl: float) -> tuple[ClaimedJob, ...]:
+    """Up to `count` pending jobs of these handlers -> running: first those reserved
+    for `owner`, then due ones, oldest first."""
+    if count <= 0:
+        return ()
+    # key -> the deadline of the lease whose expiry put it back, if any (boot clock)
+    expired_at = {row["key"]: row["lease_expired_at"] for row in tx.rows(
+        "reserved_keys", owner=owner, handlers=handler_list, count=count)}
+    if len(expired_at) < count:
+        expired_at.update((row["key"], row["lease_expired_at"]) for row in tx.rows(
+            "claimable_keys", handlers=handler_list, count=count - len(expired_at)))
+    if not expired_at:
+        return ()
+    first_token = tx.value("take_tokens", n=len(expired_at)) - len(expired_at) + 1
+    return tuple(
+        claimed_job(tx.row("start_attempt", key=key, owner=owner, token=token,
+                            lease_ttl=lease_ttl), owner, tx, expired)
+        for token, (key, expired) in enumerate(expired_at.items(), start=first_token))
+
+
+def held_job(tx: Tx, lease: Lease) -> Any:
+    job = tx.row("held_job", key=lease.key, owner=lease.owner, token=lease.token)
+    if job is None:
+        raise stale(lease)
+    return job
+
+
+def finish(tx: Tx, key: str, state: JobState, error: str | None) -> JobState:
+    tx.run("finish_job", key=key, state=state, error=error)
+    tx.run("drop_notes", key=key)
+    emit(tx, "wake")
+    return state
+
+
+def stale(lease: Lease) -> StaleToken:
+    return StaleToken(f"job {lease.key!r}: token {lease.token} of {lease.owner!r} no longer "
+                      "holds the lease")
+
+
+def claimed_job(row: Any, owner: str, tx: Tx, expired_at: float | None) -> ClaimedJob:
+    return ClaimedJob(key=row["key"], handler=row["handler"], payload=bytes(row["payload"]),
+                      token=row["token"], attempt=row["attempts"],
+                      max_attempts=row["max_attempts"],
+                      lease_deadline=tx.wall_time(row["lease_deadline"]),
+                      owner=owner, has_notes=bool(row["has_notes"]),
+                      checkpoint=blob(row["checkpoint"]),
+                      lease_expired_at=None if expired_at is None else tx.wall_time(expired_at))
+
+
+def blob(blob: bytes | None) -> bytes | None:
+    return None if blob is None else bytes(blob)
+
+
+def complete(tx: Tx, completion: Completion) -> bool:
+    """running -> succeeded with the result; False if the lease is stale."""
+    lease = completion.lease
+    completed = tx.run("complete_job", key=lease.key, owner=lease.owner, token=lease.token,
+                       result=completion.result)
+    if completed.rowcount == 0:
+        return False
+    tx.run("drop_notes", key=lease.key)
+    return True
