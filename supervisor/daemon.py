@@ -87,6 +87,7 @@ class Supervisor:
             lease_ttl=settings.lease_ttl,
             start_job=self._start_job,
             spawn_ready=self._spawn_ready,
+            spawn_possible=lambda: self.fork_servers.current.alive,
         )
         self.rebalancer = Rebalancer(
             store=store, registry=self.registry, owner=settings.id, lease_ttl=settings.lease_ttl
@@ -105,6 +106,7 @@ class Supervisor:
             outcome_failures=StoreFailures("storing outcomes"),
             note_failures=StoreFailures("notifications"),
             child_started=self.keeper.renew_soon,
+            complete=self.claimer.complete,
         )
         self._fork_servers: ForkServers | None = None
         self._jobs_group: anyio.abc.TaskGroup | None = None

@@ -7,7 +7,7 @@ import logging
 import math
 import random
 import signal
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from dataclasses import dataclass
 
@@ -35,7 +35,7 @@ from supervisor.metrics import metrics
 from supervisor.notes import NoteCourier
 from supervisor.output import OutputPump
 from supervisor.running import Registry, RunningJob
-from supervisor.store.base import Store
+from supervisor.store.base import Lease, Store
 from supervisor.store_failures import StoreFailures
 
 log = logging.getLogger("poolsup.jobs")
@@ -66,6 +66,8 @@ class JobServices:
     outcome_failures: StoreFailures
     note_failures: StoreFailures
     child_started: Callable[[], None]  # so that the store soon shows its pid
+    # Stores a result; the claimer's, which claims the next job in the same call.
+    complete: Callable[[Lease, bytes], Awaitable[None]]
 
 
 async def run_job(job: RunningJob, services: JobServices) -> bool:
@@ -207,7 +209,8 @@ async def _finalize(job: RunningJob, outcome: Outcome, services: JobServices) ->
     """Store the outcome, retrying while the store fails and the lease may still be
     held.  Once the job's fence has passed, the store may have given the job to
     someone else: the outcome is left to the store's recovery (False)."""
-    services.registry.mark_finalizing(job)
+    # A result is stored by a claim for the slot it frees: no separate claim for it.
+    services.registry.mark_finalizing(job, wake_claimer=not isinstance(outcome, Complete))
     failures = services.outcome_failures
     while True:
         if job.lease_lost and not isinstance(outcome, Abandon):
@@ -215,7 +218,7 @@ async def _finalize(job: RunningJob, outcome: Outcome, services: JobServices) ->
         try:
             # A store that does not answer gets until the fence, and a second at least.
             with anyio.fail_after(max(MIN_OUTCOME_WAIT, job.fence_at - protocol.fence_clock())):
-                await _store_outcome(job, outcome, services.store)
+                await _store_outcome(job, outcome, services)
             failures.succeeded()
             return True
         except StaleToken:
@@ -231,11 +234,11 @@ async def _finalize(job: RunningJob, outcome: Outcome, services: JobServices) ->
             await anyio.sleep(delay)
 
 
-async def _store_outcome(job: RunningJob, outcome: Outcome, store: Store) -> None:
-    lease = job.lease
+async def _store_outcome(job: RunningJob, outcome: Outcome, services: JobServices) -> None:
+    lease, store = job.lease, services.store
     match outcome:
         case Complete(result_json):
-            await store.complete(lease, result_json)
+            await services.complete(lease, result_json)
             metrics.outcomes.labels("succeeded", "").inc()
             log.info("[%s] succeeded (token %d)", job.key, job.token)
         case Fail(error, final):

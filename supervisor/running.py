@@ -136,9 +136,10 @@ class Registry:
         """Jobs whose child may still run; a job storing its outcome holds no slot."""
         return sum(1 for job in self._jobs.values() if not job.finalizing)
 
-    def mark_finalizing(self, job: RunningJob) -> None:
+    def mark_finalizing(self, job: RunningJob, *, wake_claimer: bool = True) -> None:
         job.finalizing = True
-        self._slot_freed()
+        if wake_claimer:
+            self._slot_freed()
 
     def __iter__(self) -> Iterator[RunningJob]:
         return iter(list(self._jobs.values()))
