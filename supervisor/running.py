@@ -94,13 +94,12 @@ class RunningJob:
         self.stop_wanted.set()
 
     def note_started(self) -> None:
-        """The first sample, so that the first renewal can report CPU use; a fresh
-        child's is its start, at no CPU time yet (not worth a read of /proc), a
-        reused child's must be read: its earlier jobs' CPU time is not this job's."""
+        """A fresh child's first sample is its start, at no CPU time yet, so that the
+        first renewal can report its CPU use.  A reused child's CPU time so far is its
+        earlier jobs' too: its first renewal reads the first sample (no CPU use shown
+        yet), rather than every job reading /proc at its start, most never renewed."""
         if self.handler.max_jobs_per_child == 1:
             self._last_sample = procfs.ProcessSample(0, 0.0, time.monotonic())
-        else:
-            self.stats()
 
     def stats(self) -> JobStats:
         pid = self.child.pid if self.child is not None else None
