@@ -31,7 +31,7 @@ from sandbox.loader import HandlerSpec
 
 
 @dataclass(eq=False, kw_only=True)
-class RunningJob:
+class ForkedJob:
     job_id: str
     pid: int  # also its process group and session id
     handler: str = ""
@@ -48,8 +48,8 @@ class RunningJob:
 
 class Jobs:
     def __init__(self) -> None:
-        self._by_id: dict[str, RunningJob] = {}
-        self._by_pid: dict[int, RunningJob] = {}
+        self._by_id: dict[str, ForkedJob] = {}
+        self._by_pid: dict[int, ForkedJob] = {}
         self._fences: list[tuple[float, str]] = []  # a heap; stale entries are skipped
         self._hold = ExitHold()
 
@@ -59,14 +59,14 @@ class Jobs:
     def __bool__(self) -> bool:
         return bool(self._by_id)
 
-    def get(self, job_id: str) -> RunningJob | None:
+    def get(self, job_id: str) -> ForkedJob | None:
         return self._by_id.get(job_id)
 
     def add(
         self, job_id: str, pid: int, spec: HandlerSpec, now: float, *, handler: str = "",
         cpu_base: float = 0.0,
-    ) -> RunningJob:
-        job = RunningJob(
+    ) -> ForkedJob:
+        job = ForkedJob(
             job_id=job_id, pid=pid, handler=handler, cpu_limit=spec.cpu_limit, cpu_base=cpu_base
         )
         if spec.memory_limit is not None or spec.cpu_limit is not None:
@@ -191,7 +191,7 @@ class Jobs:
         """Every `exited` event still held, naming the leftovers still alive."""
         return self._hold.release_all(self._leftovers(spares))
 
-    def _exited(self, job: RunningJob, status: int, cpu_seconds: float) -> dict[str, Any]:
+    def _exited(self, job: ForkedJob, status: int, cpu_seconds: float) -> dict[str, Any]:
         del self._by_id[job.job_id]
         del self._by_pid[job.pid]
         signum = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None

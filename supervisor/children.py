@@ -83,8 +83,9 @@ class Child:
     status: ExitStatus | None = None
 
 
-class ForkServer:
-    """A running fork server and the children it holds."""
+class ForkServerClient:
+    """The supervisor's end of a running fork server (`sandbox.forkserver.ForkServer`):
+    the children it holds, as the supervisor sees them."""
 
     def __init__(self, process: subprocess.Popen[bytes], sock: socket.socket) -> None:
         self._process = process
@@ -352,7 +353,9 @@ def _handler_table_file(handlers: Mapping[str, HandlerConfig]) -> int:
 
 
 @asynccontextmanager
-async def open_fork_server(handlers: Mapping[str, HandlerConfig]) -> AsyncIterator[ForkServer]:
+async def open_fork_server(
+    handlers: Mapping[str, HandlerConfig],
+) -> AsyncIterator[ForkServerClient]:
     """Start a fork server preloaded with `handlers`; kill it and its children on exit."""
     orphans.adopt_orphans()
     parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -383,7 +386,7 @@ async def open_fork_server(handlers: Mapping[str, HandlerConfig]) -> AsyncIterat
         os.close(table_fd)
         child_sock.close()
     parent_sock.setblocking(False)
-    server = ForkServer(process, parent_sock)
+    server = ForkServerClient(process, parent_sock)
     async with anyio.create_task_group() as group:
         await group.start(server.serve)
         try:

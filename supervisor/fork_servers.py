@@ -13,7 +13,7 @@ from collections.abc import Mapping
 import anyio
 import anyio.abc
 
-from supervisor.children import ForkServer, open_fork_server
+from supervisor.children import ForkServerClient, open_fork_server
 from supervisor.config import HandlerConfig
 
 log = logging.getLogger("poolsup.children")
@@ -24,17 +24,17 @@ RETIRE_POLL = 0.2
 class ForkServers:
     def __init__(self, group: anyio.abc.TaskGroup) -> None:
         self._group = group
-        self._current: ForkServer | None = None
-        self._retire: dict[ForkServer, anyio.Event] = {}
+        self._current: ForkServerClient | None = None
+        self._retire: dict[ForkServerClient, anyio.Event] = {}
 
     @property
-    def current(self) -> ForkServer:
+    def current(self) -> ForkServerClient:
         assert self._current is not None, "no fork server started"
         return self._current
 
-    async def start(self, handlers: Mapping[str, HandlerConfig]) -> ForkServer:
+    async def start(self, handlers: Mapping[str, HandlerConfig]) -> ForkServerClient:
         """Start a fork server for `handlers`; it serves every spawn from now on."""
-        server: ForkServer = await self._group.start(self._generation, dict(handlers))
+        server: ForkServerClient = await self._group.start(self._generation, dict(handlers))
         previous, self._current = self._current, server
         if previous is not None:
             self._retire[previous].set()
@@ -48,7 +48,7 @@ class ForkServers:
         self,
         handlers: dict[str, HandlerConfig],
         *,
-        task_status: anyio.abc.TaskStatus[ForkServer],
+        task_status: anyio.abc.TaskStatus[ForkServerClient],
     ) -> None:
         async with open_fork_server(handlers) as server:
             retire = self._retire[server] = anyio.Event()

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import anyio
 
 from sandbox.protocol import fence_clock
-from supervisor.children import ForkServer, ForkServerDied
+from supervisor.children import ForkServerClient, ForkServerDied
 from supervisor.core.leases import fence_deadline, renew_interval, renewal_lag
 from supervisor.core.outcome import StopReason
 from supervisor.errors import StoreFailure
@@ -108,7 +108,7 @@ class LeaseKeeper:
         self.stats.renewals += 1
         metrics.renewals.labels("ok").inc()
         deadline = fence_deadline(sent_at, self._lease_ttl)
-        held_by_server: dict[ForkServer, list[str]] = {}
+        held_by_server: dict[ForkServerClient, list[str]] = {}
         for job in jobs:
             if job.key in result.lost:
                 continue

@@ -16,7 +16,7 @@ import anyio
 import orjson
 
 from sandbox import protocol
-from supervisor.children import ForkServer
+from supervisor.children import ForkServerClient
 from supervisor.config import Config, HandlerConfig, ScheduleConfig
 from supervisor.control_reader import ControlReader
 from supervisor.core.outcome import Complete, Fail, decide_outcome
@@ -61,7 +61,7 @@ def sandboxed_code(config: Config) -> dict[str, HandlerConfig]:
 
 
 async def run_producer(
-    fork_server: ForkServer, schedule: ScheduleConfig, *, tick: float, max_result: int
+    fork_server: ForkServerClient, schedule: ScheduleConfig, *, tick: float, max_result: int
 ) -> Any:
     """The producer's return value (decoded JSON); raises `ProducerFailed`."""
     key = producer_handler_name(schedule.name)

@@ -11,7 +11,7 @@ import anyio
 
 from sandbox.protocol import fence_clock
 from supervisor import procfs
-from supervisor.children import Child, ForkServer
+from supervisor.children import Child, ForkServerClient
 from supervisor.config import HandlerConfig
 from supervisor.core.admission import Admission, admit_claim
 from supervisor.core.outcome import StopReason
@@ -35,7 +35,7 @@ class RunningJob:
 
     claimed: ClaimedJob
     handler: HandlerConfig
-    fork_server: ForkServer
+    fork_server: ForkServerClient
     fence_at: float  # fence_clock() time by which the lease may have run out in the store
     child: Child | None = None
     stop_reason: StopReason | None = None

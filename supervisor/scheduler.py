@@ -20,7 +20,7 @@ import anyio.abc
 import orjson
 
 from supervisor.cadence import tick_label
-from supervisor.children import ForkServer
+from supervisor.children import ForkServerClient
 from supervisor.config import HandlerConfig, ScheduleConfig
 from supervisor.core.plans import InvalidPlan, parse_plan
 from supervisor.core.ticks import Fire, Wait, decide_tick, fingerprint
@@ -53,7 +53,7 @@ class Scheduler:
         owner: str,
         schedules: Mapping[str, ScheduleConfig],
         handlers: Mapping[str, HandlerConfig],
-        fork_server: Callable[[], ForkServer],
+        fork_server: Callable[[], ForkServerClient],
         max_payload: int,
         max_result: int,
     ) -> None:

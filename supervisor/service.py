@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 import anyio
 
-from supervisor.children import ForkServer
+from supervisor.children import ForkServerClient
 from supervisor.core.service_status import DrainProgress, drain_extension, status_line
 from supervisor.core.watchdog import TICK_TOLERANCE, next_watchdog_tick, reason_to_withhold_ping
 from supervisor.running import Registry
@@ -35,7 +35,7 @@ class ServiceReporter:
         registry: Registry,
         capacity: int,
         store_failures: Sequence[StoreFailures],
-        fork_server: Callable[[], ForkServer | None],
+        fork_server: Callable[[], ForkServerClient | None],
         drain_budget: float,
     ) -> None:
         self._notifier = Notifier(environment.notify_socket)

@@ -12,7 +12,7 @@ import anyio
 import orjson
 import pytest
 
-from supervisor.children import ForkServer, open_fork_server
+from supervisor.children import ForkServerClient, open_fork_server
 from supervisor.config import load_config
 from tests.helpers.pool import write_pool
 
@@ -34,7 +34,7 @@ async def exit_status_of(exited: dict[str, object]):  # type: ignore[no-untyped-
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     ours.setblocking(False)
     process = subprocess.Popen(["true"])  # noqa: ASYNC220 - stands in for the fork server
-    server = ForkServer(process, ours)
+    server = ForkServerClient(process, ours)
     try:
         async with anyio.create_task_group() as group:
             await group.start(server.serve)
