@@ -67,7 +67,6 @@ def wait_for_job(
     The hand-over is one packet: the handler's name, with the job's control and output
     sockets attached. End of stream means there will be no job.
     """
-    _open_job_stdio()  # now rather than after the hand-over: it takes a while
     data, fds, _, _ = socket.recv_fds(assignment, _ASSIGNMENT_SIZE, 2)
     if len(fds) != 2:
         return 0
@@ -135,7 +134,7 @@ def _run_jobs(
         if retire is not None:
             break
         pristine.restore()
-        _open_job_stdio()
+        open_job_stdio()
         next_fds = _next_assignment(assignment)
         if next_fds is None:
             return 0
@@ -180,9 +179,12 @@ def _confine(settings: Confinement, server_pid: int) -> str | None:
     return None
 
 
-def _open_job_stdio() -> None:
-    # Line buffered, so that a job's log lines arrive as they are printed. Fds 1 and 2
-    # are only names here: they will be the job's output socket when it writes.
+def open_job_stdio() -> None:
+    """`sys.stdout` and `sys.stderr` as a job has them. The fork server opens them once
+    and its children inherit them; a reused child opens them again after a job.
+
+    Line buffered, so that a job's log lines arrive as they are printed. Fds 1 and 2
+    are only names here: they will be the job's output socket when it writes."""
     sys.stdout = open(  # noqa: SIM115
         1, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False
     )

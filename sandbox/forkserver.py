@@ -378,6 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     confinements = {name: confinement.prepare(spec, os.environ) for name, spec in specs.items()}
     handlers = preload(specs)  # handler files see our environment as they are imported
     confinement.clear_environment()
+    child.open_job_stdio()  # our own too: not opened again in every child
     gc.freeze()  # children then share, rather than copy, the preloaded objects
     try:
         linux.lock_memory()  # a fence must not wait for its enforcer to be swapped in

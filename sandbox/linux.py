@@ -16,11 +16,14 @@ _CAP_IPC_LOCK = 14
 _ENV_START, _ENV_END = 47, 48
 
 _libc = ctypes.CDLL(None, use_errno=True)
+# Typed once: every child calls it, and converting untyped arguments touches enough of
+# ctypes to cost a forked child dozens of copy-on-write page faults.
+_libc.prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
+_libc.prctl.restype = ctypes.c_int
 
 
 def _prctl(option: int, value: int) -> None:
-    unused = ctypes.c_ulong(0)
-    if _libc.prctl(option, ctypes.c_ulong(value), unused, unused, unused) != 0:
+    if _libc.prctl(option, value, 0, 0, 0) != 0:
         errno = ctypes.get_errno()
         raise OSError(errno, f"prctl({option}): {os.strerror(errno)}")
 
