@@ -22,9 +22,8 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
 
-from sandbox import proctree
+from sandbox import proctree, raw_signal
 
 # A child whose resident memory after a job is above this share of its handler's
 # memory_limit is retired rather than reused (like Celery's max_memory_per_child): the
@@ -32,6 +31,7 @@ from sandbox import proctree
 RSS_WATERMARK = 0.75
 LEFTOVERS_BOUND = 1.0  # seconds to kill and reap what a job left, else retire
 _TIMERS = (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)
+_ALL_SIGNALS = frozenset(int(signum) for signum in signal.valid_signals())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,23 +42,23 @@ class Pristine:
     cwd_fd: int  # the working directory, held open (O_PATH)
     umask: int
     signal_mask: frozenset[int]
-    handlers: dict[int, Any]  # signal number: handler, for those Python can set
+    handlers: dict[int, raw_signal.Handler]  # signal number: handler, those Python can set
 
     @classmethod
     def capture(cls) -> Pristine:
         umask = os.umask(0)
         os.umask(umask)
-        handlers = {}
-        for signum in signal.valid_signals():
+        handlers: dict[int, raw_signal.Handler] = {}
+        for signum in _ALL_SIGNALS:
             with contextlib.suppress(ValueError, OSError):
-                handler = signal.getsignal(signum)
+                handler = raw_signal.getsignal(signum)
                 if handler is not None:
-                    handlers[int(signum)] = handler
+                    handlers[signum] = handler
         return cls(
             threads=threading.active_count(),
             cwd_fd=os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC),
             umask=umask,
-            signal_mask=frozenset(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
+            signal_mask=frozenset(raw_signal.pthread_sigmask(signal.SIG_BLOCK, [])),
             handlers=handlers,
         )
 
@@ -67,21 +67,22 @@ class Pristine:
         other than SIGTERM are the job's: none survives to the next job."""
         for timer in _TIMERS:
             signal.setitimer(timer, 0)
-        signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+        raw_signal.pthread_sigmask(signal.SIG_BLOCK, _ALL_SIGNALS)
         for signum, handler in self.handlers.items():
-            with contextlib.suppress(ValueError, OSError):
-                signal.signal(signum, handler)
+            if raw_signal.getsignal(signum) != handler:  # most jobs change none
+                with contextlib.suppress(ValueError, OSError):
+                    raw_signal.set_handler(signum, handler)
         discard_pending_signals()
-        signal.pthread_sigmask(signal.SIG_SETMASK, self.signal_mask)
+        raw_signal.pthread_sigmask(signal.SIG_SETMASK, self.signal_mask)
         os.umask(self.umask)
 
 
 def discard_pending_signals() -> None:
     """Take every pending signal (all are blocked by the caller), so that a signal meant
     for the last job does not reach the next one."""
-    for signum in signal.sigpending():  # one of each at most: standard signals do not queue
+    for signum in raw_signal.sigpending():  # one of each at most: standard signals do not queue
         with contextlib.suppress(OSError):
-            signal.sigtimedwait([signum], 0)
+            raw_signal.take_pending(signum)
 
 
 def end_descendants(bound: float = LEFTOVERS_BOUND) -> bool:
