@@ -138,12 +138,7 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices) -> tu
 
     output = OutputPump(job.key, child.output)
     async with anyio.create_task_group() as group:
-        # A stop, notes and checkpoints start tasks of their own when the first comes.
-        stop_grace = services.settings.stop_grace
-        if job.stop_wanted.is_set():  # asked for before the child started
-            group.start_soon(_stop_child, job, child, stop_grace)
-        else:
-            job.on_stop = lambda: group.start_soon(_stop_child, job, child, stop_grace)
+        # Notes and checkpoints start tasks of their own when the first comes.
         courier = NoteCourier(job, services.store, send, services.note_failures,
                               start=group.start_soon)
         checkpoints = CheckpointKeeper(job, services.store, services.outcome_failures,
@@ -153,18 +148,15 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices) -> tu
                                on_ack=courier.acknowledged, on_checkpoint=checkpoints.offer)
         group.start_soon(reader.run)
         group.start_soon(output.run)
-        timeout = job.handler.timeout
-        with anyio.move_on_after(timeout if timeout > 0 else math.inf):
-            await child.exited.wait()
-        if not child.exited.is_set():
-            job.request_stop(StopReason.TIMEOUT)
-            await child.exited.wait()
+        group.start_soon(_watch_stop, job, child, services.settings.stop_grace,
+                         job.handler.timeout)
+        await child.exited.wait()
         # The child wrote its result before exiting; let the socket drain, even if a
         # grandchild still holds it open (then give up after the grace).
         with anyio.move_on_after(RESULT_READ_GRACE):
             await reader.closed.wait()
         group.cancel_scope.cancel()
-    job.on_stop = job.on_notes = None  # the group that would run them is gone
+    job.on_notes = None  # the group that would run the courier is gone
     output.flush()
     await child.control.aclose()
     await child.output.aclose()
@@ -186,12 +178,16 @@ async def _send(child: Child, message: dict[str, object]) -> None:
         await child.control.send(protocol.encode_line(message))
 
 
-async def _stop_child(job: RunningJob, child: Child, stop_grace: float) -> None:
-    """Graceful stop, started by the first stop asked for (the handler's `timeout`
-    included): tell the handler, SIGTERM the group, SIGKILL after the grace.
+async def _watch_stop(job: RunningJob, child: Child, stop_grace: float, timeout: float) -> None:
+    """Graceful stop, asked for or at the handler's `timeout` (0: none): tell the
+    handler, SIGTERM the group, SIGKILL after the grace.
     A lost lease skips the grace: someone else may be starting the job already.
     A fork server that died took the child with it: nothing is left to signal."""
     fork_server = job.fork_server
+    with anyio.move_on_after(timeout if timeout > 0 else math.inf):
+        await job.stop_wanted.wait()
+    if not job.stop_wanted.is_set():
+        job.request_stop(StopReason.TIMEOUT)
     with suppress(ForkServerDied):
         if job.lease_lost:
             await fork_server.kill(child.job_id)

@@ -42,7 +42,6 @@ class RunningJob:
     stop_wanted: anyio.Event = field(default_factory=anyio.Event)
     notes_waiting: anyio.Event = field(default_factory=anyio.Event)
     on_notes: Callable[[], object] | None = None  # called once, at the first note
-    on_stop: Callable[[], object] | None = None  # called once, at the first stop asked
     gone: anyio.Event = field(default_factory=anyio.Event)  # left the registry
     killed_after_grace: bool = False
     finalizing: bool = False
@@ -93,9 +92,6 @@ class RunningJob:
                 log.info("[%s] stopping: %s (token %d)", self.key, reason.value, self.token)
             self.stop_reason = reason
         self.stop_wanted.set()
-        if self.on_stop is not None:
-            on_stop, self.on_stop = self.on_stop, None
-            on_stop()
 
     def note_started(self) -> None:
         """A fresh child's first sample is its start, at no CPU time yet, so that the
