@@ -200,6 +200,17 @@ local function finish(pool, job, notes, key, state, error)
   redis.call('ZREMRANGEBYSCORE', done, '-inf', after(pool.now - pool.retention))
 end
 
+-- running -> succeeded with `result`, if `token` of `owner` still holds the job's
+-- lease; whether it did.  pool needs running, done_succeeded, now and retention.
+local function complete_job(pool, job, notes, key, token, owner, result)
+  if not holds(job, token, owner) then
+    return false
+  end
+  redis.call('HSET', job, 'result', result)
+  finish(pool, job, notes, key, 'succeeded', false)
+  return true
+end
+
 -- Create a pending job, replacing a finished record of the same key and dropping the
 -- notes left from it; the caller checked that the key is not live.  `r` is one request:
 -- key, handler, payload, max_attempts, run_at (ms, or nil: now), schedule (or nil),

@@ -49,12 +49,7 @@ if ARGV[8] ~= '' then
   local key = ARGV[8]
   local job, notes = job_key(prefix, key), notes_key(prefix, key)
   redis.call('EXISTS', notes)  -- read before the first write: see undeclared keys
-  completed = 0
-  if holds(job, ARGV[9], owner) then
-    redis.call('HSET', job, 'result', ARGV[10])
-    finish(pool, job, notes, key, 'succeeded', false)
-    completed = 1
-  end
+  completed = complete_job(pool, job, notes, key, ARGV[9], owner, ARGV[10]) and 1 or 0
 end
 -- An owner renews every third of its ttl: a lease that ran out within half a ttl after
 -- a quiet window could not have been renewed in time either.

@@ -3,12 +3,9 @@
 -- ARGV: 1 key, 2 token, 3 owner, 4 result (JSON text), 5 retention (ms)
 -- Returns: {OK} or {STALE_TOKEN}
 
-local job, notes, key = KEYS[1], KEYS[2], ARGV[1]
-if not holds(job, ARGV[2], ARGV[3]) then
-  return {STALE_TOKEN}
-end
 local pool = {running = KEYS[3], done_succeeded = KEYS[4], queues = {}, reserved = {},
               now = store_now(), retention = tonumber(ARGV[5])}
-redis.call('HSET', job, 'result', ARGV[4])
-finish(pool, job, notes, key, 'succeeded', false)
+if not complete_job(pool, KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4]) then
+  return {STALE_TOKEN}
+end
 return {OK}
