@@ -124,14 +124,14 @@ class ForkServerClient:
         await self.wait_ready()
         control_parent, control_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         output_parent, output_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        # Written before the spawn, what fits in the socket's buffer (normally all of
-        # it) waits for the child, which reads it at once; the rest follows the spawn.
-        control_parent.setblocking(False)
         try:
-            unsent = first_message[control_parent.send(first_message):]
-        except BlockingIOError:
-            unsent = first_message
-        try:
+            # Written before the spawn, what fits in the socket's buffer (normally all of
+            # it) waits for the child, which reads it at once; the rest follows the spawn.
+            control_parent.setblocking(False)
+            try:
+                unsent = first_message[control_parent.send(first_message):]
+            except BlockingIOError:
+                unsent = first_message
             child = Child(
                 job_id=job_id,
                 control=await anyio.abc.UNIXSocketStream.from_socket(control_parent),
