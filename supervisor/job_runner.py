@@ -209,8 +209,10 @@ async def _finalize(job: RunningJob, outcome: Outcome, services: JobServices) ->
     """Store the outcome, retrying while the store fails and the lease may still be
     held.  Once the job's fence has passed, the store may have given the job to
     someone else: the outcome is left to the store's recovery (False)."""
-    # A result is stored by a claim for the slot it frees: no separate claim for it.
-    services.registry.mark_finalizing(job, wake_claimer=not isinstance(outcome, Complete))
+    # A result is stored by a claim for the slot it frees: no separate claim for it
+    # (unless the lease is lost already: then nothing is stored, and the slot waits).
+    stored_by_claim = isinstance(outcome, Complete) and not job.lease_lost
+    services.registry.mark_finalizing(job, wake_claimer=not stored_by_claim)
     failures = services.outcome_failures
     while True:
         if job.lease_lost and not isinstance(outcome, Abandon):
