@@ -6,9 +6,12 @@ newer poolsup) is a `ConfigError` naming the path; a file locked by another proc
 too long is `StoreUnavailable`.
 
 Lease deadlines and supervisors' last_seen times count on this host's CLOCK_BOOTTIME,
-which means nothing after a reboot: the file keeps the boot id it counts on, and a file
-opened under another boot id has every running lease expired and its membership
-entries dropped (nobody from the old boot is alive), in the transaction that opens it.
+which means nothing after a reboot: the file keeps the boot id it counts on and the
+machine ids that used it during that boot.  A file opened under another boot id of one
+of those machines has every running lease expired and its membership entries dropped
+(nobody from the old boot is alive), in the transaction that opens it; one that another
+machine's boot wrote is refused; an opener that cannot read its boot id changes nothing
+(`core/host_boot.py`).
 """
 
 from __future__ import annotations
@@ -25,10 +28,12 @@ from importlib import resources
 from pathlib import Path
 from typing import TypeVar
 
+from supervisor.core.host_boot import BootCheck, check_boot
 from supervisor.errors import ConfigError, StoreUnavailable
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
+MACHINE_ID_FILES = (Path("/etc/machine-id"), Path("/var/lib/dbus/machine-id"))
 MIN_SQLITE_VERSION = (3, 35, 0)  # RETURNING, UPDATE ... FROM, json_each
 BUSY_TIMEOUT_MS = 5000
 # After SQLite's own busy timeout gives up, the whole transaction is tried again after
@@ -38,6 +43,8 @@ BUSY_RETRY_PAUSES = (0.05, 0.2, 0.5)
 _BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
 _UNAVAILABLE_CODES = _BUSY_CODES | {sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL}
 _NAME_MARKER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+_BOOT_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_MACHINE_ID = re.compile(r"[0-9a-f]{32}")
 _T = TypeVar("_T")
 Clocks = Callable[[], tuple[float, float]]  # (wall, boot)
 
@@ -91,12 +98,26 @@ def retry_when_busy(action: Callable[[], _T]) -> _T:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def boot_id() -> str:
-    """This boot of the host ("" where the kernel does not say)."""
+def boot_id() -> str | None:
+    """This boot of the host; None where it cannot be read (a unit with ProcSubset=pid,
+    a container that hides /proc/sys: then the file reads as empty, or is missing)."""
+    return _read_id(BOOT_ID_FILE, _BOOT_ID)
+
+
+def machine_id() -> str | None:
+    """This host's machine id (systemd's, stable across reboots); None if it has none."""
+    for path in MACHINE_ID_FILES:
+        if (found := _read_id(path, _MACHINE_ID)) is not None:
+            return found
+    return None
+
+
+def _read_id(path: Path, form: re.Pattern[str]) -> str | None:
     try:
-        return BOOT_ID_FILE.read_text().strip()
+        text = path.read_text(errors="replace").strip().lower()
     except OSError:
-        return ""
+        return None
+    return text if form.fullmatch(text) else None
 
 
 def open_connection(url: str, pool: str, clocks: Clocks) -> tuple[sqlite3.Connection, Path]:
@@ -189,9 +210,11 @@ def _ensure_schema(conn: sqlite3.Connection, path: Path, pool: str, clocks: Cloc
                 _migrate_4_to_5(conn)
             if version < 6:
                 _migrate_5_to_6(conn)
+            if version < 7:
+                _migrate_6_to_7(conn)
         if version != SCHEMA_VERSION:
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        _check_boot(conn, boot_id())
+        _check_boot(conn, path, boot_id(), machine_id())
         conn.execute(load_queries()["ensure_counters"], {"pool": pool})
         conn.execute("COMMIT")
     except BaseException:
@@ -209,7 +232,7 @@ def _migrate_1_to_2(conn: sqlite3.Connection, wall: float, boot: float) -> None:
                  "boot_id TEXT NOT NULL) STRICT")
     conn.execute("CREATE TABLE health (pool TEXT PRIMARY KEY, last_ok REAL NOT NULL, "
                  "ok_since REAL NOT NULL) STRICT")
-    conn.execute("INSERT INTO host (id, boot_id) VALUES (1, ?)", (boot_id(),))
+    conn.execute("INSERT INTO host (id, boot_id) VALUES (1, ?)", (boot_id() or "",))
     shift = {"shift": boot - wall}
     conn.execute("UPDATE jobs SET lease_deadline = lease_deadline + :shift "
                  "WHERE lease_deadline IS NOT NULL", shift)
@@ -250,15 +273,35 @@ def _migrate_5_to_6(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE jobs ADD COLUMN lease_expired_at REAL")
 
 
-def _check_boot(conn: sqlite3.Connection, current: str) -> None:
+def _migrate_6_to_7(conn: sqlite3.Connection) -> None:
+    """Schema 7: the machines that used the file during the boot it counts on.  None is
+    known yet: the next boot id that differs is taken for a reboot, as before."""
+    conn.execute("CREATE TABLE host_machines (machine_id TEXT PRIMARY KEY) STRICT")
+
+
+def _check_boot(conn: sqlite3.Connection, path: Path, boot: str | None,
+                machine: str | None) -> None:
     row = conn.execute("SELECT boot_id FROM host").fetchone()
     if row is None:
-        conn.execute("INSERT INTO host (id, boot_id) VALUES (1, ?)", (current,))
-    elif row[0] != current:
+        conn.execute("INSERT INTO host (id, boot_id) VALUES (1, '')")
+    file_boot = row[0] if row is not None and row[0] else None
+    machines = {found for (found,) in conn.execute("SELECT machine_id FROM host_machines")}
+    verdict = check_boot(file_boot, machines, boot, machine)
+    if verdict is BootCheck.OTHER_HOST:
+        raise ConfigError(
+            f"SQLite store {path}: used by another host (boot {file_boot} of machine "
+            f"{', '.join(sorted(machines))}; this is machine {machine}): a SQLite store "
+            "serves one host, share a pool between hosts through Redis (if this is this host "
+            f"with a new machine id: sqlite3 {path} 'DELETE FROM host_machines')")
+    if verdict is BootCheck.REBOOTED:
         # Boot-clock times of another boot: every lease is over, every supervisor gone.
         conn.execute("UPDATE jobs SET lease_deadline = 0 WHERE state = 'running'")
         conn.execute("DELETE FROM supervisors")
-        conn.execute("UPDATE host SET boot_id = ?", (current,))
+        conn.execute("DELETE FROM host_machines")
+    if verdict in (BootCheck.FIRST, BootCheck.REBOOTED):
+        conn.execute("UPDATE host SET boot_id = ?", (boot,))
+    if verdict is not BootCheck.UNKNOWN and machine is not None:
+        conn.execute("INSERT OR IGNORE INTO host_machines (machine_id) VALUES (?)", (machine,))
 
 
 def _open_error(path: Path, exc: sqlite3.Error) -> Exception:

@@ -106,9 +106,16 @@ CREATE TABLE supervisors (
 
 -- The host whose boot clock the lease deadlines and last_seen times count on: a
 -- file opened after a reboot has every running lease expired (sqlite_schema.py).
+-- boot_id is '' until an opener could read its boot id.
 CREATE TABLE host (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     boot_id TEXT NOT NULL
+) STRICT;
+
+-- The machine ids that used the file during that boot: another boot id is a reboot
+-- when it is one of theirs, another host when it is not.
+CREATE TABLE host_machines (
+    machine_id TEXT PRIMARY KEY
 ) STRICT;
 
 -- When the store last took a write for each pool, and since when it has been taking
