@@ -25,6 +25,7 @@ from sandbox.confinement import Confinement, ConfinementError
 from sandbox.context import Fail, Inbox, Job, Stopped
 from sandbox.job_io import JobTraces, StopGuard, start_reader
 from sandbox.loader import HandlerSpec, LoadedHandler, load_handler
+from sandbox.process_state import ProcessState
 
 EXIT_STOPPED = 128 + signal.SIGTERM
 _ASSIGNMENT_SIZE = 4096
@@ -113,6 +114,7 @@ def _run_jobs(
     """
     pristine = reuse.Pristine.capture()
     setup_error = _confine(settings, server_pid)
+    job_start = ProcessState.capture()  # as confined: nice and limits are the handler's
     memory_limit = handler.spec.memory_limit
     for number in range(1, handler.spec.max_jobs_per_child + 1):
         if number > 1:
@@ -131,9 +133,10 @@ def _run_jobs(
             rss=reuse.resident_bytes() if memory_limit is not None else 0,
             memory_limit=memory_limit,
         )
+        if retire is None:
+            retire = job_start.restore() or pristine.restore()
         if retire is not None:
             break
-        pristine.restore()
         open_job_stdio()
         next_fds = _next_assignment(assignment)
         if next_fds is None:

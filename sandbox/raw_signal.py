@@ -29,6 +29,7 @@ def sigpending() -> set[int]:
     return cast(set[int], _signal.sigpending())
 
 
-def take_pending(signum: int) -> None:
-    """Take `signum` if it is pending (it must be blocked), without waiting."""
-    _signal.sigtimedwait([signum], 0)
+def take_pending(signum: int) -> bool:
+    """Take one `signum` if one is pending (it must be blocked), without waiting; whether
+    one was. A real-time signal can be pending several times: one at a time."""
+    return _signal.sigtimedwait([signum], 0) is not None

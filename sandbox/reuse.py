@@ -6,9 +6,14 @@ child, not the fork server, makes itself clean before it tells the fork server i
 free (`sandbox.child`): it kills and reaps every process the job left (as a subreaper,
 whatever the job started, a daemon that called setsid included, is in its tree), puts
 back its signal handlers, signal mask, umask and interval timers as they were before
-its first job, and, at the next job's start, its environment and working directory
-(`sandbox.confinement.renew`). What it cannot put back, it retires for:
-`retire_reason`.
+its first job, takes every signal left pending for the job (queued real-time signals
+included), puts back its nice, scheduling policy, CPU affinity and resource limits as
+its first job found them (`sandbox.process_state`), and, at the next job's start, its
+environment and working directory (`sandbox.confinement.renew`). What it cannot put
+back, it retires for: `retire_reason`, or the reason a restore gives.
+
+A child that waits longer than `sandbox.spares.IDLE_LIMIT` for its next job is retired
+by the fork server: it exits, and the next job gets a fresh child.
 
 What a clean child keeps from one job to the next is what a Python process keeps:
 imported modules and their globals (caches, connections), open files.
@@ -30,6 +35,9 @@ from sandbox import proctree, raw_signal
 # next job would start near its limit.
 RSS_WATERMARK = 0.75
 LEFTOVERS_BOUND = 1.0  # seconds to kill and reap what a job left, else retire
+# Signals taken between two jobs before retiring instead: a queue of real-time signals is
+# bounded by RLIMIT_SIGPENDING, but a process may keep sending more.
+MOST_PENDING_SIGNALS = 100_000
 _TIMERS = (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)
 _ALL_SIGNALS = frozenset(int(signum) for signum in signal.valid_signals())
 
@@ -62,9 +70,10 @@ class Pristine:
             handlers=handlers,
         )
 
-    def restore(self) -> None:
+    def restore(self) -> str | None:
         """Signal handlers, signal mask, umask and timers as they were; pending signals
-        other than SIGTERM are the job's: none survives to the next job."""
+        are the job's: none survives to the next job. Why this process cannot run
+        another job, if a signal could not be taken (it stays blocked then)."""
         for timer in _TIMERS:
             signal.setitimer(timer, 0)
         raw_signal.pthread_sigmask(signal.SIG_BLOCK, _ALL_SIGNALS)
@@ -72,17 +81,29 @@ class Pristine:
             if raw_signal.getsignal(signum) != handler:  # most jobs change none
                 with contextlib.suppress(ValueError, OSError):
                     raw_signal.set_handler(signum, handler)
-        discard_pending_signals()
+        if not discard_pending_signals():
+            return "signals kept arriving for its job"
         raw_signal.pthread_sigmask(signal.SIG_SETMASK, self.signal_mask)
         os.umask(self.umask)
+        return None
 
 
-def discard_pending_signals() -> None:
+def discard_pending_signals(most: int = MOST_PENDING_SIGNALS) -> bool:
     """Take every pending signal (all are blocked by the caller), so that a signal meant
-    for the last job does not reach the next one."""
-    for signum in raw_signal.sigpending():  # one of each at most: standard signals do not queue
-        with contextlib.suppress(OSError):
-            raw_signal.take_pending(signum)
+    for the last job does not reach the next one: real-time signals queue, one taken at
+    a time. False if more than `most` were taken and some are still pending."""
+    taken = 0
+    while pending := raw_signal.sigpending():
+        took = taken
+        for signum in pending:
+            with contextlib.suppress(OSError):
+                while raw_signal.take_pending(signum):
+                    taken += 1
+                    if taken > most:
+                        return False
+        if taken == took:  # pending, yet none could be taken
+            return False
+    return True
 
 
 def end_descendants(bound: float = LEFTOVERS_BOUND) -> bool:

@@ -75,6 +75,49 @@ def dirty(job: Job) -> dict[str, Any]:
     return {"seen": seen, "left": left}
 
 
+_RLIMITS = {name: getattr(resource, name) for name in dir(resource) if name.startswith("RLIMIT_")}
+
+
+def process_state() -> dict[str, Any]:
+    """What a job inherits of its process besides what `identity` shows: niceness,
+    scheduling, CPU affinity, every resource limit, and the signals pending for it."""
+    return {
+        "pid": os.getpid(),
+        "nice": os.getpriority(os.PRIO_PROCESS, 0),
+        "scheduler": os.sched_getscheduler(0),
+        "affinity": sorted(os.sched_getaffinity(0)),
+        "rlimits": {name: list(resource.getrlimit(number)) for name, number in _RLIMITS.items()},
+        "blocked": sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
+        "pending": sorted(int(s) for s in signal.sigpending()),
+    }
+
+
+def unsettles(job: Job) -> dict[str, Any]:
+    """Report the process state this job found, then change it in the ways
+    `job.payload` lists, as a job may: a later job must find it as this one did, or
+    run in another child."""
+    seen = process_state()
+    ways = set(job.payload["ways"])
+    if "nice_up" in ways:  # lowering it again needs privilege
+        os.setpriority(os.PRIO_PROCESS, 0, seen["nice"] + 5)
+    if "nice_down" in ways:  # needs privilege
+        os.setpriority(os.PRIO_PROCESS, 0, seen["nice"] - 5)
+    if "scheduler" in ways:  # leaving SCHED_IDLE needs privilege
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    if "affinity" in ways:
+        os.sched_setaffinity(0, {min(seen["affinity"])})
+    if "rlimit_soft" in ways:
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+    if "rlimit_hard" in ways:  # raising it again needs privilege
+        resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128))
+    if "rt_signal" in ways:  # queued twice: real-time signals do not merge
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGRTMIN, signal.SIGRTMIN + 1})
+        for signum in (signal.SIGRTMIN, signal.SIGRTMIN, signal.SIGRTMIN + 1):
+            os.kill(os.getpid(), signum)
+    return {"seen": seen, "now": process_state()}
+
+
 def _daemon() -> int:
     """A grandchild in a session of its own whose parent exited."""
     read_fd, write_fd = os.pipe()
