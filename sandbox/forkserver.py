@@ -36,7 +36,7 @@ from sandbox import child, confinement, descriptors, linux, proctree, protocol
 from sandbox.confinement import Confinement
 from sandbox.jobs import Jobs
 from sandbox.loader import LoadedHandler, parse_handler_table, preload
-from sandbox.spares import IdleChildren, WarmChild
+from sandbox.spares import IDLE_LIMIT, IDLE_LIMIT_VARIABLE, IdleChildren, WarmChild
 
 _LOOP_TICK = 0.5  # seconds between checks that the parent is still there
 _SHUTDOWN_TIMEOUT = 2.0
@@ -53,6 +53,7 @@ class ForkServer:
         handlers: dict[str, LoadedHandler],
         confinements: dict[str, Confinement],
         parent_pid: int,
+        idle_limit: float = IDLE_LIMIT,
     ) -> None:
         self._control = control
         self._handlers = handlers
@@ -65,7 +66,7 @@ class ForkServer:
         self._devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
         self._wakeup_fd = -1
         self._warm: WarmChild | None = None
-        self._idle = IdleChildren()
+        self._idle = IdleChildren(idle_limit)
         self._terminated = False
         self._exiting = False
 
@@ -97,6 +98,7 @@ class ForkServer:
             now = protocol.fence_clock()
             self._jobs.enforce_fences(now)
             self._jobs.enforce_limits(now)
+            self._idle.retire_idle(now)
             self._reap()
         self._shutdown()
 
@@ -247,7 +249,8 @@ class ForkServer:
         if job.signalled:
             assignment.close()  # a stopped job's child is not reused: it exits
         else:
-            self._idle.put(job.handler, WarmChild(pid=job.pid, assignment=assignment))
+            self._idle.put(job.handler, WarmChild(pid=job.pid, assignment=assignment),
+                           protocol.fence_clock())
         self._send(event)
 
     def _fork_ahead(self) -> None:
@@ -374,6 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     linux.become_child_subreaper()
     control = socket.socket(fileno=args.control_fd)
+    idle_limit = float(os.environ.pop(IDLE_LIMIT_VARIABLE, IDLE_LIMIT))
     specs = parse_handler_table(args.handlers or _read_fd(args.handlers_fd))
     confinements = {name: confinement.prepare(spec, os.environ) for name, spec in specs.items()}
     handlers = preload(specs)  # handler files see our environment as they are imported
@@ -384,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
         linux.lock_memory()  # a fence must not wait for its enforcer to be swapped in
     except OSError as exc:
         _log(f"memory not locked, swapping may delay fences: {exc}")
-    ForkServer(control, handlers, confinements, parent_pid).serve()
+    ForkServer(control, handlers, confinements, parent_pid, idle_limit).serve()
     return 0
 
 

@@ -8,6 +8,7 @@ then through a real supervisor and store.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
@@ -21,6 +22,7 @@ import pytest
 from sandbox.jobs import Jobs
 from sandbox.loader import HandlerSpec
 from sandbox.protocol import fence_clock
+from sandbox.spares import IDLE_LIMIT_VARIABLE
 from supervisor import Client
 from tests.helpers.pool import finished, wait_for
 from tests.integration.conftest import Pool
@@ -51,6 +53,9 @@ def server() -> Iterator[ForkServerHarness]:
         "sleeps": reused("sleeps", 100),
         "allocates": reused("allocates", 100, memory_limit=100 << 20),
         "hoards": reused("hoards", 100, memory_limit=100 << 20),
+        "unsettles": reused("unsettles", 100),
+        "unsettles_as_nobody": reused("unsettles", 100, user="nobody", group="nogroup",
+                                      cwd="/tmp"),
     })
     yield harness
     harness.close()
@@ -62,6 +67,9 @@ def run(server: ForkServerHarness, handler: str, payload: Any = None, **start: A
     job = server.spawn(handler, payload, **start)
     message = job.read_message()
     return job, message, server.exited(job)
+
+
+AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to switch users too")
 
 
 def test_a_child_runs_up_to_max_jobs_per_child_jobs_in_turn(server: ForkServerHarness) -> None:
@@ -171,6 +179,64 @@ def test_a_job_that_leaks_a_thread_retires_its_child(server: ForkServerHarness) 
     assert wait_until_gone(first_pid, 5)
 
 
+def unsettle(server: ForkServerHarness, handler: str, way: str
+             ) -> tuple[int, dict[str, Any], int, dict[str, Any]]:
+    """Run an `unsettles` job that changes its process in `way`, then a job that changes
+    nothing: each one's pid and the process state it found at its start."""
+    first, message, exited = run(server, handler, {"ways": [way]}, key=f"{way}-{job_no()}")
+    assert message is not None and message["t"] == "result", message
+    assert (exited["code"], exited["signal"]) == (0, None), exited
+    changed = message["value"]
+    assert changed["now"] != changed["seen"], way  # the job did change its process
+    after, message, exited = run(server, handler, {"ways": []}, key=f"after-{job_no()}")
+    assert message is not None and message["t"] == "result", message
+    assert (exited["code"], exited["signal"]) == (0, None), exited
+    return first.pid, changed["seen"], after.pid, message["value"]["seen"]
+
+
+WAYS = ["nice_up", "nice_down", "scheduler", "affinity", "rlimit_soft", "rlimit_hard",
+        "rt_signal"]
+CAP_SYS_NICE, CAP_SYS_RESOURCE = 23, 24
+# What a child needs to put back what its job changed that way (lower its nice again,
+# leave SCHED_IDLE, raise a hard limit); the rest any process can put back.
+NEEDS = {"nice_up": CAP_SYS_NICE, "scheduler": CAP_SYS_NICE, "rlimit_hard": CAP_SYS_RESOURCE}
+
+
+def has_capability(bit: int) -> bool:
+    """Whether this process has it (a container's root may lack some), as the fork
+    server's children that stay root do."""
+    status = Path("/proc/self/status").read_text()
+    effective = int(status.split("CapEff:")[1].split()[0], 16)
+    return bool(effective >> bit & 1)
+
+
+def restorable(way: str, *, privileged: bool) -> bool:
+    needs = NEEDS.get(way)
+    return needs is None or (privileged and has_capability(needs))
+
+
+@AS_ROOT
+@pytest.mark.parametrize(("handler", "way"), [
+    *(("unsettles", way) for way in WAYS),
+    *(("unsettles_as_nobody", way) for way in WAYS if way != "nice_down"),  # not allowed
+])
+def test_what_a_job_changed_in_its_process_is_put_back_or_its_child_retired(
+    server: ForkServerHarness, handler: str, way: str
+) -> None:
+    """Nice, scheduling policy, CPU affinity, resource limits (soft and hard) and queued
+    real-time signals: the next job finds each as the first job did, in the same child if
+    it could put it back, else in a fresh one (root puts back all, unless a capability
+    is missing; nobody cannot lower its nice, leave SCHED_IDLE or raise a hard limit)."""
+    if way == "affinity" and len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: no other affinity to set")
+    first_pid, pristine, pid, seen = unsettle(server, handler, way)
+    reused = restorable(way, privileged=handler == "unsettles")
+    assert (pid == first_pid) is reused
+    assert seen == {**pristine, "pid": pid}
+    if not reused:
+        assert wait_until_gone(first_pid, 5)
+
+
 def test_a_fenced_job_kills_its_child_and_the_next_job_gets_a_new_one(
     server: ForkServerHarness,
 ) -> None:
@@ -244,6 +310,31 @@ def test_idle_children_go_with_the_fork_server() -> None:
     assert wait_until_gone(job.pid, 5)
 
 
+IDLE_LIMIT = 1.0  # seconds; the fork server's is a minute (`sandbox.spares.IDLE_LIMIT`)
+
+
+def test_a_child_idle_past_the_limit_exits_and_the_next_job_gets_a_fresh_one() -> None:
+    harness = ForkServerHarness({"identity": reused("identity", 100)},
+                                env={IDLE_LIMIT_VARIABLE: str(IDLE_LIMIT)})
+    try:
+        first, _, _ = run(harness, "identity")
+        again, _, _ = run(harness, "identity")
+        assert again.pid == first.pid  # reused while it was not idle for long
+        idle_from = time.monotonic()
+        assert wait_until_gone(first.pid, IDLE_LIMIT + 5)
+        assert time.monotonic() - idle_from > IDLE_LIMIT / 2  # not at once
+        after, message, exited = run(harness, "identity")
+        assert after.pid != first.pid
+        assert message is not None and message["t"] == "result", message
+        assert (exited["code"], exited["signal"]) == (0, None)
+        harness.send({"op": "ping", "seq": 1})
+        harness.next_event(lambda event: event["ev"] == "pong")
+        assert harness._unmatched == []  # no event about the retired child
+    finally:
+        harness.close()
+    assert harness.process.returncode == 0
+
+
 def test_jobs_of_another_handler_never_get_a_used_child(server: ForkServerHarness) -> None:
     used, _, _ = run(server, "identity")
     other, _, _ = run(server, "sleeps", {"seconds": 0})
@@ -266,6 +357,11 @@ POOL_HANDLERS: dict[str, dict[str, Any]] = {
                   "memory_limit": "100MiB", "max_attempts": 1},
     "burn": {"path": "reused.py", "function": "burn", "max_jobs_per_child": 100,
              "cpu_limit": 1, "max_attempts": 1},
+    "unsettles": {"path": "reused.py", "function": "unsettles", "max_jobs_per_child": 100,
+                  "max_attempts": 1},
+    "unsettles_as_nobody": {"path": "reused.py", "function": "unsettles",
+                            "max_jobs_per_child": 100, "max_attempts": 1, "user": "nobody",
+                            "group": "nogroup", "cwd": "/tmp"},
 }
 
 
@@ -391,6 +487,52 @@ def test_pool_a_fenced_job_kills_its_child_and_the_next_job_gets_a_new_one(
     client.stop("f-long", timeout=20)  # it may have been claimed again meanwhile
     after = finish(client, "f-after", "sleeps", {"seconds": 0})
     assert after["state"] == "succeeded" and after["result"]["pid"] != first
+
+
+@AS_ROOT
+@pytest.mark.parametrize("handler", ["unsettles", "unsettles_as_nobody"])
+def test_pool_what_a_job_changed_in_its_process_never_reaches_the_next(
+    reused_pool: Pool, handler: str
+) -> None:
+    """Several at once: as root, what root can put back (the same child runs the next
+    job); as nobody, with a raised nice and a lowered hard limit (a fresh one does)."""
+    client = reused_pool.client()
+    privileged = handler == "unsettles"
+    if privileged:
+        ways = ["nice_up", "scheduler", "affinity", "rlimit_soft", "rt_signal"]
+    else:
+        ways = ["nice_up", "affinity", "rlimit_soft", "rlimit_hard"]
+    reused = all(restorable(way, privileged=privileged) for way in ways)
+    first = finish(client, "unsettles", handler, {"ways": ways})
+    assert first["state"] == "succeeded", first
+    assert first["result"]["now"] != first["result"]["seen"]
+    after = finish(client, "after", handler, {"ways": []})
+    assert after["state"] == "succeeded", after
+    pristine, seen = first["result"]["seen"], after["result"]["seen"]
+    assert (seen["pid"] == pristine["pid"]) is reused
+    assert seen == {**pristine, "pid": seen["pid"]}
+
+
+def test_pool_a_child_idle_past_the_limit_is_retired_and_fails_nothing(
+    tmp_path: Path, redis_url: str, pool_name: str
+) -> None:
+    pool = Pool(tmp_path, redis_url, pool_name)
+    try:
+        handlers = {"identity": {**POOL_HANDLERS["identity"], "max_jobs_per_child": 100,
+                                 "inherit_env": True}}  # so that the limit reaches it
+        pool.start(pool.config(handlers, capacity=1, lease_ttl=2),
+                   env={IDLE_LIMIT_VARIABLE: str(IDLE_LIMIT)})
+        client = pool.client()
+        first = finish(client, "before-idle", "identity")
+        assert first["state"] == "succeeded", first
+        assert wait_until_gone(first["result"]["pid"], IDLE_LIMIT + 5)
+        after = finish(client, "after-idle", "identity")
+        assert after["state"] == "succeeded", after
+        assert after["result"]["pid"] != first["result"]["pid"]
+        assert (first["attempts"], after["attempts"]) == (1, 1), (first, after)
+        assert "WARNING" not in pool.logs() and "ERROR" not in pool.logs(), pool.logs()
+    finally:
+        pool.close()
 
 
 # -- the fork server's per-job bookkeeping
