@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from supervisor.cadence import cadence_of, cron_problem
 from supervisor.core.ticks import Cadence
 from supervisor.errors import ConfigError
+from supervisor.redaction import redact_url
 from supervisor.sizes import describe
 from supervisor.sizes import parse_duration as parse_duration
 from supervisor.sizes import parse_size as parse_size
@@ -148,20 +149,6 @@ def load_config(
         schedules=MappingProxyType(schedules),
         metrics=_read_metrics(root.table("metrics")) if "metrics" in doc.data else None,
     )
-
-
-def redact_url(url: str) -> str:
-    """`url` with its password (in the user part or a password= parameter) shown as ***."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return url
-    cut = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
-    head, tail = rest[:cut], rest[cut:]
-    userinfo, at, host = head.rpartition("@")
-    if at and ":" in userinfo:
-        head = f"{userinfo.partition(':')[0]}:***@{host}"
-    tail = re.sub(r"([?&]password=)[^&#]*", r"\1***", tail)
-    return f"{scheme}://{head}{tail}"
 
 
 def _check_store_url(url: str, where: str) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from redis import exceptions as redis_errors
 from redis.asyncio import Redis
@@ -14,11 +13,11 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from supervisor.errors import StoreError, StoreUnavailable
+from supervisor.redaction import redact_url
 from supervisor.store import redis_url
 
 SOCKET_TIMEOUT = 5.0
 HEALTH_CHECK_INTERVAL = 30
-_SECRET_PARAMETERS = frozenset({"password", "ssl_password"})
 
 RedisClient = Redis | RedisCluster
 
@@ -35,7 +34,7 @@ def connect(url: str) -> RedisClient:
     where it was refused), and after a connection error it reads the cluster's layout
     again before its next command.
     """
-    target = redis_url.parse(url, redact(url))
+    target = redis_url.parse(url, redact_url(url))
     client: type[Redis] | type[RedisCluster] = RedisCluster if target.cluster else Redis
     return client.from_url(
         target.url,
@@ -46,18 +45,8 @@ def connect(url: str) -> RedisClient:
     )
 
 
-def redact(url: str) -> str:
-    """The URL without its passwords (in the user info, a `password=` or an
-    `ssl_password=` parameter)."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if parts.password is not None:
-        host = netloc.rpartition("@")[2]
-        netloc = f"{parts.username}@{host}" if parts.username else host
-    query = urlencode([(k, v) for k, v in parse_qsl(parts.query)
-                       if k not in _SECRET_PARAMETERS], safe="/")
-    # Built by hand: urlunsplit drops the `//` of an empty host (unix:///path).
-    return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
+# The name the Redis store's modules know it by; the rule is in supervisor/redaction.py.
+redact = redact_url
 
 
 async def open_pubsub(client: RedisClient) -> PubSub:

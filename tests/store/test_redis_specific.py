@@ -82,7 +82,7 @@ def test_scripts_touch_only_keys_declared_in_keys_but_the_documented_few() -> No
 
 @pytest.mark.parametrize(
     ("name", "counts", "refused"),
-    [("dispatch", [5, 9, 13], [4, 6, 8]), ("renew", [4, 6, 8], [3, 5, 7]),
+    [("dispatch", [6, 10, 14], [5, 7, 9]), ("renew", [4, 6, 8], [3, 5, 7]),
      ("claim", [8, 9, 10], [7])],
 )
 def test_a_script_refuses_a_key_count_its_file_name_does_not_allow(
@@ -102,10 +102,11 @@ async def test_stop_changes_nothing_when_the_declared_queue_is_no_longer_the_job
     keys = PoolKeys(pool_name)
     await store.dispatch(new_job("k1"))
     declared = [keys.job("k1"), keys.notes("k1"), keys.pending, keys.running,
-                keys.done("stopped"), keys.queue("other"), keys.reserved("")]
+                keys.done("stopped"), keys.queue("other"), keys.reserved(""),
+                keys.schedule("")]
 
     with pytest.raises(KeysChanged):
-        await Scripts(raw).run("stop", declared, ["k1", 1000, keys.channel, "other", ""],
+        await Scripts(raw).run("stop", declared, ["k1", 1000, keys.channel, "other", "", "", ""],
                                subject="k1")
 
     assert (await store.job("k1")).state == "pending"
@@ -172,10 +173,11 @@ async def test_pool_names_that_would_break_the_hash_tag_are_refused(
 @pytest.mark.parametrize(
     ("url", "shown"),
     [
-        ("redis://user:pw@host:6379/0", "redis://user@host:6379/0"),
-        ("rediss://:pw@[::1]:6380/2", "rediss://[::1]:6380/2"),
-        ("unix:///run/redis.sock?db=1&password=pw", "unix:///run/redis.sock?db=1"),
-        ("rediss://h/0?ssl_keyfile=/k.pem&ssl_password=pw", "rediss://h/0?ssl_keyfile=/k.pem"),
+        ("redis://user:pw@host:6379/0", "redis://user:***@host:6379/0"),
+        ("rediss://:pw@[::1]:6380/2", "rediss://:***@[::1]:6380/2"),
+        ("unix:///run/redis.sock?db=1&password=pw", "unix:///run/redis.sock?db=1&password=***"),
+        ("rediss://h/0?ssl_keyfile=/k.pem&ssl_password=pw",
+         "rediss://h/0?ssl_keyfile=/k.pem&ssl_password=***"),
         ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
     ],
 )

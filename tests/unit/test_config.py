@@ -12,7 +12,6 @@ from supervisor.config import (
     load_config,
     parse_duration,
     parse_size,
-    redact_url,
     resolve_config_path,
 )
 from supervisor.errors import ConfigError
@@ -439,17 +438,3 @@ def test_parse_duration_takes_numbers_but_not_bools() -> None:
         parse_duration(True, where="d")
     with pytest.raises(ConfigError, match=r"finite"):
         parse_duration(float("inf"), where="d")
-
-
-@pytest.mark.parametrize(
-    ("url", "shown"),
-    [
-        ("redis://:pw@host:6379/0", "redis://:***@host:6379/0"),
-        ("rediss://user:pw@host/0", "rediss://user:***@host/0"),
-        ("redis://user@host/0", "redis://user@host/0"),
-        ("unix:///run/redis.sock?db=1&password=pw", "unix:///run/redis.sock?db=1&password=***"),
-        ("sqlite:////var/lib/pool.db", "sqlite:////var/lib/pool.db"),
-    ],
-)
-def test_redact_url_hides_passwords(url: str, shown: str) -> None:
-    assert redact_url(url) == shown

@@ -1,0 +1,49 @@
+"""Store URLs as they may be shown (errors, logs, status): every secret replaced by ***.
+
+The secrets: the password of the user info, and every query parameter whose name says
+it holds one - a word of the name (split at `_`, `-`, `.`) that is `pass`, `pwd`,
+`key` or `auth`, or one that contains `password`, `passwd`, `secret`, `token` or
+`credential` (`password`, `ssl_password`, `sentinel_password`, `auth_token`,
+`api_key`; not `ssl_keyfile`, a path).  Names are compared percent-decoded and in any
+case, as a driver would read them.  A fragment is hidden whole.  Everything else is
+shown as written.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import unquote_plus
+
+HIDDEN = "***"
+_SECRET_WORDS = frozenset({"pass", "pwd", "key", "auth"})
+_SECRET_PARTS = ("password", "passwd", "secret", "token", "credential")
+_WORD_SPLIT = re.compile(r"[_.\-]+")
+
+
+def redact_url(url: str) -> str:
+    """`url` with its secrets shown as ***; a text that is not a URL, as it is."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    rest, hash_mark, fragment = rest.partition("#")
+    head, question_mark, query = rest.partition("?")
+    # The user info ends at the last @ before the query: a password may hold a / too.
+    userinfo, at, place = head.rpartition("@")
+    if at and ":" in userinfo:
+        head = f"{userinfo.partition(':')[0]}:{HIDDEN}@{place}"
+    if question_mark:
+        query = "&".join(_redact_parameter(part) for part in query.split("&"))
+    return (f"{scheme}://{head}{question_mark}{query}"
+            + (f"#{HIDDEN}" if hash_mark and fragment else hash_mark))
+
+
+def is_secret_parameter(name: str) -> bool:
+    name = unquote_plus(name).lower()
+    words = _WORD_SPLIT.split(name)
+    return any(word in _SECRET_WORDS for word in words) or any(
+        part in name for part in _SECRET_PARTS)
+
+
+def _redact_parameter(part: str) -> str:
+    name = part.partition("=")[0]
+    return f"{name}={HIDDEN}" if is_secret_parameter(name) else part
