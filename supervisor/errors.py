@@ -67,6 +67,13 @@ class StaleToken(PoolsupError):
     exit_code = 1
 
 
+class StaleTick(PoolsupError):
+    """A newer tick of the schedule fired (or this one's outcome is recorded): its plan
+    changes nothing more."""
+
+    exit_code = 1
+
+
 class SupervisorIdTaken(PoolsupError):
     """Another live supervisor of the pool has the same id."""
 

@@ -9,7 +9,7 @@ from typing import Any
 from supervisor.cadence import tick_label
 from supervisor.config import ScheduleConfig
 from supervisor.core.ticks import Fire, decide_tick
-from supervisor.store.base import ScheduleBook, ScheduleRecord
+from supervisor.store.base import RELEASED, ScheduleBook, ScheduleRecord
 
 
 def schedule_views(
@@ -28,7 +28,8 @@ def _view(
     next_tick = None
     if config is not None:
         decision = decide_tick(config.cadence, name=name, jitter=config.jitter,
-                               last_tick=last_tick, now=now)
+                               last_tick=last_tick, now=now,
+                               released=record is not None and record.outcome == RELEASED)
         next_tick = decision.not_before if isinstance(decision, Fire) else decision.until
     return {
         "name": name,

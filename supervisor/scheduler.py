@@ -7,12 +7,19 @@ schedule's job).  The store refuses a tick that another supervisor fired first, 
 that its own clock says is not due yet, so a tick fires once in the whole pool
 whichever supervisors are alive.  A producer's tick is then run here, in a sandboxed
 child, and its plan applied; its outcome is recorded on the tick.
+
+A producer's tick is never left "fired" with nothing recorded: a stop lets producers
+run on while the supervisor drains, and one cancelled before its outcome is recorded
+gives its tick back ("released") for another supervisor to fire again.  A tick still
+"fired" long past its producer's timeout (its supervisor died) is given back by
+whichever supervisor sees it first.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -23,12 +30,20 @@ from supervisor.cadence import tick_label
 from supervisor.children import ForkServerClient
 from supervisor.config import HandlerConfig, ScheduleConfig
 from supervisor.core.plans import InvalidPlan, parse_plan
-from supervisor.core.ticks import Fire, Wait, decide_tick, fingerprint
-from supervisor.errors import PoolsupError, StoreFailure
+from supervisor.core.ticks import Fire, Wait, decide_tick, fingerprint, tick_abandoned
+from supervisor.errors import PoolsupError, StaleTick, StoreFailure
 from supervisor.metrics import metrics
 from supervisor.plan_apply import apply_plan
 from supervisor.producers import ProducerFailed, run_producer
-from supervisor.store.base import DispatchRequest, Store, TickRequest, TickResult
+from supervisor.store.base import (
+    RELEASED,
+    DispatchRequest,
+    FiredTick,
+    ScheduleRecord,
+    Store,
+    TickRequest,
+    TickResult,
+)
 from supervisor.store_failures import StoreFailures
 
 log = logging.getLogger("poolsup.schedules")
@@ -39,6 +54,11 @@ MAX_WAIT = 10.0
 MIN_WAIT = 0.01
 EARLY_RETRY = 0.05  # our estimate of the store's clock ran ahead of it
 OUTCOME_TRIES = 3
+# A producer cancelled mid-plan has this long to give its tick back.
+RELEASE_GRACE = 5.0
+# A producer's tick still without an outcome this long after its producer's timeout
+# was abandoned (its supervisor died or lost the store): given back by another.
+ABANDON_GRACE = 120.0
 
 
 def job_key(schedule: ScheduleConfig, tick: float) -> str:
@@ -80,6 +100,8 @@ class Scheduler:
         self._wakeup.set()
 
     async def run(self) -> None:
+        # Once stopped, producers already running go on (each bounded by its timeout)
+        # until the daemon's drain ends; one cancelled then gives its tick back.
         async with anyio.create_task_group() as producers:
             while not self.stopped:
                 self._wakeup = anyio.Event()
@@ -95,19 +117,25 @@ class Scheduler:
                 self.failures.succeeded()
                 with anyio.move_on_after(max(MIN_WAIT, wait)):
                     await self._wakeup.wait()
-            producers.cancel_scope.cancel()
 
     async def _round(self, producers: anyio.abc.TaskGroup) -> float:
         """Fire what is due; seconds until the next tick may be."""
         book = await self._store.schedules()
-        last_ticks = {record.name: record.last_tick for record in book.schedules}
+        records = {record.name: record for record in book.schedules}
         now = book.store_time
         wait = MAX_WAIT
         for schedule in list(self.schedules.values()):
             if self.stopped:
                 break
-            decision = decide_tick(schedule.cadence, name=schedule.name, jitter=schedule.jitter,
-                                   last_tick=last_ticks.get(schedule.name), now=now)
+            record = records.get(schedule.name)
+            if record is not None and schedule.name not in self._producing and tick_abandoned(
+                    outcome=record.outcome, fired_at=record.fired_at, timeout=schedule.timeout,
+                    grace=ABANDON_GRACE, now=now):
+                record = await self._give_back_abandoned(record)
+            decision = decide_tick(
+                schedule.cadence, name=schedule.name, jitter=schedule.jitter,
+                last_tick=record.last_tick if record else None,
+                released=record is not None and record.outcome == RELEASED, now=now)
             if isinstance(decision, Wait):
                 wait = min(wait, decision.until - now)
                 continue
@@ -122,9 +150,24 @@ class Scheduler:
                 wait = min(wait, EARLY_RETRY)
             elif result.outcome == "fired":
                 self._producing.add(schedule.name)
-                producers.start_soon(self._produce, schedule, decision.tick,
+                fired = FiredTick(schedule=schedule.name, tick=decision.tick, owner=self._owner)
+                producers.start_soon(self._produce, schedule, fired,
                                      name=f"producer {schedule.name}")
         return wait
+
+    async def _give_back_abandoned(self, record: ScheduleRecord) -> ScheduleRecord:
+        """Give back a producer's tick whose supervisor never recorded its outcome; the
+        record as it is then."""
+        if record.last_tick is None or record.fired_by is None:
+            return record
+        fired = FiredTick(schedule=record.name, tick=record.last_tick, owner=record.fired_by)
+        error = f"abandoned: {record.fired_by} recorded no outcome; fired again"
+        if not await self._store.record_tick_outcome(fired, RELEASED,
+                                                     orjson.dumps({"error": error})):
+            return record  # its outcome came meanwhile; the next round reads it
+        log.warning("schedule %s: tick %s %s", record.name, tick_label(record.last_tick), error)
+        metrics.schedule_ticks.labels(record.name, RELEASED).inc()
+        return replace(record, outcome=RELEASED)
 
     async def _fire(self, schedule: ScheduleConfig, decision: Fire) -> TickResult:
         dispatch = None
@@ -154,35 +197,67 @@ class Scheduler:
                      result.outcome, target, missed)
         return result
 
-    async def _produce(self, schedule: ScheduleConfig, tick: float) -> None:
+    async def _produce(self, schedule: ScheduleConfig, fired: FiredTick) -> None:
         try:
-            outcome, detail = await self._plan_and_apply(schedule, tick)
+            outcome, detail = await self._plan_and_apply(schedule, fired)
+            self._report(fired, outcome, detail)
+            if outcome != "stale":  # a newer tick's record is not this one's to write
+                await self._record(fired, outcome, detail)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True) as scope:
+                scope.deadline = anyio.current_time() + RELEASE_GRACE
+                await self._give_back(fired)
+            raise
         finally:
             self._producing.discard(schedule.name)
-        metrics.schedule_ticks.labels(schedule.name, outcome).inc()
-        if outcome == "error":
-            log.error("schedule %s: tick %s: %s; nothing changed", schedule.name,
-                      tick_label(tick), detail)
+
+    def _report(self, fired: FiredTick, outcome: str, detail: dict[str, Any]) -> None:
+        metrics.schedule_ticks.labels(fired.schedule, outcome).inc()
+        label = tick_label(fired.tick)
+        if outcome == "stale":
+            log.warning("schedule %s: tick %s: %s", fired.schedule, label, detail["error"])
+        elif outcome == "error":
+            log.error("schedule %s: tick %s: %s; nothing changed", fired.schedule, label,
+                      detail)
         else:
-            log.info("schedule %s: tick %s plan applied: %s", schedule.name, tick_label(tick),
+            log.info("schedule %s: tick %s plan applied: %s", fired.schedule, label,
                      ", ".join(f"{count} {what}" for what, count in detail.items()))
+
+    async def _record(self, fired: FiredTick, outcome: str, detail: dict[str, Any]) -> None:
         for attempt in range(1, OUTCOME_TRIES + 1):
             try:
-                await self._store.record_tick_outcome(schedule.name, tick, outcome,
-                                                      orjson.dumps(detail))
+                await self._store.record_tick_outcome(fired, outcome, orjson.dumps(detail))
                 return
             except StoreFailure as error:
                 if attempt == OUTCOME_TRIES:
-                    log.warning("schedule %s: outcome of tick %s not recorded: %s",
-                                schedule.name, tick_label(tick), error)
+                    log.warning("schedule %s: outcome of tick %s not recorded (%s); another "
+                                "supervisor gives the tick back once it is abandoned",
+                                fired.schedule, tick_label(fired.tick), error)
                     return
                 await anyio.sleep(self.failures.failed(error))
 
+    async def _give_back(self, fired: FiredTick) -> None:
+        """This supervisor stops before the tick's outcome is recorded: give the tick
+        back, so that another supervisor fires it again."""
+        error = "the supervisor stopped before the plan was applied; fired again elsewhere"
+        try:
+            released = await self._store.record_tick_outcome(
+                fired, RELEASED, orjson.dumps({"error": error}))
+        except StoreFailure as failure:
+            log.warning("schedule %s: tick %s could not be given back (%s); another "
+                        "supervisor will once it is abandoned", fired.schedule,
+                        tick_label(fired.tick), failure)
+            return
+        if released:
+            metrics.schedule_ticks.labels(fired.schedule, RELEASED).inc()
+            log.info("schedule %s: tick %s given back: %s", fired.schedule,
+                     tick_label(fired.tick), error)
+
     async def _plan_and_apply(
-        self, schedule: ScheduleConfig, tick: float
+        self, schedule: ScheduleConfig, fired: FiredTick
     ) -> tuple[str, dict[str, Any]]:
         try:
-            value = await run_producer(self._fork_server(), schedule, tick=tick,
+            value = await run_producer(self._fork_server(), schedule, tick=fired.tick,
                                        max_result=self._max_result)
             plan = parse_plan(value, handlers=self.handlers, max_payload=self._max_payload)
         except (ProducerFailed, InvalidPlan) as error:
@@ -190,8 +265,10 @@ class Scheduler:
         except PoolsupError as error:  # no fork server to run it in, for one
             return "error", {"error": f"producer could not run: {error}"}
         try:
-            counts = await apply_plan(self._store, schedule.name, plan,
-                                      max_attempts=self._max_attempts)
+            counts = await apply_plan(self._store, fired, plan, max_attempts=self._max_attempts)
+        except StaleTick as error:
+            return "stale", {"error": f"a newer tick fired meanwhile; the rest of this "
+                                      f"plan is not applied ({error})"}
         except StoreFailure as error:
             return "error", {"error": f"plan partly applied, the store failed: {error}"}
         return "applied", counts

@@ -8,6 +8,10 @@ same ticks from the same settings, and the store lets only one of them fire each
 Jitter delays each tick by an offset drawn from the schedule's name and the tick, so
 every supervisor agrees on it without talking.  Ticks that nobody fired (the whole pool
 was down) are counted as missed and not replayed: only the latest due tick fires.
+
+A producer's tick given back unapplied ("released": its supervisor stopped mid-plan, or
+it was abandoned) fires again while it is the latest due tick, and counts as missed once
+a later one is.
 """
 
 from __future__ import annotations
@@ -77,20 +81,35 @@ def jitter_offset(name: str, tick: float, jitter: float) -> float:
 
 
 def decide_tick(
-    cadence: Cadence, *, name: str, jitter: float, last_tick: float | None, now: float
+    cadence: Cadence, *, name: str, jitter: float, last_tick: float | None, now: float,
+    released: bool = False,
 ) -> Fire | Wait:
     """What a supervisor should do for one schedule at store time `now`, knowing the
-    tick it last fired (None: never fired in this pool)."""
+    tick it last fired (None: never fired in this pool) and whether that tick was
+    given back unapplied (`released`)."""
     tick = _latest_due(cadence, name, jitter, now)
-    unfired = tick is not None and (last_tick is None or tick > last_tick)
+    unfired = tick is not None and (
+        last_tick is None or tick > last_tick or (released and tick == last_tick))
     fresh_enough = last_tick is not None or (
         tick is not None and now - tick <= NEW_SCHEDULE_GRACE + jitter)
     if tick is not None and unfired and fresh_enough:
-        missed = 0 if last_tick is None else count_between(cadence, last_tick, tick)
+        missed = 0
+        if last_tick is not None and tick > last_tick:
+            missed = count_between(cadence, last_tick, tick) + int(released)
         return Fire(tick=tick, not_before=tick + jitter_offset(name, tick, jitter), missed=missed)
     after = now if tick is None else max(tick, last_tick if last_tick is not None else tick)
     upcoming = cadence.following(after)
     return Wait(until=upcoming + jitter_offset(name, upcoming, jitter))
+
+
+def tick_abandoned(
+    *, outcome: str | None, fired_at: float | None, timeout: float, grace: float, now: float
+) -> bool:
+    """Whether a producer's tick, fired at store time `fired_at` and still without an
+    outcome ("fired"), is abandoned at `now`: its producer was killed at `timeout` and
+    its plan had `grace` more to be applied and recorded, so its supervisor died or lost
+    the store on the way.  Another supervisor then gives it back (RELEASED)."""
+    return outcome == "fired" and fired_at is not None and now > fired_at + timeout + grace
 
 
 def _latest_due(cadence: Cadence, name: str, jitter: float, now: float) -> float | None:

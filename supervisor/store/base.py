@@ -280,6 +280,20 @@ class TickRequest:
 
 # The outcomes of `fire_tick` that fired the tick (the others changed nothing).
 FIRING_OUTCOMES: frozenset[str] = frozenset({"dispatched", "skipped", "fired"})
+# A producer's tick given back unapplied (its supervisor stopped mid-plan, or it was
+# abandoned): `fire_tick` may fire it again.
+RELEASED = "released"
+
+
+@dataclass(frozen=True, kw_only=True)
+class FiredTick:
+    """A producer's tick as one supervisor fired it: what guards the writes of its plan.
+    It is current while it is the schedule's last fired tick, fired by `owner`, and no
+    outcome was recorded for it since (the record's outcome is still "fired")."""
+
+    schedule: str
+    tick: float
+    owner: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -329,11 +343,15 @@ class Store(Protocol):
         `JobExists` if the key is live.  A finished record of the key is replaced;
         notifications left from it are dropped."""
 
-    async def dispatch_many(self, requests: Sequence[DispatchRequest]) -> list[bool]:
+    async def dispatch_many(
+        self, requests: Sequence[DispatchRequest], *, fired: FiredTick | None = None
+    ) -> list[bool]:
         """Dispatch each request as `dispatch` does, atomically per call: True where the job
         was created, False where its key was already live (left as it was). Callers send
         chunks of at most DISPATCH_CHUNK (500) requests; one round trip per call on Redis.
-        A key given twice in one call: the first request wins, the second gets False."""
+        A key given twice in one call: the first request wins, the second gets False.
+        With `fired` (a producer's plan), only while that tick is current, in the same
+        atomic step; otherwise nothing changes and `StaleTick` is raised."""
 
     async def claim(
         self,
@@ -412,10 +430,12 @@ class Store(Protocol):
         """running -> stopped, after the job's processes are gone.  Raises `StaleToken`
         as `complete`."""
 
-    async def stop(self, key: str) -> JobState:
+    async def stop(self, key: str, *, fired: FiredTick | None = None) -> JobState:
         """Ask for a stop.  pending -> stopped at once; running -> stop requested (the
         owner stops it and calls `finish_stopped`), returns "running"; a finished job
-        is left as it is.  Returns the state after the call.  Raises `JobNotFound`."""
+        is left as it is.  Returns the state after the call.  Raises `JobNotFound`.
+        With `fired` (a producer's plan), only while that tick is current, in the same
+        atomic step; otherwise nothing changes and `StaleTick` is raised."""
 
     async def notify(self, key: str, payload: bytes) -> None:
         """Queue a message for the job (kept until it runs).  Raises `JobNotFound`;
@@ -463,7 +483,8 @@ class Store(Protocol):
 
     async def fire_tick(self, request: TickRequest) -> TickResult:
         """One atomic step.  If request.not_before > store time: nothing changes, "early".
-        If the schedule's last fired tick >= request.tick: nothing changes, "taken".
+        If the schedule's last fired tick >= request.tick: nothing changes, "taken"
+        (unless it is request.tick and its outcome is RELEASED: it fires again).
         Otherwise record the tick as fired (last_tick, fingerprint, fired_by = owner,
         fired_at = store time, fires + 1, missed + request.missed) and:
         with a dispatch request: create the job as `dispatch` would, outcome "dispatched";
@@ -471,10 +492,10 @@ class Store(Protocol):
         without one (a producer's tick, run by the caller afterwards): outcome "fired".
         The record's outcome/detail become that outcome (detail: the job key, or None)."""
 
-    async def record_tick_outcome(self, schedule: str, tick: float, outcome: str,
-                                  detail: bytes) -> None:
-        """Set the schedule's last outcome and detail (JSON text), only if its last fired
-        tick is still `tick` (a producer's plan applied, or the error it raised)."""
+    async def record_tick_outcome(self, fired: FiredTick, outcome: str, detail: bytes) -> bool:
+        """Set the schedule's last outcome and detail (JSON text), only while `fired` is
+        current (a producer's plan applied, the error it raised, or RELEASED: given back
+        unapplied); whether it was."""
 
     async def schedules(self) -> ScheduleBook:
         """Every schedule record of the pool, with the store time of the read.  Read-only,
@@ -483,6 +504,9 @@ class Store(Protocol):
     async def live_keys_of_schedule(self, schedule: str) -> list[str]:
         """Keys of the live (pending or running) jobs whose `schedule` is this one,
         sorted."""
+
+    async def live_among(self, keys: Sequence[str]) -> set[str]:
+        """Those of `keys` whose jobs are live; reads their states only.  Read-only."""
 
     def events(self) -> AbstractAsyncContextManager[AsyncIterator[StoreEvent]]:
         """Subscribe to change hints (wake, stop KEY, notify KEY)."""

@@ -19,7 +19,14 @@ from typing import Any
 
 from redis.commands.core import AsyncScript
 
-from supervisor.errors import JobExists, JobNotFound, PoolsupError, StaleToken, SupervisorIdTaken
+from supervisor.errors import (
+    JobExists,
+    JobNotFound,
+    PoolsupError,
+    StaleTick,
+    StaleToken,
+    SupervisorIdTaken,
+)
 from supervisor.store.redis_connection import RedisClient
 
 _LIBRARY = "_lib.lua"
@@ -35,6 +42,7 @@ class Status(IntEnum):
     STALE_TOKEN = 3
     SUPERVISOR_ID_TAKEN = 4
     KEYS_CHANGED = 5
+    STALE_TICK = 6
 
 
 class KeysChanged(Exception):
@@ -53,6 +61,9 @@ def error_for(status: Status, subject: str) -> PoolsupError | KeysChanged:
             return StaleToken(f"job {subject!r}: the lease is stale, another claim owns it")
         case Status.KEYS_CHANGED:
             return KeysChanged(subject)
+        case Status.STALE_TICK:
+            return StaleTick(f"the plan's tick is no longer current (a newer tick fired, or "
+                             f"its outcome is recorded): {subject!r} left as it is")
         case Status.SUPERVISOR_ID_TAKEN:
             return SupervisorIdTaken(
                 f"supervisor id {subject!r} is in use by another live instance of the pool"

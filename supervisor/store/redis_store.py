@@ -30,6 +30,7 @@ from supervisor.store.base import (
     ClaimedJob,
     Completion,
     DispatchRequest,
+    FiredTick,
     JobRecord,
     JobState,
     JobStats,
@@ -53,7 +54,7 @@ from supervisor.store.redis_events import EventFeed
 from supervisor.store.redis_keys import PoolKeys
 from supervisor.store.redis_records import decode_job, milliseconds, seconds
 from supervisor.store.redis_scripts import KeysChanged, ScriptArg, Scripts, commands
-from supervisor.store.redis_ticks import RedisTicks
+from supervisor.store.redis_ticks import RedisTicks, guard_args
 
 DEFAULT_RETENTION = 86400.0
 # stop: tries before a job whose queue or reservation keeps changing is an error.
@@ -93,18 +94,22 @@ class RedisStore:
     async def dispatch(self, request: DispatchRequest) -> None:
         await self._ticks.dispatch(request)
 
-    async def dispatch_many(self, requests: Sequence[DispatchRequest]) -> list[bool]:
-        return await self._ticks.dispatch_many(requests)
+    async def dispatch_many(
+        self, requests: Sequence[DispatchRequest], *, fired: FiredTick | None = None
+    ) -> list[bool]:
+        return await self._ticks.dispatch_many(requests, fired=fired)
 
     async def fire_tick(self, request: TickRequest) -> TickResult:
         return await self._ticks.fire_tick(request)
 
-    async def record_tick_outcome(self, schedule: str, tick: float, outcome: str,
-                                  detail: bytes) -> None:
-        await self._ticks.record_tick_outcome(schedule, tick, outcome, detail)
+    async def record_tick_outcome(self, fired: FiredTick, outcome: str, detail: bytes) -> bool:
+        return await self._ticks.record_tick_outcome(fired, outcome, detail)
 
     async def schedules(self) -> ScheduleBook:
         return await self._ticks.schedules()
+
+    async def live_among(self, keys: Sequence[str]) -> set[str]:
+        return await self._ticks.live_among(keys)
 
     async def live_keys_of_schedule(self, schedule: str) -> list[str]:
         return await self._ticks.live_keys_of_schedule(schedule)
@@ -230,7 +235,7 @@ class RedisStore:
     async def finish_stopped(self, lease: Lease, reason: str) -> None:
         await self._end_lease("finish-stopped", lease, "stopped", [reason, self._retention_ms])
 
-    async def stop(self, key: str) -> JobState:
+    async def stop(self, key: str, *, fired: FiredTick | None = None) -> JobState:
         k = self._keys
         for _ in range(KEYS_CHANGED_RETRIES):
             # A pending job leaves its queue and reservation: their names are declared,
@@ -244,8 +249,10 @@ class RedisStore:
                 (state,) = await self._run(
                     "stop",
                     [k.job(key), k.notes(key), k.pending, k.running, k.done("stopped"),
-                     k.queue(handler), k.reserved(reserved_for)],
-                    [key, self._retention_ms, k.channel, handler, reserved_for],
+                     k.queue(handler), k.reserved(reserved_for),
+                     k.schedule(fired.schedule if fired else "")],
+                    [key, self._retention_ms, k.channel, handler, reserved_for,
+                     *guard_args(fired)],
                     subject=key,
                 )
             except KeysChanged:

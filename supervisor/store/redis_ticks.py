@@ -24,6 +24,7 @@ from supervisor.store.base import (
     FIRING_OUTCOMES,
     LIVE_STATES,
     DispatchRequest,
+    FiredTick,
     ScheduleBook,
     ScheduleRecord,
     TickRequest,
@@ -44,6 +45,11 @@ def _ms_or_blank(value: float | None) -> ScriptArg:
     return "" if value is None else milliseconds(value)
 
 
+def guard_args(fired: FiredTick | None) -> tuple[str, str]:
+    """The ARGV pair (tick, owner) by which a script checks a plan's tick ('' for none)."""
+    return ("", "") if fired is None else (repr(fired.tick), fired.owner)
+
+
 class RedisTicks:
     def __init__(self, client: RedisClient, keys: PoolKeys, run: RunScript, where: str) -> None:
         self._client = client
@@ -51,12 +57,14 @@ class RedisTicks:
         self._run = run
         self._where = where
 
-    async def dispatch_many(self, requests: Sequence[DispatchRequest]) -> list[bool]:
+    async def dispatch_many(
+        self, requests: Sequence[DispatchRequest], *, fired: FiredTick | None = None
+    ) -> list[bool]:
         if not requests:
             return []
         k = self._keys
-        keys = [k.pending, *k.all_done, k.write_probe]
-        args: list[ScriptArg] = [k.channel]
+        keys = [k.pending, *k.all_done, k.write_probe, k.schedule(fired.schedule if fired else "")]
+        args: list[ScriptArg] = [k.channel, *guard_args(fired)]
         for request in requests:
             keys += [k.job(request.key), k.notes(request.key), k.queue(request.handler),
                      k.schedule_jobs(request.schedule or "")]
@@ -92,10 +100,11 @@ class RedisTicks:
                 await self._prune(request.schedule, PRUNE_BATCH)
         return result
 
-    async def record_tick_outcome(self, schedule: str, tick: float, outcome: str,
-                                  detail: bytes) -> None:
-        await self._run("record-tick-outcome", [self._keys.schedule(schedule)],
-                        [repr(tick), outcome, detail], subject=schedule)
+    async def record_tick_outcome(self, fired: FiredTick, outcome: str, detail: bytes) -> bool:
+        (recorded,) = await self._run(
+            "record-tick-outcome", [self._keys.schedule(fired.schedule)],
+            [repr(fired.tick), outcome, detail, fired.owner], subject=fired.schedule)
+        return bool(recorded)
 
     async def schedules(self) -> ScheduleBook:
         k = self._keys
@@ -107,6 +116,12 @@ class RedisTicks:
         records = (_decode_schedule(name.decode(), fields) for name, fields in found)
         return ScheduleBook(store_time=seconds(now),
                             schedules=tuple(sorted(records, key=lambda r: r.name)))
+
+    async def live_among(self, keys: Sequence[str]) -> set[str]:
+        with translated_errors(self._where):
+            states = await self._job_fields(keys)
+        return {key for key, (state, _of) in zip(keys, states, strict=True)
+                if state in LIVE_STATES}
 
     async def live_keys_of_schedule(self, schedule: str) -> list[str]:
         k = self._keys

@@ -45,6 +45,7 @@ from supervisor.store.base import (
     ClaimBatch,
     Completion,
     DispatchRequest,
+    FiredTick,
     JobRecord,
     JobState,
     JobStats,
@@ -97,11 +98,14 @@ class SqliteStore:
 
         await self._db.write(work)
 
-    async def dispatch_many(self, requests: Sequence[DispatchRequest]) -> list[bool]:
+    async def dispatch_many(
+        self, requests: Sequence[DispatchRequest], *, fired: FiredTick | None = None
+    ) -> list[bool]:
         if not requests:
             return []
 
         def work(tx: Tx) -> list[bool]:
+            sqlite_ticks.check_current(tx, fired)
             cutoff = self._cutoff(tx)
             created = [sqlite_ticks.insert_job(tx, request, cutoff) for request in requests]
             if any(created):
@@ -114,14 +118,19 @@ class SqliteStore:
         return await self._db.write(
             lambda tx: sqlite_ticks.fire_tick(tx, request, self._cutoff(tx)))
 
-    async def record_tick_outcome(self, schedule: str, tick: float, outcome: str,
-                                  detail: bytes) -> None:
-        await self._db.write(lambda tx: tx.run(
-            "record_tick_outcome", name=schedule, tick=tick, outcome=outcome,
-            detail=detail.decode()))
+    async def record_tick_outcome(self, fired: FiredTick, outcome: str, detail: bytes) -> bool:
+        return await self._db.write(
+            lambda tx: sqlite_ticks.record_tick_outcome(tx, fired, outcome, detail))
 
     async def schedules(self) -> ScheduleBook:
         return await self._db.read(sqlite_ticks.read_schedules)
+
+    async def live_among(self, keys: Sequence[str]) -> set[str]:
+        def work(tx: Tx) -> set[str]:
+            return {key for key in keys if tx.value("job_state", key=key, cutoff=0.0)
+                    in LIVE_STATES}
+
+        return await self._db.read(work)
 
     async def live_keys_of_schedule(self, schedule: str) -> list[str]:
         def work(tx: Tx) -> list[str]:
@@ -236,8 +245,9 @@ class SqliteStore:
 
         await self._db.write(work)
 
-    async def stop(self, key: str) -> JobState:
+    async def stop(self, key: str, *, fired: FiredTick | None = None) -> JobState:
         def work(tx: Tx) -> JobState:
+            sqlite_ticks.check_current(tx, fired)
             state: JobState | None = tx.value("job_state", key=key, cutoff=self._cutoff(tx))
             if state is None:
                 raise JobNotFound(f"no job has the key {key!r}")

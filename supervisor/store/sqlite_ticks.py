@@ -16,9 +16,12 @@ from typing import Any
 
 import orjson
 
+from supervisor.errors import StaleTick
 from supervisor.store.base import (
     LIVE_STATES,
+    RELEASED,
     DispatchRequest,
+    FiredTick,
     ScheduleBook,
     ScheduleRecord,
     TickRequest,
@@ -46,10 +49,12 @@ def emit_wake(tx: Tx) -> None:
 
 
 def fire_tick(tx: Tx, request: TickRequest, cutoff: float) -> TickResult:
-    last_tick: float | None = tx.value("schedule_last_tick", name=request.schedule)
+    row = tx.row("schedule_last_fired", name=request.schedule)
+    last_tick: float | None = None if row is None else row["last_tick"]
     if request.not_before > tx.now:
         return TickResult(outcome="early", store_time=tx.now, last_tick=last_tick)
-    if last_tick is not None and last_tick >= request.tick:
+    refire = row is not None and row["outcome"] == RELEASED and last_tick == request.tick
+    if last_tick is not None and last_tick >= request.tick and not refire:
         return TickResult(outcome="taken", store_time=tx.now, last_tick=last_tick)
     outcome, detail = "fired", None
     if request.dispatch is not None:
@@ -65,6 +70,22 @@ def fire_tick(tx: Tx, request: TickRequest, cutoff: float) -> TickResult:
            fingerprint=request.fingerprint, owner=request.owner, outcome=outcome,
            detail=detail, skipped=int(outcome == "skipped"), missed=request.missed)
     return TickResult(outcome=outcome, store_time=tx.now, last_tick=request.tick)
+
+
+def check_current(tx: Tx, fired: FiredTick | None) -> None:
+    """Raise `StaleTick` unless the producer's tick `fired` is current (None: no plan)."""
+    if fired is None:
+        return
+    row = tx.row("schedule_last_fired", name=fired.schedule)
+    if row is None or (row["last_tick"], row["fired_by"], row["outcome"]) != (
+            fired.tick, fired.owner, "fired"):
+        raise StaleTick(f"schedule {fired.schedule}: tick {fired.tick!r} fired by "
+                        f"{fired.owner} is no longer current; its plan changes nothing")
+
+
+def record_tick_outcome(tx: Tx, fired: FiredTick, outcome: str, detail: bytes) -> bool:
+    return tx.run("record_tick_outcome", name=fired.schedule, tick=fired.tick,
+                  owner=fired.owner, outcome=outcome, detail=detail.decode()).rowcount > 0
 
 
 def read_schedules(tx: Tx) -> ScheduleBook:

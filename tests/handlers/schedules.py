@@ -2,11 +2,15 @@
 named in its payload, so a test can change the plan between ticks."""
 
 import json
+import time
 
 
 def from_file(job):
     with open(job.payload["plan_file"]) as file:
         plan = json.load(file)
+    if plan.get("started_file"):  # says that the producer runs, then takes its time
+        open(plan.pop("started_file"), "w").close()
+        time.sleep(plan.pop("sleep", 0))
     if plan.get("raise"):
         raise RuntimeError("the feed list is unreachable")
     if plan.get("garbage"):
@@ -16,8 +20,6 @@ def from_file(job):
 
 def wall_clock(job):
     """When the job started, by the wall clock (delayed jobs are due by it)."""
-    import time
-
     return time.time()
 
 

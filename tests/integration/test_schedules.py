@@ -161,6 +161,46 @@ payload = {{plan_file = "{tmp_path / 'dry.json'}"}}
     assert poolsup(config, "plan", "nope").returncode == 2
 
 
+
+def test_a_drained_supervisor_gives_back_the_tick_its_producer_was_planning(
+    pool: Pool, tmp_path: Path
+) -> None:
+    plan_file, producing = tmp_path / "plan.json", tmp_path / "producing"
+    feed = {"key": "feed-a", "handler": "follow", "payload": {}}
+    plan_file.write_text(json.dumps({"started_file": str(producing), "sleep": 30,
+                                     "start": [feed]}))
+    schedules = f"""
+[schedules.feeds]
+every = 60
+timeout = 50
+producer = "{HANDLERS_DIR / 'schedules.py'}:from_file"
+payload = {{plan_file = "{plan_file}"}}
+"""
+    draining, other = (with_schedules(pool.config(HANDLERS, file=f"s{index}.toml",
+                                                  id=f"s{index}", lease_ttl=2, stop_grace=2),
+                                      schedules) for index in range(2))
+    supervisor = pool.start(draining)
+    client = pool.client()
+    wait_for(producing.exists, 20, message="the producer to run")
+    fired = schedule(client, "feeds")
+    assert (fired["outcome"], fired["fired_by"]) == ("fired", "s0")
+    supervisor.signal(signal.SIGTERM)
+    assert supervisor.wait(30) == 0, pool.logs()
+    given_back = schedule(client, "feeds")
+    # Never left "fired" with nothing applied: no other supervisor would fire it again.
+    assert (given_back["last_tick"], given_back["outcome"]) == (fired["last_tick"], "released")
+    assert "stopped before" in given_back["detail"]["error"]
+
+    plan_file.write_text(json.dumps({"start": [feed]}))
+    pool.start(other)
+    wait_for(lambda: schedule(client, "feeds")["outcome"] == "applied", 20,
+             message="the other supervisor to fire the tick again and apply its plan")
+    applied = schedule(client, "feeds")
+    assert applied["fired_by"] == "s1"
+    assert applied["last_tick"] in (fired["last_tick"], fired["last_tick"] + 60)
+    assert client.job("feed-a")["schedule"] == "feeds"
+
+
 def test_a_delayed_job_starts_at_its_time_and_not_before(pool: Pool) -> None:
     config = pool.config({"echo": {"path": "schedules.py", "function": "wall_clock"}})
     pool.start(config)

@@ -7,9 +7,11 @@ import time
 import anyio
 import pytest
 
+from supervisor.errors import StaleTick
 from supervisor.store.base import (
     FIRING_OUTCOMES,
     DispatchRequest,
+    FiredTick,
     ScheduleRecord,
     Store,
     TickRequest,
@@ -157,18 +159,24 @@ async def test_missed_ticks_accumulate(store: Store) -> None:
     assert (record.fires, record.missed) == (3, 10)
 
 
+def fired(tick: float = TICK, owner: str = "sup-a") -> FiredTick:
+    return FiredTick(schedule="nightly", tick=tick, owner=owner)
+
+
 async def test_record_tick_outcome_applies_only_to_the_current_tick(store: Store) -> None:
     await store.fire_tick(tick_request(TICK))
-    await store.record_tick_outcome("nightly", TICK, "applied", b'{"started": 2}')
+    assert await store.record_tick_outcome(fired(), "applied", b'{"started": 2}')
     record = await record_of(store, "nightly")
     assert (record.outcome, record.detail) == ("applied", {"started": 2})
 
     await store.fire_tick(tick_request(TICK + 60))
-    await store.record_tick_outcome("nightly", TICK, "error", b'"too late"')
+    assert not await store.record_tick_outcome(fired(), "error", b'"too late"')
+    assert not await store.record_tick_outcome(fired(TICK + 60, "sup-b"), "error", b'"not its"')
     record = await record_of(store, "nightly")
     assert (record.outcome, record.detail, record.last_tick) == ("fired", None, TICK + 60)
 
-    await store.record_tick_outcome("unknown", TICK, "error", b'"nobody"')
+    assert not await store.record_tick_outcome(
+        FiredTick(schedule="unknown", tick=TICK, owner="sup-a"), "error", b'"nobody"')
     assert [r.name for r in (await store.schedules()).schedules] == ["nightly"]
 
 
@@ -177,9 +185,36 @@ async def test_a_fractional_tick_matches_exactly(store: Store) -> None:
     await store.fire_tick(tick_request(tick))
 
     assert (await store.fire_tick(tick_request(tick))).outcome == "taken"
-    await store.record_tick_outcome("nightly", tick, "applied", b"{}")
+    assert await store.record_tick_outcome(fired(tick), "applied", b"{}")
     record = await record_of(store, "nightly")
     assert (record.last_tick, record.outcome) == (tick, "applied")
+
+
+async def test_a_released_tick_fires_again_and_its_first_plan_is_stale(store: Store) -> None:
+    # A supervisor stopped mid-plan gives its tick back: another one fires it again.
+    await store.fire_tick(tick_request(TICK, owner="sup-a"))
+    assert await store.record_tick_outcome(fired(), "released", b'{"error": "drained"}')
+    record = await record_of(store, "nightly")
+    assert (record.last_tick, record.outcome, record.detail) == (
+        TICK, "released", {"error": "drained"})
+
+    again = await store.fire_tick(tick_request(TICK, owner="sup-b"))
+    assert (again.outcome, again.last_tick) == ("fired", TICK)
+    record = await record_of(store, "nightly")
+    assert (record.fired_by, record.outcome, record.fires) == ("sup-b", "fired", 2)
+    assert (await store.fire_tick(tick_request(TICK, owner="sup-c"))).outcome == "taken"
+    assert not await store.record_tick_outcome(fired(), "applied", b"{}")
+    with pytest.raises(StaleTick):
+        await store.dispatch_many([new_job("late")], fired=fired())
+    assert await store.record_tick_outcome(fired(owner="sup-b"), "applied", b"{}")
+
+
+async def test_a_tick_whose_outcome_is_recorded_cannot_be_released(store: Store) -> None:
+    await store.fire_tick(tick_request(TICK))
+    assert await store.record_tick_outcome(fired(), "applied", b"{}")
+    assert not await store.record_tick_outcome(fired(), "released", b'{"error": "late"}')
+    assert (await record_of(store, "nightly")).outcome == "applied"
+    assert (await store.fire_tick(tick_request(TICK, owner="sup-b"))).outcome == "taken"
 
 
 async def test_schedules_lists_every_record_by_name(store: Store) -> None:

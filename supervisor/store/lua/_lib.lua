@@ -21,7 +21,7 @@
 -- run out.  enqueue and dequeue are the only places that maintain these zsets; a
 -- running job is in none of them.
 
-local OK, JOB_EXISTS, JOB_NOT_FOUND, STALE_TOKEN, SUPERVISOR_ID_TAKEN, KEYS_CHANGED = 0, 1, 2, 3, 4, 5
+local OK, JOB_EXISTS, JOB_NOT_FOUND, STALE_TOKEN, SUPERVISOR_ID_TAKEN, KEYS_CHANGED, STALE_TICK = 0, 1, 2, 3, 4, 5, 6
 
 local function store_now()
   local t = redis.call('TIME')
@@ -246,4 +246,15 @@ local function optional(value)
     return nil
   end
   return value
+end
+
+-- A producer's plan writes only while its tick is current: the schedule's last fired
+-- tick, fired by `owner`, with no outcome recorded since.  `tick` '' (no plan): always.
+local function tick_is_current(record, tick, owner)
+  if tick == '' then
+    return true
+  end
+  local f = redis.call('HMGET', record, 'last_tick', 'fired_by', 'outcome')
+  return f[1] ~= false and tonumber(f[1]) == tonumber(tick) and f[2] == owner
+    and f[3] == 'fired'
 end

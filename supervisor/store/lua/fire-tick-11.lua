@@ -1,5 +1,6 @@
 -- Fire a schedule's tick, once in the pool: refused ("early") before not_before by the
--- store's clock, and ("taken") when the schedule's last fired tick is this one or later;
+-- store's clock, and ("taken") when the schedule's last fired tick is this one or later
+-- (unless it is this one, "released": given back unapplied, it fires again);
 -- otherwise the tick is recorded as fired and, for a handler schedule, its job created
 -- as dispatch does ("dispatched"), or left as it is if its key is live ("skipped").
 -- A producer's tick ("fired") creates nothing: its caller runs the producer next.
@@ -18,11 +19,13 @@
 
 local record = KEYS[1]
 local now = store_now()
-local last = redis.call('HGET', record, 'last_tick')
+local fired = redis.call('HMGET', record, 'last_tick', 'outcome')
+local last = fired[1]
 if tonumber(ARGV[3]) > now then
   return {OK, 'early', fmt(now), last or false}
 end
-if last and tonumber(last) >= tonumber(ARGV[2]) then
+local refire = fired[2] == 'released' and last and tonumber(last) == tonumber(ARGV[2])
+if last and tonumber(last) >= tonumber(ARGV[2]) and not refire then
   return {OK, 'taken', fmt(now), last}
 end
 

@@ -1,15 +1,20 @@
 -- Ask for a stop: a pending job ends stopped at once, a running job is marked and its
--- owner told; a finished job is left as it is.
+-- owner told; a finished job is left as it is.  A producer's plan passes its tick:
+-- nothing changes unless it is current.
 -- KEYS: 1 job hash, 2 notes list, 3 pending zset, 4 running zset, 5 done:stopped,
 --       6 queue:<handler>, 7 reserved:<reserved_for> (a name never written if none):
---       those of the job as the caller read them just before
+--       those of the job as the caller read them just before; 8 schedule:<name> hash
+--       of the plan's tick (a name never written without one)
 -- ARGV: 1 key, 2 retention (ms), 3 events channel, 4 handler and 5 reserved_for ('':
---       none), as the caller read them
--- Returns: {OK, state after the call}, {JOB_NOT_FOUND}, or {KEYS_CHANGED} (a pending
---          job's handler or reservation is no longer what the caller read: nothing
---          changed, read again and retry)
+--       none), as the caller read them, 6 the plan's tick ('' for none), 7 its owner
+-- Returns: {OK, state after the call}, {JOB_NOT_FOUND}, {STALE_TICK}, or {KEYS_CHANGED}
+--          (a pending job's handler or reservation is no longer what the caller read:
+--          nothing changed, read again and retry)
 
 local job, notes, key = KEYS[1], KEYS[2], ARGV[1]
+if not tick_is_current(KEYS[8], ARGV[6], ARGV[7]) then
+  return {STALE_TICK}
+end
 local f = redis.call('HMGET', job, 'state', 'handler', 'reserved_for')
 local state = f[1]
 if not state then

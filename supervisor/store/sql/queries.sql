@@ -258,8 +258,8 @@ SELECT key FROM jobs INDEXED BY jobs_by_schedule
 WHERE pool = :pool AND schedule = :schedule AND state IN ('pending', 'running')
 ORDER BY key;
 
--- name: schedule_last_tick
-SELECT last_tick FROM schedules WHERE pool = :pool AND name = :name;
+-- name: schedule_last_fired
+SELECT last_tick, fired_by, outcome FROM schedules WHERE pool = :pool AND name = :name;
 
 -- name: record_tick
 -- The tick fired: :skipped is 1 when its fixed-key job was still live.
@@ -274,8 +274,10 @@ ON CONFLICT (pool, name) DO UPDATE SET last_tick = excluded.last_tick,
     missed = missed + excluded.missed;
 
 -- name: record_tick_outcome
+-- Only while the producer's tick is current: the last fired, by :owner, no outcome yet.
 UPDATE schedules SET outcome = :outcome, detail = :detail
-WHERE pool = :pool AND name = :name AND last_tick = :tick;
+WHERE pool = :pool AND name = :name AND last_tick = :tick AND fired_by = :owner
+    AND outcome = 'fired';
 
 -- name: all_schedules
 SELECT * FROM schedules WHERE pool = :pool ORDER BY name;
