@@ -146,12 +146,21 @@ def test_guarantee_1_frozen_supervisor_never_runs_twice(
     ), "the frozen supervisor stored an outcome for a job it no longer owned"
 
 
+def lease_ends(client, keys):  # type: ignore[no-untyped-def]
+    """Each job's lease deadline as the store holds it, on this host's monotonic clock
+    (the ledger's): Redis counts leases on its own clock, the same host's here."""
+    offset = time.time() - time.monotonic()
+    return {key: client.job(key)["lease_deadline"] - offset for key in keys}
+
+
 def test_guarantee_1_store_unreachable_kills_children_before_leases_expire(
     tmp_path: Path,
     own_redis,
     pool_name: str,  # type: ignore[no-untyped-def]
 ) -> None:
-    lease_ttl = 2
+    # A TTL where the fence margin is at its cap (1 s) and below TTL/4: a fence moved
+    # later by TTL/4 lets the children outlive their leases, and this test sees it.
+    lease_ttl = 6
     ledger = tmp_path / "ledger.txt"
     pool = Pool(tmp_path, own_redis.url, pool_name)
     try:
@@ -159,11 +168,17 @@ def test_guarantee_1_store_unreachable_kills_children_before_leases_expire(
         client = pool.client()
         keys = ["un-1", "un-2"]
         for key in keys:
-            client.dispatch(key, {"ledger": str(ledger), "seconds": 5}, handler="ledger")
+            client.dispatch(key, {"ledger": str(ledger), "seconds": 12}, handler="ledger")
         before = wait_for(lambda: running_pids(client, keys), 20, message="jobs to run")
-        time.sleep(0.5)
+        # Freeze the store just after a renewal, read back exactly: the deadlines it
+        # then holds are the real ends of the leases (the next renewal is TTL/3 away).
+        first = lease_ends(client, keys)
+        ends = wait_for(
+            lambda: (ends := lease_ends(client, keys))
+            and all(ends[key] > first[key] for key in keys) and ends,
+            lease_ttl, interval=0.002, message="a renewal",
+        )
         own_redis.pause()
-        paused_at = time.monotonic()
         try:
             for pid, _, _ in before.values():
                 wait_for(
@@ -176,12 +191,14 @@ def test_guarantee_1_store_unreachable_kills_children_before_leases_expire(
                 for spans in lifetimes(read_ledger(ledger)).values()
                 for span in spans
             }
-            for pid, _, _ in before.values():
-                assert last_seen[pid] < paused_at + lease_ttl, "child outlived its lease"
-            time.sleep(lease_ttl)
+            for key, (pid, _, _) in before.items():
+                assert last_seen[pid] < ends[key], (
+                    f"{key}: the child was alive {last_seen[pid] - ends[key]:.3f} s after "
+                    "its lease ended")
+            time.sleep(max(0.0, max(ends.values()) + 0.5 - time.monotonic()))
         finally:
             own_redis.resume()
-        records = wait_for(lambda: all_finished(client, keys), 40, message="jobs to finish")
+        records = wait_for(lambda: all_finished(client, keys), 60, message="jobs to finish")
         for record in records:
             assert record["state"] == "succeeded", record
             assert record["result"]["pid"] != before[record["key"]][0]
