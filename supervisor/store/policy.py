@@ -13,7 +13,7 @@ MEMBER_GARBAGE_AFTER = 3600.0
 HEALTH_GAP = 10.0
 # A lease held this many lease ttls resets the job's count of losses in a row.
 LOSSES_RESET_TTLS = 3
-# Redis: a gap longer than this between two writes of supervisors' loops (claims, renewals) is
-# a quiet window: leases that ran out in it are recovered without counting a loss
-# (lua/_lib.lua QUIET_GAP_MS).  Supervisors claim at least every half second.
-QUIET_GAP = 1.5
+# A claim whose supervisor's calls had failed or gone unanswered for at least this long
+# spans a failing window of the store: leases that ended in it are recovered without
+# counting a loss (core/lease_losses.py).  Shorter is the ordinary time a call takes.
+MIN_FAILING_SPAN = 0.25

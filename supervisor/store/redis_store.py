@@ -17,14 +17,15 @@ command (lua/members-3.lua), so that they work while Redis refuses writes.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+import time
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
 import anyio
 import anyio.to_thread
 
-from supervisor.errors import ConfigError, JobNotFound, StoreError
+from supervisor.errors import ConfigError, JobNotFound, StoreError, StoreFailure
 from supervisor.store.base import (
     ClaimBatch,
     ClaimedJob,
@@ -48,13 +49,20 @@ from supervisor.store.base import (
     TickResult,
 )
 from supervisor.store.members import encode_info, live_members
-from supervisor.store.policy import HEALTH_GAP, MEMBER_GARBAGE_AFTER
-from supervisor.store.redis_connection import RedisClient, connect, redact, translated_errors
+from supervisor.store.policy import HEALTH_GAP, MEMBER_GARBAGE_AFTER, MIN_FAILING_SPAN
+from supervisor.store.redis_connection import (
+    SOCKET_TIMEOUT,
+    RedisClient,
+    connect,
+    redact,
+    translated_errors,
+)
 from supervisor.store.redis_events import EventFeed
 from supervisor.store.redis_keys import PoolKeys
 from supervisor.store.redis_records import decode_job, milliseconds, seconds
 from supervisor.store.redis_scripts import KeysChanged, ScriptArg, Scripts, commands
 from supervisor.store.redis_ticks import RedisTicks, guard_args
+from supervisor.store.witness import FailureWitness
 
 DEFAULT_RETENTION = 86400.0
 # stop: tries before a job whose queue or reservation keeps changing is an error.
@@ -80,6 +88,7 @@ class RedisStore:
         except ValueError as exc:
             raise ConfigError(f"store URL {self._where!r}: {exc}") from exc
         self._scripts = Scripts(self._client)
+        self._witness = FailureWitness(time.monotonic, max_wait=SOCKET_TIMEOUT + 1.0)
         self._layout_checked = False
         self._ticks = RedisTicks(self._client, self._keys, self._run, self._where)
 
@@ -132,15 +141,19 @@ class RedisStore:
         completion: list[ScriptArg] = ["", 0, ""]
         if completing is not None:
             completion = [completing.lease.key, completing.lease.token, completing.result]
-        recovered, next_due, _now, claimed, completed = await self._run(
+        sent_at = self._witness.sending()
+        since = self._witness.since(sent_at)
+        recovered, next_due, now, claimed, completed = await self._witnessed(sent_at, self._run(
             "claim",
             [k.pending, k.running, k.token, k.done("failed"), k.done("stopped"),
-             k.write_probe, k.reserved(owner), k.health,
-             *(k.queue(handler) for handler in handlers)],
+             k.write_probe, k.reserved(owner), *(k.queue(handler) for handler in handlers)],
             [k.prefix, owner, count, milliseconds(lease_ttl), max_lease_losses,
-             self._retention_ms, k.channel, *completion, *handlers],
+             self._retention_ms, k.channel, *completion,
+             "" if since is None else milliseconds(since), milliseconds(MIN_FAILING_SPAN),
+             *handlers],
             subject=owner,
-        )
+        ))
+        self._witness.answered(sent_at, seconds(now), reported=True)
         jobs = tuple(
             ClaimedJob(
                 key=key.decode(),
@@ -179,9 +192,10 @@ class RedisStore:
             keys += [k.job(lease.key), k.notes(lease.key)]
             args += [lease.key, lease.token, _optional(job_stats.pid),
                      _optional(job_stats.rss_bytes), _optional(job_stats.cpu_percent)]
-        now, lost, stopping, notified, membership = await self._run(
-            "renew", keys, args, subject=owner
-        )
+        sent_at = self._witness.sending()
+        now, lost, stopping, notified, membership = await self._witnessed(
+            sent_at, self._run("renew", keys, args, subject=owner))
+        self._witness.answered(sent_at, seconds(now), reported=False)
         return RenewResult(
             lost=frozenset(key.decode() for key in lost),
             stop_requested=frozenset(key.decode() for key in stopping),
@@ -405,6 +419,14 @@ class RedisStore:
 
     async def close(self) -> None:
         await self._client.aclose()
+
+    async def _witnessed(self, sent_at: float, call: Awaitable[list[Any]]) -> list[Any]:
+        """`call`'s answer; its failure is told to the witness (a claim, a renewal)."""
+        try:
+            return await call
+        except StoreFailure:
+            self._witness.failed(sent_at)
+            raise
 
     async def _run(
         self, name: str, keys: Sequence[str], args: Sequence[ScriptArg], *, subject: str

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from supervisor.core.lease_losses import FailingWindow, Recovery, loss_counts, recovery
 from supervisor.errors import StaleToken
 from supervisor.store.base import ClaimedJob, Completion, JobState, Lease
 from supervisor.store.sqlite_db import Tx
@@ -14,16 +15,29 @@ def emit(tx: Tx, kind: str, key: str | None = None) -> None:
     tx.run("emit_event", kind=kind, key=key)
 
 
-def recover_expired_leases(tx: Tx, max_lease_losses: int) -> int:
-    ended = [row["key"] for row in tx.rows("stop_expired_leases")]
-    ended += [row["key"] for row in
-              tx.rows("fail_expired_leases", max_lease_losses=max_lease_losses)]
-    for key in ended:
+def recover_expired_leases(tx: Tx, max_lease_losses: int,
+                           failing: FailingWindow | None) -> int:
+    """Recover every lease that ran out; `failing`: the window over which the claiming
+    supervisor saw the store failing, whose leases' ends are not counted as losses."""
+    expired = tx.rows("expired_leases")
+    due = tx.value("front_of_queue") if expired else None
+    for row in expired:
+        key = row["key"]
+        losses = row["lease_losses"] + loss_counts(row["lease_deadline"], failing)
+        match recovery(losses, stop_requested=bool(row["stop_requested"]),
+                       max_losses=max_lease_losses):
+            case Recovery.STOPPED:
+                tx.run("stop_expired_lease", key=key, losses=losses)
+            case Recovery.FAILED:
+                tx.run("fail_expired_lease", key=key, losses=losses,
+                       max_lease_losses=max_lease_losses)
+            case Recovery.REQUEUED:
+                tx.run("requeue_expired_lease", key=key, losses=losses, due=due)
+                continue
         tx.run("drop_notes", key=key)
-    requeued = tx.rows("requeue_expired_leases", due=tx.value("front_of_queue"))
-    if ended or requeued:
+    if expired:
         emit(tx, "wake")
-    return len(ended) + len(requeued)
+    return len(expired)
 
 
 def start_due_jobs(tx: Tx, owner: str, handler_list: str, count: int,

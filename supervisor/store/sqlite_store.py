@@ -23,13 +23,14 @@ import contextlib
 import os
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
 import orjson
 
+from supervisor.core.lease_losses import failing_window
 from supervisor.errors import (
     JobExists,
     JobNotFound,
@@ -68,14 +69,19 @@ from supervisor.store.policy import (
     LIVE_TTLS,
     LOSSES_RESET_TTLS,
     MEMBER_GARBAGE_AFTER,
+    MIN_FAILING_SPAN,
 )
 from supervisor.store.sqlite_db import SqliteDatabase, Tx
-from supervisor.store.sqlite_schema import open_connection
+from supervisor.store.sqlite_schema import BUSY_RETRY_PAUSES, BUSY_TIMEOUT_MS, open_connection
+from supervisor.store.witness import FailureWitness
 
 EVENT_POLL_INTERVAL = 0.01
 EVENT_QUERY_INTERVAL = 1.0  # read the events table at least this often, changed or not
 RECENT_WRITE_NS = 50_000_000
 EVENT_KEEP_SECONDS = sqlite_ticks.EVENT_KEEP_SECONDS
+# A failed write that took longer than SQLite's own waits for a lock: this process stalled.
+STALLED_AFTER = BUSY_TIMEOUT_MS / 1000 + sum(BUSY_RETRY_PAUSES) + 1.0
+_T = TypeVar("_T")
 
 
 class SqliteStore:
@@ -83,6 +89,8 @@ class SqliteStore:
         self.pool = pool
         self._db = db
         self._retention = retention
+        # Lease deadlines count on the boot clock: so does what this process saw failing.
+        self._witness = FailureWitness(lambda: sqlite_db.boot_clock(), max_wait=STALLED_AFTER)
 
     @classmethod
     async def open(cls, url: str, pool: str, retention: float = 86400.0) -> SqliteStore:
@@ -142,22 +150,42 @@ class SqliteStore:
     async def claim(self, owner: str, handlers: Sequence[str], count: int, lease_ttl: float,
                     max_lease_losses: int, completing: Completion | None = None) -> ClaimBatch:
         handler_list = orjson.dumps(list(handlers)).decode()
+        sent_at = self._witness.sending()
+        since = self._witness.since(sent_at)
+        store_boot = 0.0
 
         def work(tx: Tx) -> ClaimBatch:
+            nonlocal store_boot
+            store_boot = tx.boot
             completed = None if completing is None else leases.complete(tx, completing)
             tx.run("drop_expired_records", cutoff=self._cutoff(tx))
             tx.run("trim_events", cutoff=tx.now - EVENT_KEEP_SECONDS)
-            recovered = leases.recover_expired_leases(tx, max_lease_losses)
+            failing = failing_window(since, tx.boot, min_span=MIN_FAILING_SPAN)
+            recovered = leases.recover_expired_leases(tx, max_lease_losses, failing)
             jobs = leases.start_due_jobs(tx, owner, handler_list, count, lease_ttl)
             next_due = tx.value("next_due", handlers=handler_list)
             return ClaimBatch(jobs=jobs, recovered=recovered, completed=completed,
                               next_due_in=None if next_due is None else next_due - tx.now)
 
-        return await self._db.write(work)
+        batch = await self._witnessed(sent_at, self._db.write(work))
+        self._witness.answered(sent_at, store_boot, reported=True)
+        return batch
+
+    async def _witnessed(self, sent_at: float, call: Awaitable[_T]) -> _T:
+        """`call`'s answer; its failure is told to the witness (a claim, a renewal)."""
+        try:
+            return await call
+        except StoreFailure:
+            self._witness.failed(sent_at)
+            raise
 
     async def renew(self, owner: str, instance: str, leases: Sequence[Lease], lease_ttl: float,
                     stats: dict[str, JobStats]) -> RenewResult:
+        store_boot = 0.0
+
         def work(tx: Tx) -> RenewResult:
+            nonlocal store_boot
+            store_boot = tx.boot
             rows = [row for lease in leases for row in tx.rows(
                 "renew_lease", key=lease.key, token=lease.token, owner=owner,
                 deadline=tx.boot + lease_ttl, reset_after=LOSSES_RESET_TTLS * lease_ttl,
@@ -179,7 +207,10 @@ class SqliteStore:
                 membership=membership,
             )
 
-        return await self._db.write(work)
+        sent_at = self._witness.sending()
+        result = await self._witnessed(sent_at, self._db.write(work))
+        self._witness.answered(sent_at, store_boot, reported=False)
+        return result
 
     async def complete(self, lease: Lease, result: bytes) -> None:
         def work(tx: Tx) -> None:

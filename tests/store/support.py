@@ -20,8 +20,7 @@ OWNER = "sup-a"
 HANDLER = "thumbnail"
 LONG_TTL = 30.0
 SHORT_TTL = 0.5
-EXPIRY_MARGIN = 0.25  # sleep this much past a short TTL before looking (a sleep over
-# policy.QUIET_GAP would make Redis excuse the lease loss as a store outage)
+EXPIRY_MARGIN = 0.25  # sleep this much past a short TTL before looking
 
 
 def new_job(

@@ -104,29 +104,6 @@ local function dequeue(pool, job, key)
   end
 end
 
--- A supervisor's loop wrote (a claim or a renewal).  Supervisors write at least every
--- half second while any runs, so a longer gap since the last such write means that
--- none could (the store was frozen, restarting, refusing writes or unreachable): the
--- gap is kept as the quiet window {quiet_from, quiet_to}.  (policy.QUIET_GAP)
-local QUIET_GAP_MS = 1500
-local function note_supervisor_write(health, now)
-  local last = tonumber(redis.call('HGET', health, 'last_write') or '')
-  if last and now - last > QUIET_GAP_MS then
-    redis.call('HSET', health, 'quiet_from', fmt(last), 'quiet_to', fmt(now))
-  end
-  redis.call('HSET', health, 'last_write', fmt(now))
-end
-
--- The last quiet window {from, to} (ms), or nil if there has been none.
-local function quiet_window(health)
-  local f = redis.call('HMGET', health, 'quiet_from', 'quiet_to')
-  local from, to = tonumber(f[1] or ''), tonumber(f[2] or '')
-  if from == nil or to == nil then
-    return nil
-  end
-  return {from = from, to = to}
-end
-
 -- The store took a write: last_ok = now, and ok_since = now if the last one is older
 -- than `gap` ms (or unknown).
 local function touch_health(health, now, gap)

@@ -55,5 +55,4 @@ if entry then
   end
 end
 touch_health(KEYS[4], now, tonumber(ARGV[4]))
-note_supervisor_write(KEYS[4], now)
 return {OK, fmt(now), lost, stopping, notified, membership}

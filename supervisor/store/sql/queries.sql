@@ -76,32 +76,34 @@ INSERT OR REPLACE INTO jobs
 VALUES (:pool, :key, :handler, 'pending', :max_attempts, :payload, :now,
     max(:now, coalesce(:run_at, :now)), :run_at, :schedule);
 
--- name: stop_expired_leases
-UPDATE jobs SET state = 'stopped', lease_losses = lease_losses + 1, finished_at = :now,
+-- name: expired_leases
+-- The running jobs whose lease ran out: sqlite_leases.recover_expired_leases decides
+-- each one's recovery (core/lease_losses.py).
+SELECT key, lease_deadline, lease_losses, stop_requested FROM jobs INDEXED BY jobs_leases
+WHERE pool = :pool AND state = 'running' AND lease_deadline < :boot
+ORDER BY lease_deadline;
+
+-- name: stop_expired_lease
+UPDATE jobs SET state = 'stopped', lease_losses = :losses, finished_at = :now,
     error = 'stop requested; lease of ' || coalesce(supervisor, '?') || ' expired',
     due = NULL, lease_deadline = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
-WHERE pool = :pool AND state = 'running' AND lease_deadline < :boot AND stop_requested
-RETURNING key;
+WHERE pool = :pool AND key = :key;
 
--- name: fail_expired_leases
--- :max_lease_losses 0 means no limit.
-UPDATE jobs SET state = 'failed', lease_losses = lease_losses + 1, finished_at = :now,
-    error = printf('lease lost %d times (limit %d), last held by %s', lease_losses + 1,
+-- name: fail_expired_lease
+UPDATE jobs SET state = 'failed', lease_losses = :losses, finished_at = :now,
+    error = printf('lease lost %d times (limit %d), last held by %s', :losses,
                    :max_lease_losses, coalesce(supervisor, '?')),
     due = NULL, lease_deadline = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
-WHERE pool = :pool AND state = 'running' AND lease_deadline < :boot
-    AND :max_lease_losses > 0 AND lease_losses + 1 >= :max_lease_losses
-RETURNING key;
+WHERE pool = :pool AND key = :key;
 
--- name: requeue_expired_leases
+-- name: requeue_expired_lease
 -- Back to pending without spending the attempt, in front of the queue, keeping the
 -- expired deadline; one of 0 was set when the file was opened after a reboot
 -- (sqlite_schema._check_boot) and says nothing about when the lease ran out.
-UPDATE jobs SET state = 'pending', lease_losses = lease_losses + 1, attempts = attempts - 1,
+UPDATE jobs SET state = 'pending', lease_losses = :losses, attempts = attempts - 1,
     due = :due, lease_expired_at = nullif(lease_deadline, 0), lease_deadline = NULL,
     pid = NULL, rss_bytes = NULL, cpu_percent = NULL
-WHERE pool = :pool AND state = 'running' AND lease_deadline < :boot
-RETURNING key;
+WHERE pool = :pool AND key = :key;
 
 -- name: reserved_keys
 -- The jobs released for :owner (moves) whose reservation has not run out, claimed

@@ -3,11 +3,13 @@
 -- given handlers: first those released for this owner whose reservation has not run out
 -- (reserved:<owner>), then due ones, oldest first across their queues.
 -- KEYS: 1 pending zset, 2 running zset, 3 token counter, 4 done:failed, 5 done:stopped,
---       6 write-probe, 7 reserved:<owner>, 8 health hash,
---       9... queue:<handler> of each handler in ARGV 11...
+--       6 write-probe, 7 reserved:<owner>, 8... queue:<handler> of each handler in
+--       ARGV 13...
 -- ARGV: 1 key prefix, 2 owner, 3 count, 4 lease ttl (ms), 5 max lease losses (0: no
 --       limit), 6 retention (ms), 7 events channel, 8 the key of a job to complete
---       ('' for none), 9 its token, 10 its result, 11... handlers this owner runs
+--       ('' for none), 9 its token, 10 its result, 11 since when the owner's calls
+--       have failed or gone unanswered (store ms, '' if unknown), 12 the shortest
+--       such span that is a failing window (ms), 13... handlers this owner runs
 -- Undeclared keys (found while it runs, so not known to the caller; built from the
 -- prefix): the job hash and notes list of each job it recovers or claims, the queue of
 -- a recovered job whose handler this owner does not run, and the reservations of
@@ -21,9 +23,9 @@
 --           completed: 1, 0 (stale lease) or false (none asked)}
 -- A recovered job keeps its expired deadline as `lease_expired_at` (for the failover
 -- time) until a claim hands it out and clears it.
--- A lease that expired while the store took no supervisor's write (a quiet window, see
--- note_supervisor_write) is recovered without counting a loss: the store's outage
--- ended it, not the job.
+-- A lease that ended while this owner saw the store failing (the failing window
+-- [ARGV 11, now], if at least ARGV 12 long) is recovered without counting a loss: the
+-- store's outage ended it, not the job.  The rule is core/lease_losses.py's.
 
 local RECOVER_BATCH = 100
 
@@ -34,15 +36,14 @@ local pool = {pending = KEYS[1], running = KEYS[2], done_failed = KEYS[4],
               done_stopped = KEYS[5], queues = {}, reserved = {[owner] = KEYS[7]},
               prefix = prefix, now = store_now(), retention = tonumber(ARGV[6]),
               done_succeeded = prefix .. 'done:succeeded'}
-local FIRST_HANDLER = 11
+local FIRST_HANDLER, FIRST_QUEUE = 13, 8
 local queues = {}
 for i = FIRST_HANDLER, #ARGV do
-  pool.queues[ARGV[i]] = KEYS[i - FIRST_HANDLER + 9]
-  queues[#queues + 1] = KEYS[i - FIRST_HANDLER + 9]
+  pool.queues[ARGV[i]] = KEYS[i - FIRST_HANDLER + FIRST_QUEUE]
+  queues[#queues + 1] = KEYS[i - FIRST_HANDLER + FIRST_QUEUE]
 end
 
 refuse_when_full(KEYS[6])
-note_supervisor_write(KEYS[8], pool.now)
 
 local completed = false
 if ARGV[8] ~= '' then
@@ -51,10 +52,22 @@ if ARGV[8] ~= '' then
   redis.call('EXISTS', notes)  -- read before the first write: see undeclared keys
   completed = complete_job(pool, job, notes, key, ARGV[9], owner, ARGV[10]) and 1 or 0
 end
--- An owner renews every third of its ttl: a lease that ran out within half a ttl after
--- a quiet window could not have been renewed in time either.
-local quiet_grace = ttl / 2
-local quiet = quiet_window(KEYS[8])  -- read once: a claim recovers up to RECOVER_BATCH leases
+-- core/lease_losses.py failing_window and loss_counts.
+local function failing_window(since, now, min_span)
+  if since == nil or now - since < min_span then
+    return nil
+  end
+  return {start = since, finish = now}
+end
+
+local function loss_counts(lease_end, window)
+  if window == nil or lease_end == nil then
+    return true
+  end
+  return lease_end < window.start or lease_end > window.finish
+end
+
+local failing = failing_window(tonumber(ARGV[11]), pool.now, tonumber(ARGV[12]))
 
 local recovered, requeued = 0, false
 local expired = redis.call('ZRANGEBYSCORE', pool.running, '-inf', pool.now,
@@ -70,11 +83,10 @@ for _, key in ipairs(expired) do
     redis.call('EXISTS', notes, queue_of(pool, f[4] or ''))  -- read before any write
     recovered = recovered + 1
     local losses
-    local deadline = tonumber(f[5] or '')
-    if quiet and deadline and deadline >= quiet.from and deadline <= quiet.to + quiet_grace then
-      losses = tonumber(redis.call('HGET', job, 'lease_losses') or '0')
-    else
+    if loss_counts(tonumber(f[5] or ''), failing) then
       losses = redis.call('HINCRBY', job, 'lease_losses', 1)
+    else
+      losses = tonumber(redis.call('HGET', job, 'lease_losses') or '0')
     end
     if f[2] == '1' then
       finish(pool, job, notes, key, 'stopped', 'stop requested; lease of ' .. holder .. ' expired')

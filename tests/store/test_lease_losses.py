@@ -1,0 +1,144 @@
+"""One rule on both stores (core/lease_losses.py): a lease that ran out counts as a loss
+of its job unless a live supervisor saw the store failing over the lease's end, so a
+job that keeps killing its only supervisor is failed after `max_lease_losses`, and one
+whose leases run out while the store stands still is not."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from urllib.parse import urlsplit
+
+import anyio
+import anyio.to_thread
+import pytest
+import redis
+
+from supervisor.store.sqlite_schema import path_from_url
+from tests.helpers.redis_cluster import RedisClusterNodes
+from tests.store.conftest import Connect, StoreTarget
+from tests.store.support import SHORT_TTL, claim, claim_one, new_job
+
+pytestmark = pytest.mark.anyio
+
+# Longer than the store's silence that Redis used to excuse (a "quiet window" of 1.5 s).
+HOST_DOWN = 2.0
+# Shorter than that silence, longer than SHORT_TTL: the lease ends while it lasts.
+STANDSTILL = 1.2
+
+
+async def test_a_job_that_kills_its_only_supervisor_each_time_is_failed_after_max_losses(
+    connect: Connect,
+) -> None:
+    store = await connect()
+    await store.dispatch(new_job("poison"))
+    for _ in range(2):
+        # A fresh supervisor process (its host rebooted) claims the job...
+        supervisor = await connect()
+        await claim_one(supervisor, lease_ttl=SHORT_TTL, max_lease_losses=2)
+        # ...which kills it: nobody writes to the store until the host is back.
+        await anyio.sleep(HOST_DOWN)
+
+    batch = await claim(await connect(), 1, max_lease_losses=2)
+
+    assert (batch.recovered, batch.jobs) == (1, ())
+    record = await store.job("poison")
+    assert (record.state, record.lease_losses) == ("failed", 2)
+    assert record.error is not None and "lease lost 2 times (limit 2)" in record.error
+
+
+async def test_a_lease_that_ran_out_while_the_store_stood_still_is_not_counted(
+    connect: Connect, store_target: StoreTarget, redis_ports: list[int]
+) -> None:
+    holder, other = await connect(), await connect()
+    await holder.dispatch(new_job("k1"))
+    await claim_one(holder, lease_ttl=SHORT_TTL, max_lease_losses=1)
+    await claim(other, 0, owner="other")  # it has heard from the store before
+
+    async with standing_still(store_target, redis_ports, STANDSTILL):
+        # Sent while the store stands still; it runs once the store moves again, after
+        # the lease's end: the claiming supervisor saw the store failing over it.
+        batch = await claim(other, 1, owner="other", max_lease_losses=1)
+
+    assert batch.recovered == 1
+    (job,) = batch.jobs
+    assert (job.key, job.attempt) == ("k1", 1)
+    assert (await other.job("k1")).lease_losses == 0
+
+
+async def test_a_lease_that_ran_out_while_its_holder_saw_the_store_standing_still_is_not_counted(
+    connect: Connect, store_target: StoreTarget, redis_ports: list[int]
+) -> None:
+    holder = await connect()
+    await holder.dispatch(new_job("k1"))
+    await claim_one(holder, lease_ttl=SHORT_TTL, max_lease_losses=1)
+
+    async with standing_still(store_target, redis_ports, STANDSTILL):
+        batch = await claim(holder, 1, max_lease_losses=1)
+
+    assert batch.recovered == 1
+    assert [job.key for job in batch.jobs] == ["k1"]
+    assert (await holder.job("k1")).lease_losses == 0
+
+
+async def test_a_lease_that_ran_out_before_the_store_stood_still_counts(
+    connect: Connect, store_target: StoreTarget, redis_ports: list[int]
+) -> None:
+    holder, other = await connect(), await connect()
+    await holder.dispatch(new_job("k1"))
+    await claim_one(holder, lease_ttl=SHORT_TTL, max_lease_losses=1)
+    await claim(other, 0, owner="other")
+    await anyio.sleep(SHORT_TTL + 0.3)  # its holder died: the lease ran out
+
+    async with standing_still(store_target, redis_ports, STANDSTILL):
+        await claim(other, 0, owner="other", max_lease_losses=1)
+
+    record = await other.job("k1")
+    assert (record.state, record.lease_losses) == ("failed", 1)
+
+
+@pytest.fixture
+def redis_ports(request: pytest.FixtureRequest, store_target: StoreTarget) -> list[int]:
+    """The Redis servers behind the test's store (none for SQLite)."""
+    if store_target.kind == "cluster":
+        cluster: RedisClusterNodes = request.getfixturevalue("redis_cluster")
+        return [node.port for node in cluster.nodes]
+    if store_target.kind == "redis":
+        port = urlsplit(store_target.url).port
+        assert port is not None
+        return [port]
+    return []
+
+
+@asynccontextmanager
+async def standing_still(
+    target: StoreTarget, redis_ports: list[int], seconds: float
+) -> AsyncIterator[None]:
+    """The store takes no write for `seconds` from entering: Redis paused for writes
+    (every node of a cluster), SQLite locked by another connection's write
+    transaction.  The block runs while it stands still."""
+    if target.kind != "sqlite":
+        for port in redis_ports:
+            with redis.Redis(port=port) as admin:
+                admin.execute_command("CLIENT", "PAUSE", int(seconds * 1000), "WRITE")
+        yield
+        return
+    locked = threading.Event()
+
+    def hold_the_lock() -> None:
+        conn = sqlite3.connect(path_from_url(target.url), isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            locked.set()
+            time.sleep(seconds)
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(anyio.to_thread.run_sync, hold_the_lock)
+        await anyio.to_thread.run_sync(locked.wait)
+        yield

@@ -1,0 +1,57 @@
+"""The lease-loss rule (core/lease_losses.py): a loss counts unless the recovering
+supervisor saw the store failing over the lease's end."""
+
+from __future__ import annotations
+
+from supervisor.core.lease_losses import (
+    FailingWindow,
+    Recovery,
+    failing_window,
+    loss_counts,
+    recovery,
+)
+
+MIN_SPAN = 0.25
+
+
+def test_a_claim_that_went_through_at_once_witnessed_no_failure() -> None:
+    assert failing_window(100.0, 100.004, min_span=MIN_SPAN) is None
+
+
+def test_a_supervisor_that_never_heard_from_the_store_witnessed_no_failure() -> None:
+    assert failing_window(None, 100.0, min_span=MIN_SPAN) is None
+
+
+def test_a_claim_held_up_or_sent_after_failures_spans_the_failure() -> None:
+    assert failing_window(98.0, 100.0, min_span=MIN_SPAN) == FailingWindow(98.0, 100.0)
+
+
+def test_a_lease_that_ended_inside_the_window_is_not_counted() -> None:
+    window = FailingWindow(98.0, 100.0)
+    assert not loss_counts(98.0, window)
+    assert not loss_counts(99.5, window)
+    assert not loss_counts(100.0, window)
+
+
+def test_a_lease_that_ended_outside_the_window_counts() -> None:
+    window = FailingWindow(98.0, 100.0)
+    assert loss_counts(97.9, window)  # its holder stopped renewing before the store failed
+    assert loss_counts(100.1, window)
+
+
+def test_without_a_window_or_a_known_end_the_loss_counts() -> None:
+    assert loss_counts(99.0, None)
+    assert loss_counts(None, FailingWindow(98.0, 100.0))
+
+
+def test_a_stop_asked_for_ends_the_job_whatever_its_losses() -> None:
+    assert recovery(9, stop_requested=True, max_losses=5) is Recovery.STOPPED
+
+
+def test_the_job_fails_once_its_losses_reach_the_limit() -> None:
+    assert recovery(4, stop_requested=False, max_losses=5) is Recovery.REQUEUED
+    assert recovery(5, stop_requested=False, max_losses=5) is Recovery.FAILED
+
+
+def test_no_limit_never_fails_it() -> None:
+    assert recovery(1000, stop_requested=False, max_losses=0) is Recovery.REQUEUED
