@@ -67,3 +67,17 @@ def version(job: Job) -> str:
     return "v1"
 
 
+
+
+def notes_on_cue(job: Job) -> list[Any]:
+    """First run (no marker file): once the cue file exists, take one note, record it,
+    then hang (it is drained).  Later runs: as notes_once."""
+    marker, cue = Path(job.payload["marker"]), Path(job.payload["cue"])
+    if not marker.exists():
+        while not cue.exists():
+            time.sleep(0.01)
+        note = job.next_notification(timeout=30)
+        marker.write_text(repr(note))
+        while True:
+            time.sleep(1)
+    return notes_once(job)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from redis import Redis
 
 from supervisor import Client
 from supervisor.errors import InvalidJob
@@ -95,7 +96,6 @@ def test_guarantee_2_notes_not_taken_before_a_drain_reach_the_next_run(
     for index in (1, 2, 3):
         client.notify("n", {"note": index})
     wait_for(marker.exists, 20, message="the first run to take a note")
-    time.sleep(0.5)  # its acknowledgement reaches the store
     first.signal(signal.SIGTERM)
     assert first.wait(30) == 0, first.log()
     assert marker.read_text() == "{'note': 1}"
@@ -104,6 +104,44 @@ def test_guarantee_2_notes_not_taken_before_a_drain_reach_the_next_run(
     assert record["state"] == "succeeded", record
     assert record["result"] == [{"note": 2}, {"note": 3}], record
     assert record["attempts"] == 1, record
+
+
+def test_guarantee_2_a_note_taken_while_the_store_refused_its_ack_is_not_sent_again(
+    tmp_path: Path, own_redis, pool_name: str  # type: ignore[no-untyped-def]
+) -> None:
+    """The acknowledgement's own retries back off past the job's end (Redis refuses
+    writes for a while); only the flush at the end can remove the note taken."""
+    marker, cue = tmp_path / "first-run-took.txt", tmp_path / "cue"
+    pool = Pool(tmp_path, own_redis.url, pool_name)
+    redis = Redis.from_url(own_redis.url)
+    try:
+        handler = edges("notes_on_cue", timeout=0)
+        first = pool.start(pool.config(handler, file="a.toml", id="a", drain_timeout=0.5,
+                                       stop_grace=1))
+        client = pool.client()
+        client.dispatch("n", {"marker": str(marker), "cue": str(cue)}, handler="notes_on_cue")
+        wait_for(lambda: client.job("n")["state"] == "running", 20, message="job to run")
+        for index in (1, 2, 3):
+            client.notify("n", {"note": index})
+        time.sleep(1)  # the notes reach the child, which holds them until its cue
+        redis.config_set("min-replicas-to-write", 1)  # every write refused: NOREPLICAS
+        try:
+            cue.touch()
+            wait_for(marker.exists, 20, message="the first run to take a note")
+            # Refused again and again, the acknowledgement's retries back off: 0.1 s
+            # doubling, so after 3.5 s the next one is more than 2.5 s away.
+            time.sleep(3.5)
+        finally:
+            redis.config_set("min-replicas-to-write", 0)
+        first.signal(signal.SIGTERM)
+        assert first.wait(30) == 0, first.log()
+        assert marker.read_text() == "{'note': 1}"
+        pool.start(pool.config(handler, file="b.toml", id="b"))
+        record = wait_for(lambda: finished(client, "n"), 30, message="the second run")
+        assert record["result"] == [{"note": 2}, {"note": 3}], record
+    finally:
+        redis.close()
+        pool.close()
 
 
 def test_guarantee_8_a_result_over_max_result_fails_the_attempt(pool: Pool) -> None:
