@@ -22,7 +22,7 @@ import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
@@ -31,6 +31,7 @@ import orjson
 from sandbox import protocol
 from supervisor import orphans
 from supervisor.config import HandlerConfig
+from supervisor.core.blame import Blame, Verdict
 from supervisor.errors import PoolsupError
 
 log = logging.getLogger("poolsup.children")
@@ -45,6 +46,9 @@ _SERVICE_MANAGER_VARIABLES = frozenset({
     "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES",
 })
 
+EXIT_STATUS_WAIT = 1.0
+
+
 class ForkServerDied(PoolsupError):
     """The fork server exited; its children were killed with it."""
 
@@ -58,6 +62,10 @@ class ExitStatus:
     # What the job left behind that was still alive when the fork server gave up
     # waiting for it to die (normally none: `exited` waits until they are gone).
     survivors: tuple[int, ...] = ()
+    # The child died with its fork server: how the fork server ended, and who is held
+    # to have caused it (`core.blame`).
+    fork_server_died: str | None = None
+    verdict: Verdict | None = None
 
     @property
     def signal_name(self) -> str | None:
@@ -74,6 +82,8 @@ class Child:
     """One job's process as the supervisor sees it."""
 
     job_id: str
+    key: str  # the job's key, the same for all its attempts
+    forked_at: float  # when the spawn was sent (anyio's clock)
     control: anyio.abc.SocketStream
     output: anyio.abc.SocketStream
     pid: int | None = None
@@ -83,13 +93,40 @@ class Child:
     status: ExitStatus | None = None
 
 
+class Referee(Protocol):
+    """Who pays for a fork server's death (`core.blame`), and the pace of forks that
+    keeps the next death judgeable."""
+
+    async def before_fork(self, key: str) -> None: ...
+
+    def judge(self, forked_at: Mapping[str, float]) -> Mapping[str, Verdict]: ...
+
+
+class BlameTheLast:
+    """A referee without memory, for a fork server used on its own."""
+
+    async def before_fork(self, key: str) -> None:
+        pass
+
+    def judge(self, forked_at: Mapping[str, float]) -> Mapping[str, Verdict]:
+        last = max(forked_at, key=lambda key: forked_at[key], default=None)
+        return {key: Verdict(Blame.BLAMED if key == last else Blame.BYSTANDER)
+                for key in forked_at}
+
+
 class ForkServerClient:
     """The supervisor's end of a running fork server (`sandbox.forkserver.ForkServer`):
     the children it holds, as the supervisor sees them."""
 
-    def __init__(self, process: subprocess.Popen[bytes], sock: socket.socket) -> None:
+    def __init__(
+        self, process: subprocess.Popen[bytes], sock: socket.socket,
+        referee: Referee | None = None,
+    ) -> None:
         self._process = process
         self._sock = sock
+        self._referee = BlameTheLast() if referee is None else referee
+        self.started_at = anyio.current_time()
+        self.forked = False  # a spawn was sent: a job ran in it (and may have killed it)
         self._children: dict[str, Child] = {}
         self._ready = anyio.Event()
         self.handler_errors: dict[str, str | None] = {}
@@ -114,14 +151,19 @@ class ForkServerClient:
         return len(self._children)
 
     async def spawn(
-        self, job_id: str, handler: str, fence_deadline: float, *, first_message: bytes
+        self, job_id: str, handler: str, fence_deadline: float, *, first_message: bytes,
+        key: str | None = None,
     ) -> Child:
         """Fork a child for `handler`, fenced from birth at `fence_deadline` (on
         `protocol.fence_clock`, CLOCK_BOOTTIME), with `first_message` already waiting
-        on its control socket."""
+        on its control socket.  Raises ForkServerDied if the spawn could not be sent;
+        once it was, a fork server that dies before reporting the child returns it
+        as exited (`ExitStatus.fork_server_died`): it may have run."""
+        await self.wait_ready()
+        key = job_id if key is None else key
+        await self._referee.before_fork(key)
         if not self.alive:
             raise ForkServerDied()
-        await self.wait_ready()
         control_parent, control_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         output_parent, output_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -134,6 +176,8 @@ class ForkServerClient:
                 unsent = first_message
             child = Child(
                 job_id=job_id,
+                key=key,
+                forked_at=anyio.current_time(),
                 control=await anyio.abc.UNIXSocketStream.from_socket(control_parent),
                 output=await anyio.abc.UNIXSocketStream.from_socket(output_parent),
             )
@@ -145,11 +189,21 @@ class ForkServerClient:
                 "handler": handler,
                 "deadline": fence_deadline,
             }
-            await self._send(message, fds=[control_child.fileno(), output_child.fileno()])
+            try:
+                await self._send(message, fds=[control_child.fileno(), output_child.fileno()])
+            except BaseException:
+                self._children.pop(job_id, None)
+                with anyio.CancelScope(shield=True):
+                    await child.control.aclose()
+                    await child.output.aclose()
+                raise
+            self.forked = True
         finally:
             control_child.close()
             output_child.close()
         await child.spawned.wait()
+        if child.status is not None and child.status.fork_server_died is not None:
+            return child  # it died with the fork server before it was reported
         if child.spawn_error is not None:
             self._children.pop(job_id, None)
             await child.control.aclose()
@@ -282,12 +336,33 @@ class ForkServerClient:
                     orphans.ORPHAN_KILL_TIMEOUT, ", ".join(map(str, survivors)),
                 )
         self.died.set()
-        for child in list(self._children.values()):
-            child.spawn_error = child.spawn_error or "fork server exited"
-            child.status = ExitStatus(code=None, signal=signal.SIGKILL, fenced=False)
+        children = list(self._children.values())
+        self._children.clear()
+        how = await self._how_it_ended() if children and not self._closing else None
+        verdicts = (self._referee.judge({child.key: child.forked_at for child in children})
+                    if how else {})
+        for child in children:
+            child.status = ExitStatus(code=None, signal=signal.SIGKILL, fenced=False,
+                                      fork_server_died=how, verdict=verdicts.get(child.key))
+            if how is None:
+                child.spawn_error = child.spawn_error or "fork server exited"
             child.spawned.set()
             child.exited.set()
-        self._children.clear()
+
+    async def _how_it_ended(self) -> str:
+        """The fork server's exit, for its jobs' errors (it is normally dead by now)."""
+        with anyio.move_on_after(EXIT_STATUS_WAIT):
+            while self._process.poll() is None:  # noqa: ASYNC110 - a zombie within ms
+                await anyio.sleep(0.01)
+        code = self._process.returncode
+        if code is None:
+            return "its socket closed"
+        if code < 0:
+            try:
+                return f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exit code {code}"
 
     async def close(self, timeout: float = 5.0) -> None:
         """Kill every child, stop the fork server and reap it."""
@@ -354,7 +429,7 @@ def _handler_table_file(handlers: Mapping[str, HandlerConfig]) -> int:
 
 @asynccontextmanager
 async def open_fork_server(
-    handlers: Mapping[str, HandlerConfig],
+    handlers: Mapping[str, HandlerConfig], *, referee: Referee | None = None,
 ) -> AsyncIterator[ForkServerClient]:
     """Start a fork server preloaded with `handlers`; kill it and its children on exit."""
     orphans.adopt_orphans()
@@ -386,7 +461,7 @@ async def open_fork_server(
         os.close(table_fd)
         child_sock.close()
     parent_sock.setblocking(False)
-    server = ForkServerClient(process, parent_sock)
+    server = ForkServerClient(process, parent_sock, referee)
     async with anyio.create_task_group() as group:
         await group.start(server.serve)
         try:

@@ -20,7 +20,7 @@ from supervisor.config import Config, load_config
 from supervisor.core.admission import Admission
 from supervisor.core.leases import fence_deadline
 from supervisor.core.outcome import StopReason
-from supervisor.core.retry import loop_retry_delay
+from supervisor.core.restarts import ForkServerEnd, GiveUp, decide_restart, recent_ends
 from supervisor.core.stats import percentile
 from supervisor.errors import (
     ConfigError,
@@ -45,7 +45,6 @@ from supervisor.store_failures import StoreFailures
 
 log = logging.getLogger("poolsup")
 
-MAX_FORK_SERVER_RESTARTS = 5
 SPAWN_READY_POLL = 0.05
 JOB_COUNT_INTERVAL = 5.0
 
@@ -348,27 +347,34 @@ class Supervisor:
                  ", ".join(fresh.handlers), server.pid)
 
     async def _replace_dead_fork_servers(self) -> None:
-        failures = 0
+        """Start a new fork server when the current one dies; give up (exit 1) only on
+        the deaths no job explains (`core.restarts`)."""
+        ends: list[ForkServerEnd] = []
         while True:
             current = self.fork_servers.current
             await current.died.wait()
             if current is not self.fork_servers.current:
                 continue  # a retired one died; nothing new to start
+            now = anyio.current_time()
+            ends = recent_ends([*ends, ForkServerEnd(at=now, uptime=now - current.started_at,
+                                                     forked=current.forked)], now)
             log.error("fork server %d died; starting a new one", current.pid)
             while current is self.fork_servers.current:
-                failures += 1
-                if failures > MAX_FORK_SERVER_RESTARTS:
-                    log.error("fork server keeps dying; shutting down")
+                decision = decide_restart(ends, anyio.current_time())
+                if isinstance(decision, GiveUp):
+                    log.error("fork server keeps dying (%s); shutting down", decision.why)
                     self.exit_code = 1
                     self._shutdown.set()
                     self._hurry.set()
                     return
-                await anyio.sleep(loop_retry_delay(failures + 1))
+                await anyio.sleep(decision.delay)
                 try:
                     await self.fork_servers.start(sandboxed_code(self.config))
                 except Exception as error:
                     log.error("could not start a fork server: %s",
                               str(error) or type(error).__name__)
+                    ends.append(ForkServerEnd(at=anyio.current_time(), uptime=0.0,
+                                              forked=False))
 
 
 def _rebalanced(config: Config) -> tuple[str, ...]:

@@ -15,6 +15,7 @@ import anyio.abc
 
 from supervisor.children import ForkServerClient, open_fork_server
 from supervisor.config import HandlerConfig
+from supervisor.core.blame import LastFork, Verdict, is_suspect, judge_death, spawn_wait
 
 log = logging.getLogger("poolsup.children")
 
@@ -26,6 +27,7 @@ class ForkServers:
         self._group = group
         self._current: ForkServerClient | None = None
         self._retire: dict[ForkServerClient, anyio.Event] = {}
+        self._referee = Referee()  # one across fork servers: it remembers suspects
 
     @property
     def current(self) -> ForkServerClient:
@@ -50,7 +52,7 @@ class ForkServers:
         *,
         task_status: anyio.abc.TaskStatus[ForkServerClient],
     ) -> None:
-        async with open_fork_server(handlers) as server:
+        async with open_fork_server(handlers, referee=self._referee) as server:
             retire = self._retire[server] = anyio.Event()
             task_status.started(server)
             await retire.wait()
@@ -59,3 +61,25 @@ class ForkServers:
                     await server.died.wait()
             del self._retire[server]
             log.info("retired fork server %d", server.pid)
+
+
+class Referee:
+    """Who pays for a fork server's death (`core.blame`): remembers the suspects of
+    one death, and forks each of them alone while it does."""
+
+    def __init__(self) -> None:
+        self._suspected: Mapping[str, float] = {}
+        self._last_fork: LastFork | None = None
+
+    async def before_fork(self, key: str) -> None:
+        # A sleep, not an event: the wait ends with time, and is rare (after a death).
+        while wait := spawn_wait(key, self._suspected, self._last_fork,  # noqa: ASYNC110
+                                 anyio.current_time()):
+            await anyio.sleep(wait)
+        now = anyio.current_time()
+        self._last_fork = LastFork(at=now, suspect=is_suspect(key, self._suspected, now))
+
+    def judge(self, forked_at: Mapping[str, float]) -> Mapping[str, Verdict]:
+        judgement = judge_death(forked_at, self._suspected, anyio.current_time())
+        self._suspected = judgement.suspected
+        return judgement.verdicts

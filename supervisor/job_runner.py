@@ -18,6 +18,7 @@ from sandbox import protocol
 from supervisor.checkpoints import CheckpointKeeper
 from supervisor.children import Child, ForkServerDied
 from supervisor.control_reader import ControlReader
+from supervisor.core.blame import outcome_after_death
 from supervisor.core.outcome import (
     Abandon,
     ChildExit,
@@ -93,17 +94,22 @@ async def run_job(job: RunningJob, services: JobServices) -> bool:
         start["checkpoint"] = orjson.Fragment(claimed.checkpoint)
     try:
         child = await job.fork_server.spawn(
-            job.job_id, claimed.handler, job.fence_at, first_message=protocol.encode_line(start)
+            job.job_id, claimed.handler, job.fence_at, first_message=protocol.encode_line(start),
+            key=job.key,
         )
-    except PoolsupError as error:
+    except PoolsupError as error:  # nothing of the job ran
         log.error("[%s] %s (token %d)", job.key, error, job.token)
         release = Release(f"could not start: {error}", delay=SPAWN_RETRY_DELAY)
         return await _finalize(job, release, services)
     job.child = child
     job.note_started()
     services.child_started()
-    log.info("[%s] started %s attempt %d token %d pid %s",
-             job.key, claimed.handler, claimed.attempt, job.token, child.pid)
+    if child.pid is None:
+        log.warning("[%s] started %s attempt %d token %d; its fork server died before "
+                    "reporting the child", job.key, claimed.handler, claimed.attempt, job.token)
+    else:
+        log.info("[%s] started %s attempt %d token %d pid %s",
+                 job.key, claimed.handler, claimed.attempt, job.token, child.pid)
     exit_report, details = await _supervise(job, child, services)
     if exit_report.fenced:
         metrics.fenced_kills.inc()
@@ -114,6 +120,8 @@ async def run_job(job: RunningJob, services: JobServices) -> bool:
         timeout=job.handler.timeout,
         signal_name=status.signal_name if status else None,
     )
+    if status is not None and status.fork_server_died and status.verdict is not None:
+        outcome = outcome_after_death(outcome, status.verdict, status.fork_server_died)
     outcome = _explained(outcome, details, killed_after_grace=job.killed_after_grace)
     return await _finalize(job, outcome, services)
 

@@ -80,3 +80,59 @@ def test_guarantee_5_daemons_die_with_their_fork_server_before_the_retry(
     assert record["state"] == "succeeded", record
     assert supervisor.process.poll() is None
     assert all(not alive(pid) for pid in daemons(pid_file).values())
+
+
+KILLERS = {
+    "kills": {"path": "hostile_kills_fork_server.py", "max_attempts": 1},
+    "kills3": {"path": "hostile_kills_fork_server.py", "max_attempts": 3},
+    "sleeps": {"path": "edges.py", "function": "sleeps", "max_attempts": 1},
+    "normal": {"path": "basic.py", "function": "echo"},
+}
+DIED_UNDER_IT = "the fork server died under it"
+
+
+def test_a_job_that_kills_its_fork_server_spends_its_attempt_and_fails(pool: Pool) -> None:
+    supervisor = pool.start(pool.config(KILLERS, capacity=2, lease_ttl=2))
+    client = pool.client()
+    client.dispatch("killer", {}, handler="kills")
+    record = wait_for(lambda: finished(client, "killer"), 30, message="the killer to end")
+    assert record["state"] == "failed", record
+    assert DIED_UNDER_IT in record["error"], record
+    assert record["attempts"] == 1, record
+
+    client.dispatch("after", {"x": 1}, handler="normal")
+    record = wait_for(lambda: finished(client, "after"), 20, message="the next job")
+    assert record["state"] == "succeeded", record
+    assert supervisor.process.poll() is None, supervisor.log()
+
+
+@pytest.mark.timeout(240)
+def test_jobs_that_keep_killing_their_fork_server_never_stop_the_supervisor(
+    pool: Pool,
+) -> None:
+    """More killers than the old lifetime budget of restarts (5), each with 3 attempts;
+    an innocent job with one attempt runs beside them and is never failed for it."""
+    supervisor = pool.start(pool.config(KILLERS, capacity=3, lease_ttl=2))
+    client = pool.client()
+    client.dispatch("innocent", {"seconds": 4}, handler="sleeps")
+    wait_for(lambda: client.job("innocent")["state"] == "running", 20,
+             message="the innocent job to run")
+    killers = [f"killer-{n}" for n in range(6)]
+    for key in killers:
+        client.dispatch(key, {}, handler="kills3")
+        time.sleep(0.5)
+    for key in killers:
+        record = wait_for(lambda key=key: finished(client, key), 150,  # type: ignore[misc]
+                          message=f"{key} to end")
+        assert record["state"] == "failed", record
+        assert DIED_UNDER_IT in record["error"], record
+        assert record["attempts"] == 3, record
+    assert supervisor.process.poll() is None, supervisor.log()
+
+    innocent = wait_for(lambda: finished(client, "innocent"), 60,
+                        message="the innocent job to end")
+    assert innocent["state"] == "succeeded", innocent
+    client.dispatch("after", {"x": 1}, handler="normal")
+    record = wait_for(lambda: finished(client, "after"), 30, message="the next job")
+    assert record["state"] == "succeeded", record
+    assert supervisor.process.poll() is None, supervisor.log()
