@@ -31,6 +31,7 @@ from supervisor.errors import (
 from supervisor.fork_servers import ForkServers
 from supervisor.job_runner import SPAWN_RETRY_DELAY, JobServices, JobSettings, run_job
 from supervisor.lease_keeper import LeaseKeeper
+from supervisor.loops import supervised
 from supervisor.membership import Membership
 from supervisor.metrics import metrics
 from supervisor.producers import sandboxed_code
@@ -208,15 +209,20 @@ class Supervisor:
                         self.info.lease_ttl, ", ".join(self.config.handlers),
                     )
                     self.service.ready()
-                    background.start_soon(self.service.run)
-                    background.start_soon(self.keeper.run)
-                    background.start_soon(self.claimer.run)
-                    background.start_soon(self.rebalancer.run)
-                    background.start_soon(self.scheduler.run)
+                    loops = {
+                        "service reporter": self.service.run,
+                        "claimer": self.claimer.run,
+                        "rebalancer": self.rebalancer.run,
+                        "scheduler": self.scheduler.run,
+                        "event listener": self._listen,
+                        "fork server replacement": self._replace_dead_fork_servers,
+                    }
                     if metrics.on:
-                        background.start_soon(self._count_jobs)
-                    background.start_soon(self._listen)
-                    background.start_soon(self._replace_dead_fork_servers)
+                        loops["job counts"] = self._count_jobs
+                    background.start_soon(supervised, "lease keeper", self.keeper.run,
+                                          self._lease_keeper_died, name="lease keeper")
+                    for name, loop in loops.items():
+                        background.start_soon(supervised, name, loop, name=name)
                     await self._shutdown.wait()
                     await self._drain()
                     background.cancel_scope.cancel()
@@ -239,6 +245,14 @@ class Supervisor:
     @property
     def info(self) -> SupervisorInfo:
         return self.membership.info
+
+    def _lease_keeper_died(self) -> None:
+        """Nothing renews the leases any more: stop every job now and exit 1; the fork
+        server fences whatever outlives its lease."""
+        log.critical("no lease is renewed any more: stopping every job and exiting 1")
+        self.exit_code = 1
+        self._shutdown.set()
+        self._hurry.set()
 
     def _id_taken(self) -> None:
         self.exit_code = 1

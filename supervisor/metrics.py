@@ -56,6 +56,7 @@ class Metrics:
         self.moves: Any = _OFF
         self.store_errors: Any = _OFF
         self.schedule_ticks: Any = _OFF
+        self.loop_restarts: Any = _OFF
         self._server: Any = None
 
     @property
@@ -108,6 +109,9 @@ class Metrics:
             "poolsup_schedule_ticks", "Schedule ticks this supervisor fired, by schedule and "
             "outcome (dispatched, skipped, applied, error)", ["schedule", "outcome"],
             registry=registry)
+        self.loop_restarts = prom.Counter(
+            "poolsup_loop_restarts", "Background loops restarted after an unexpected "
+            "exception, by loop", ["loop"], registry=registry)
         about = prom.Info("poolsup_supervisor", "This supervisor", registry=registry)
         about.info({"id": supervisor})
         self._server, _thread = prom.start_http_server(port, host, registry=registry)
