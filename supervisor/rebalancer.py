@@ -16,11 +16,20 @@ import anyio
 
 from sandbox.protocol import fence_clock
 from supervisor.core.outcome import StopReason
-from supervisor.core.rebalance import Candidate, MemberLoad, Move, pick_jobs, plan_moves, settled
+from supervisor.core.rebalance import (
+    Candidate,
+    MemberLoad,
+    Move,
+    first_seen_times,
+    pick_jobs,
+    plan_moves,
+    settled,
+)
 from supervisor.errors import StoreFailure
 from supervisor.metrics import metrics
 from supervisor.running import MoveOrder, Registry, RunningJob
 from supervisor.store.base import Store, SupervisorStatus
+from supervisor.store.policy import LOSSES_RESET_TTLS
 
 log = logging.getLogger("poolsup.rebalance")
 
@@ -37,6 +46,12 @@ def settle_time(lease_ttl: float) -> float:
 def reservation_time(lease_ttl: float) -> float:
     """How long a moved job waits for its target alone (the target is woken at once)."""
     return max(2.0, lease_ttl)
+
+
+def losses_reset_after(lease_ttl: float) -> float:
+    """How long a job runs here before the store has reset its count of lease losses
+    in a row: LOSSES_RESET_TTLS lease ttls, and the renewal after them."""
+    return (LOSSES_RESET_TTLS + 1) * lease_ttl
 
 
 def member_load(status: SupervisorStatus, *, eligible: bool) -> MemberLoad:
@@ -92,12 +107,13 @@ class Rebalancer:
 
     def _check(self, statuses: Sequence[SupervisorStatus]) -> None:
         now = fence_clock()
-        seen_now = {(s.info.id, s.info.instance) for s in statuses}
-        self._first_seen = {member: self._first_seen.get(member, now) for member in seen_now}
+        self._first_seen = first_seen_times(
+            self._first_seen, [(s.info.id, s.info.instance) for s in statuses if takes_work(s)],
+            now)
         settle = settle_time(self._lease_ttl)
         loads = [
             member_load(s, eligible=takes_work(s) and settled(
-                self._first_seen[(s.info.id, s.info.instance)], now, settle))
+                self._first_seen.get((s.info.id, s.info.instance)), now, settle))
             for s in statuses
         ]
         plan = [move for move in plan_moves(loads) if move.source == self._owner]
@@ -111,9 +127,12 @@ class Rebalancer:
         jobs = {job.key: job for job in self._movable_jobs()}
         now = fence_clock()
         candidates = [Candidate(key=job.key, handler=job.handler.name,
-                                runtime=now - job.claimed_at) for job in jobs.values()]
+                                runtime=now - job.claimed_at,
+                                after_lease_loss=job.claimed.lease_expired_at is not None)
+                      for job in jobs.values()]
         targets = [(move.target, handlers.get(move.target, frozenset())) for move in plan]
-        for key, target in pick_jobs(candidates, targets):
+        for key, target in pick_jobs(candidates, targets,
+                                     losses_reset_after=losses_reset_after(self._lease_ttl)):
             job = jobs[key]
             log.info("[%s] moving to %s (token %d)", key, target, job.token)
             job.move_to(MoveOrder(target, reservation_time(self._lease_ttl)))

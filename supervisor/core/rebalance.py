@@ -109,21 +109,33 @@ def _by_id(members: Iterable[MemberLoad]) -> list[MemberLoad]:
 
 @dataclass(frozen=True, kw_only=True)
 class Candidate:
-    """A job this member could move: its handler and how long it has run."""
+    """A job this member could move: its handler, how long it has run, and whether it
+    came here because its lease ran out elsewhere."""
 
     key: str
     handler: str
     runtime: float
+    after_lease_loss: bool = False
 
 
 def pick_jobs(
-    candidates: Sequence[Candidate], targets: Sequence[tuple[str, frozenset[str]]]
+    candidates: Sequence[Candidate],
+    targets: Sequence[tuple[str, frozenset[str]]],
+    *,
+    losses_reset_after: float = 0.0,
 ) -> list[tuple[str, str]]:
     """(key, target) pairs: for each target in turn (with the handlers it runs), the
     job of a handler it runs that has run the shortest time (least work to redo),
     each job at most once.  A target that runs none of the candidates' handlers gets
-    nothing."""
-    left = sorted(candidates, key=lambda job: (job.runtime, job.key))
+    nothing.
+
+    A job that came here by a lease loss stays until it has run `losses_reset_after`
+    (the store then resets its count of losses in a row): moved sooner, it could go
+    back to the member that just lost it (one frozen, back since), and each loss there
+    would add to the same count until the job fails."""
+    left = sorted((job for job in candidates
+                   if not job.after_lease_loss or job.runtime >= losses_reset_after),
+                  key=lambda job: (job.runtime, job.key))
     picked: list[tuple[str, str]] = []
     for target, handlers in targets:
         job = next((job for job in left if job.handler in handlers), None)
@@ -137,3 +149,12 @@ def settled(first_seen: float | None, now: float, settle: float) -> bool:
     """A member takes moved work only after it has been seen without a break for
     `settle` seconds: one that flaps in and out never draws a move."""
     return first_seen is not None and now - first_seen >= settle
+
+
+def first_seen_times(
+    previous: Mapping[tuple[str, str], float], taking_work: Iterable[tuple[str, str]],
+    now: float,
+) -> dict[tuple[str, str], float]:
+    """Since when each member (id, instance) that takes work now has done so without a
+    break: one that stopped (it missed its renewals, froze, drained) settles again."""
+    return {member: previous.get(member, now) for member in taking_work}

@@ -10,6 +10,7 @@ from supervisor.core.rebalance import (
     Candidate,
     MemberLoad,
     Move,
+    first_seen_times,
     pick_jobs,
     plan_moves,
     settled,
@@ -75,6 +76,25 @@ def test_the_shortest_run_moves_to_a_target_that_runs_its_handler() -> None:
     assert pick_jobs(candidates, [("b", frozenset({"x"}))]) == []
     assert pick_jobs(candidates, [("b", frozenset({"h", "g"})), ("c", frozenset({"h"}))]) == [
         ("other", "b"), ("new", "c")]
+
+
+def test_a_job_that_came_by_a_lease_loss_stays_until_its_count_of_losses_is_reset() -> None:
+    # Moved sooner, it may go back to the member that just lost it (one frozen that came
+    # back), and each loss there adds to the same count: the chaos run's seed 11.
+    h = frozenset({"h"})
+    candidates = [Candidate(key="recovered", handler="h", runtime=1.0, after_lease_loss=True),
+                  Candidate(key="older", handler="h", runtime=50.0)]
+    assert pick_jobs(candidates, [("b", h)], losses_reset_after=6.0) == [("older", "b")]
+    assert pick_jobs(candidates[:1], [("b", h)], losses_reset_after=6.0) == []
+    held = [Candidate(key="recovered", handler="h", runtime=6.0, after_lease_loss=True)]
+    assert pick_jobs(held, [("b", h)], losses_reset_after=6.0) == [("recovered", "b")]
+
+
+def test_a_member_that_stopped_taking_work_settles_again() -> None:
+    a, b = ("a", "i-1"), ("b", "i-1")
+    first = first_seen_times({a: 1.0, b: 1.0}, {a}, now=9.0)  # b froze: no renewals
+    assert first == {a: 1.0}
+    assert first_seen_times(first, {a, b}, now=10.0) == {a: 1.0, b: 10.0}
 
 
 def test_a_member_counts_once_settled() -> None:
