@@ -65,7 +65,7 @@ def test_a_wrong_password_exits_1_with_one_line_naming_the_store(
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert "authentication failed" in lines[0]
-    assert f"redis://{USER}@127.0.0.1:{acl_redis.port}/0" in lines[0]
+    assert f"redis://{USER}:***@127.0.0.1:{acl_redis.port}/0" in lines[0]
     assert "not-the-password" not in result.stderr
 
 
