@@ -1,20 +1,25 @@
 """A fork server that dies after a spawn was sent but before it reported the child:
 the child may have run (and killed it), so its job's run ended with the death, judged
-like any other (`core.blame`), not a spawn that never happened."""
+like any other (`core.blame`), not a spawn that never happened.
+
+The scenario runs in a Python process of its own: on a fork server's death the client
+kills every child of its process but the fork servers (`orphans.kill_orphans`), which in
+a test worker would be the session's redis-server."""
 
 from __future__ import annotations
 
 import socket
 import subprocess
+import sys
+from pathlib import Path
 
 import anyio
-import pytest
 
 from supervisor import orphans
 from supervisor.children import ForkServerClient
 from supervisor.core.blame import Blame
 
-pytestmark = pytest.mark.anyio
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def dies_after_the_spawn(sock: socket.socket) -> None:
@@ -25,7 +30,14 @@ def dies_after_the_spawn(sock: socket.socket) -> None:
     sock.close()  # gone without a word about the child
 
 
-async def test_a_spawn_sent_to_a_fork_server_that_then_dies_is_a_run_ended_by_the_death() -> None:
+def test_a_spawn_sent_to_a_fork_server_that_then_dies_is_a_run_ended_by_the_death() -> None:
+    ran = subprocess.run([sys.executable, "-m", "tests.integration.test_spawn_then_death"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert ran.stdout.strip() == "ok"
+
+
+async def a_spawn_then_the_death() -> None:
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     ours.setblocking(False)
     # Stands in for the fork server's process: killed, as a job would kill it.
@@ -49,3 +61,8 @@ async def test_a_spawn_sent_to_a_fork_server_that_then_dies_is_a_run_ended_by_th
     assert child.status is not None
     assert child.status.fork_server_died == "killed by SIGKILL"
     assert child.status.verdict is not None and child.status.verdict.blame is Blame.BLAMED
+
+
+if __name__ == "__main__":
+    anyio.run(a_spawn_then_the_death)
+    print("ok")
