@@ -184,6 +184,10 @@ class ForkServer:
                 raise SpawnRefused(f"spawn needs 2 file descriptors, got {len(fds)}")
             if name not in self._handlers:
                 raise SpawnRefused(f"unknown handler {name!r}")
+            # Its supervisor was held up (frozen) between the claim and the spawn: the
+            # store may have given the job to another supervisor already.
+            if "deadline" in message and float(message["deadline"]) <= protocol.fence_clock():
+                raise SpawnRefused("its lease ran out before the spawn: not started")
             if job_id in self._jobs:
                 raise SpawnRefused(f"job {job_id!r} is already running")
             taker, reused = self._hand_over(name, fds)

@@ -506,6 +506,35 @@ def test_a_deadline_in_the_spawn_message_fences_from_birth(server: ForkServerHar
     assert (exited["signal"], exited["fenced"]) == (signal.SIGKILL, True)
 
 
+def test_a_spawn_whose_deadline_has_passed_is_refused_and_runs_nothing(
+    server: ForkServerHarness,
+) -> None:
+    # A supervisor frozen between its claim and the spawn sends a deadline that is over:
+    # the store may have handed the job to another supervisor, so not even the handler's
+    # first line may run (chaos --overlap seed 42 on SQLite: a stale run started 2 s
+    # after its lease ended, beside the newer one).
+    control, child_control = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    output, child_output = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    job = JobHandle(f"job-{next(_job_ids)}", control, output)
+    server.start(job, {"seconds": 60})
+    with control, output:
+        with child_control, child_output:
+            server.send(
+                {"op": "spawn", "job": job.job_id, "handler": "sleeps",
+                 "deadline": fence_clock() - 0.01},
+                [child_control.fileno(), child_output.fileno()],
+            )
+        event = server.next_event(lambda event: event.get("job") == job.job_id)
+        assert event["ev"] == "spawn_failed", event
+        assert "lease" in event["error"]
+        control.settimeout(2.0)
+        try:  # no child holds its end: nothing ran (reset: our start was never read)
+            closed = control.recv(1 << 16) == b""
+        except ConnectionResetError:
+            closed = True
+        assert closed
+
+
 def test_fence_deadline_is_on_the_fence_clock(server: ForkServerHarness) -> None:
     job = server.spawn("sleeps", {"seconds": 60}, fence_in=None)
     sent_at = fence_clock()
