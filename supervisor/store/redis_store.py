@@ -153,7 +153,7 @@ class RedisStore:
              *handlers],
             subject=owner,
         ))
-        self._witness.answered(sent_at, seconds(now), reported=True)
+        self._witness.answered(sent_at, seconds(now), reported=True, hold=lease_ttl)
         jobs = tuple(
             ClaimedJob(
                 key=key.decode(),

@@ -168,7 +168,7 @@ class SqliteStore:
                               next_due_in=None if next_due is None else next_due - tx.now)
 
         batch = await self._witnessed(sent_at, self._db.write(work))
-        self._witness.answered(sent_at, store_boot, reported=True)
+        self._witness.answered(sent_at, store_boot, reported=True, hold=lease_ttl)
         return batch
 
     async def _witnessed(self, sent_at: float, call: Awaitable[_T]) -> _T:

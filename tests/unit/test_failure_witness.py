@@ -84,3 +84,32 @@ def test_a_failure_that_took_longer_than_the_store_ever_waits_is_this_process_st
     clock.now = sent + 30.0  # frozen (SIGSTOP) with the call in flight
     seen.failed(sent)
     assert seen.since(clock.now) == clock.now + OFFSET
+
+
+def test_claims_sent_within_a_lease_ttl_of_the_last_failure_still_carry_it() -> None:
+    # A holder fenced during the failure cannot renew, so its lease may run out up to a
+    # lease's ttl after the store works again: the claims that recover it must carry it.
+    clock = Clock()
+    seen = witness(clock)
+    first_failed = seen.sending()
+    seen.failed(first_failed)
+    clock.now = 12.0
+    seen.failed(seen.sending())  # the last failure
+    clock.now = 12.5
+    claim_sent = seen.sending()
+    seen.answered(claim_sent, clock.now + OFFSET, reported=True, hold=2.0)
+    clock.now = 13.9
+    assert seen.since(clock.now) == first_failed + OFFSET
+
+
+def test_the_first_claim_sent_a_lease_ttl_after_the_last_failure_clears_it() -> None:
+    clock = Clock()
+    seen = witness(clock)
+    seen.failed(seen.sending())
+    clock.now = 12.0
+    seen.failed(seen.sending())
+    clock.now = 14.0
+    claim_sent = seen.sending()
+    seen.answered(claim_sent, clock.now + OFFSET, reported=True, hold=2.0)
+    clock.now = 14.5
+    assert seen.since(clock.now) == 14.5 + OFFSET
