@@ -110,7 +110,7 @@ class LeaseKeeper:
         deadline = fence_deadline(sent_at, self._lease_ttl)
         held_by_server: dict[ForkServerClient, list[str]] = {}
         for job in jobs:
-            if job.key in result.lost:
+            if (job.key, job.token) in result.lost:
                 continue
             job.fence_at = max(job.fence_at, deadline)
             if job.child is not None:
@@ -120,14 +120,15 @@ class LeaseKeeper:
             with suppress(ForkServerDied):
                 await fork_server.fence(job_ids, deadline)
         for job in jobs:
-            if job.key in result.lost:
+            if (job.key, job.token) in result.lost:
                 if job.finalizing:
                     continue  # its outcome went in while this renewal was in flight
                 self.stats.leases_lost += 1
                 metrics.leases_lost.inc()
                 log.warning("[%s] lease lost (token %d)", job.key, job.token)
                 job.request_stop(StopReason.LEASE_LOST)
-            elif job.key in result.stop_requested:
+                continue  # a key's stop and notes are for its run that holds the lease
+            if job.key in result.stop_requested:
                 job.request_stop(StopReason.USER)
             if job.key in result.notified:
                 job.notes_arrived()

@@ -120,15 +120,17 @@ class JobStats:
 class RenewResult:
     """What one batch renewal found.
 
-    `lost`: keys whose lease this owner no longer holds (another token, another owner,
-    finished, expired and recovered, or gone): their children must be killed now.
+    `lost`: (key, token) of each lease this owner no longer holds (another token,
+    another owner, finished, expired and recovered, or gone): their children must be
+    killed now.  By token, not key: an old run of a key whose lease is lost and the new
+    run of the same key may both be renewed by one supervisor, and only the old is lost.
     `stop_requested`: held keys that `stop` was asked for.
     `notified`: held keys with notifications waiting to be taken.
     `membership`: the owner's entry: "ok" (this instance's; marked seen), "missing"
     (gone: register again), "taken" (another instance holds the id: this one must drain).
     """
 
-    lost: frozenset[str]
+    lost: frozenset[tuple[str, int]]
     stop_requested: frozenset[str]
     notified: frozenset[str]
     store_time: float

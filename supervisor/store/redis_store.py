@@ -71,6 +71,12 @@ KEYS_CHANGED_RETRIES = 10
 LAYOUT = 2
 
 
+def _key_tokens(flat: list[bytes]) -> frozenset[tuple[str, int]]:
+    """A script's {key, token, key, token, ...} answer as (key, token) pairs."""
+    return frozenset((key.decode(), int(token)) for key, token in zip(flat[::2], flat[1::2],
+                                                                       strict=True))
+
+
 def _optional(value: float | None) -> ScriptArg:
     return "" if value is None else value
 
@@ -197,7 +203,7 @@ class RedisStore:
             sent_at, self._run("renew", keys, args, subject=owner))
         self._witness.answered(sent_at, seconds(now), reported=False)
         return RenewResult(
-            lost=frozenset(key.decode() for key in lost),
+            lost=_key_tokens(lost),
             stop_requested=frozenset(key.decode() for key in stopping),
             notified=frozenset(key.decode() for key in notified),
             store_time=seconds(now),

@@ -199,7 +199,7 @@ class SqliteStore:
             tx.run("touch_health", gap=HEALTH_GAP)
             renewed = {(row["key"], row["token"]) for row in rows}
             return RenewResult(
-                lost=frozenset(lease.key for lease in leases
+                lost=frozenset((lease.key, lease.token) for lease in leases
                                if (lease.key, lease.token) not in renewed),
                 stop_requested=frozenset(row["key"] for row in rows if row["stop_requested"]),
                 notified=frozenset(row["key"] for row in rows if row["notified"]),

@@ -54,10 +54,10 @@ async def test_renew_reports_leases_it_does_not_hold(store: Store) -> None:
     wrong_token = Lease("a", a.token + 1000, OWNER)
     stale = [wrong_token, b.lease, Lease("gone", 1, OWNER)]
     result = await store.renew(OWNER, "i-1", stale, 60, {})
-    assert result.lost == {"a", "b", "gone"}
+    assert result.lost == {("a", a.token + 1000), ("b", b.token), ("gone", 1)}
 
     other_owner = await store.renew("sup-b", "i-1", [Lease("a", a.token, "sup-b")], 60, {})
-    assert other_owner.lost == {"a"}
+    assert other_owner.lost == {("a", a.token)}
     assert await store.job("a") == before
 
 
@@ -73,10 +73,26 @@ async def test_expired_lease_goes_back_to_pending_without_spending_an_attempt(
     assert batch.recovered == 1
     record = await store.job("k1")
     assert (record.state, record.attempts, record.lease_losses) == ("pending", 0, 1)
-    assert (await store.renew(OWNER, "i-1", [old.lease], LONG_TTL, {})).lost == {"k1"}
+    assert (await store.renew(OWNER, "i-1", [old.lease], LONG_TTL, {})).lost == {
+        ("k1", old.token)}
     again = await claim_one(store, owner="sup-b")
     assert (again.attempt, again.owner) == (1, "sup-b")
     assert again.token > old.token
+
+
+async def test_renew_reports_a_lost_lease_by_its_token_not_its_key(store: Store) -> None:
+    # An old run of k1 (its lease recovered) and the new run of k1 meet on one
+    # supervisor: only the old token is lost, the new one is renewed.
+    await store.dispatch(new_job("k1"))
+    old = await claim_one(store, lease_ttl=SHORT_TTL)
+    await wait_for_expiry()
+    new = await claim_one(store)
+    assert (new.key, new.owner) == (old.key, old.owner) and new.token > old.token
+
+    result = await store.renew(OWNER, "i-1", [old.lease, new.lease], LONG_TTL, {})
+
+    assert result.lost == {("k1", old.token)}
+    assert (await store.job("k1")).state == "running"
 
 
 async def test_recovered_job_is_claimed_before_newer_jobs(store: Store) -> None:

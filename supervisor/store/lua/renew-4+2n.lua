@@ -4,7 +4,8 @@
 --       then per lease 2 keys: job hash, notes list
 -- ARGV: 1 owner, 2 instance, 3 lease ttl (ms), 4 health gap (ms),
 --       then per lease 5 values: key, token, pid, rss_bytes, cpu_percent ('' = unknown)
--- Returns: {OK, store time (ms), {lost keys}, {stop-requested keys}, {notified keys},
+-- Returns: {OK, store time (ms), {lost key, its token, ...}, {stop-requested keys},
+--           {notified keys},
 --           membership ('ok', 'missing' or 'taken')}
 
 local IN_A_ROW_TTLS = 3  -- policy.LOSSES_RESET_TTLS: a lease held this long resets losses
@@ -41,6 +42,7 @@ for n = 0, (#ARGV - 4) / 5 - 1 do
     end
   else
     lost[#lost + 1] = key
+    lost[#lost + 1] = token
   end
 end
 
