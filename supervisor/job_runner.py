@@ -18,6 +18,7 @@ from sandbox import protocol
 from supervisor.checkpoints import CheckpointKeeper
 from supervisor.children import Child, ForkServerDied
 from supervisor.control_reader import ControlReader
+from supervisor.control_writer import ControlWriter
 from supervisor.core.blame import outcome_after_death
 from supervisor.core.outcome import (
     Abandon,
@@ -141,13 +142,12 @@ def _explained(outcome: Outcome, details: str, *, killed_after_grace: bool) -> O
 async def _supervise(job: RunningJob, child: Child, services: JobServices) -> tuple[ChildExit, str]:
     """Watch the child until it has exited; its exit, and details for an error record."""
 
-    async def send(message: dict[str, object]) -> None:
-        await _send(child, message)
-
     output = OutputPump(job.key, child.output)
     async with anyio.create_task_group() as group:
+        # The one writer of the child's control socket: notes and the stop.
+        writer = ControlWriter(child.control, start=group.start_soon)
         # Notes and checkpoints start tasks of their own when the first comes.
-        courier = NoteCourier(job, services.store, send, services.note_failures,
+        courier = NoteCourier(job, services.store, writer.send, services.note_failures,
                               start=group.start_soon)
         checkpoints = CheckpointKeeper(job, services.store, services.outcome_failures,
                                        max_bytes=services.settings.max_checkpoint,
@@ -156,7 +156,7 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices) -> tu
                                on_ack=courier.acknowledged, on_checkpoint=checkpoints.offer)
         group.start_soon(reader.run)
         group.start_soon(output.run)
-        group.start_soon(_watch_stop, job, child, services.settings.stop_grace,
+        group.start_soon(_watch_stop, job, child, writer, services.settings.stop_grace,
                          job.handler.timeout)
         await child.exited.wait()
         # The child wrote its result before exiting; let the socket drain, even if a
@@ -180,15 +180,11 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices) -> tu
     return exit_report, "\n\n".join(part for part in details if part)
 
 
-async def _send(child: Child, message: dict[str, object]) -> None:
-    # A child that is gone cannot be told anything; its exit tells the rest.
-    with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-        await child.control.send(protocol.encode_line(message))
-
-
-async def _watch_stop(job: RunningJob, child: Child, stop_grace: float, timeout: float) -> None:
+async def _watch_stop(job: RunningJob, child: Child, writer: ControlWriter, stop_grace: float,
+                      timeout: float) -> None:
     """Graceful stop, asked for or at the handler's `timeout` (0: none): tell the
-    handler, SIGTERM the group, SIGKILL after the grace.
+    handler (without waiting behind a note it does not read), SIGTERM the group,
+    SIGKILL after the grace.
     A lost lease skips the grace: someone else may be starting the job already.
     A fork server that died took the child with it: nothing is left to signal."""
     fork_server = job.fork_server
@@ -201,7 +197,7 @@ async def _watch_stop(job: RunningJob, child: Child, stop_grace: float, timeout:
             await fork_server.kill(child.job_id)
             return
         reason = job.stop_reason.value if job.stop_reason else StopReason.USER.value
-        await _send(child, {"t": protocol.MSG_STOP, "reason": reason})
+        writer.stop(reason)
         await fork_server.signal(child.job_id, signal.SIGTERM)
         with anyio.move_on_after(stop_grace) as grace:
             while not job.lease_lost:

@@ -81,3 +81,15 @@ def notes_on_cue(job: Job) -> list[Any]:
         while True:
             time.sleep(1)
     return notes_once(job)
+
+
+def ignores_notes(job: Job) -> str:
+    """Never looks at notes or `job.stopping` (its control socket is never read, and
+    fills up with notes); on SIGTERM, the sandbox ends it with `Stopped`, and it writes
+    the marker on its way out: a graceful stop, which a SIGKILL would not allow."""
+    marker = Path(job.payload["marker"])
+    try:
+        while True:
+            time.sleep(0.05)
+    finally:
+        marker.write_text("stopped gracefully")
