@@ -5,10 +5,17 @@ gracefully (it used to raise BusyResourceError: the child SIGKILLed, the lease l
 from __future__ import annotations
 
 import signal
+import socket
 import time
 from pathlib import Path
 
+import anyio
+import anyio.abc
+import orjson
+import pytest
+
 from supervisor import Client
+from supervisor.control_writer import ControlWriter
 from tests.helpers.pool import HANDLERS_DIR, finished, wait_for
 from tests.integration.conftest import Pool
 
@@ -65,3 +72,31 @@ def test_a_drain_behind_a_note_the_child_never_reads_releases_the_job(
     assert (record["state"], record["lease_losses"]) == ("pending", 0), record
     assert marker.read_text() == "stopped gracefully", supervisor.log()
     assert_no_ungraceful_end(supervisor.log())
+
+
+@pytest.mark.anyio
+async def test_a_stop_does_not_wait_behind_a_blocked_note_and_goes_before_later_ones() -> None:
+    """In one process, on a real socket pair: the stop returns at once while a note is
+    stuck mid-write, and the reader, once it reads, finds whole messages: the stuck
+    note, the stop, then the note asked for after the stop."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    stream = await anyio.abc.UNIXSocketStream.from_socket(ours)
+    async with stream, anyio.create_task_group() as group:
+        writer = ControlWriter(stream, start=group.start_soon)
+        group.start_soon(writer.send, {"t": "notify", "seq": 1, "payload": NOTE})
+        await anyio.wait_all_tasks_blocked()  # the note fills the socket and waits
+        writer.stop("drain")
+        group.start_soon(writer.send, {"t": "notify", "seq": 2, "payload": "later"})
+        await anyio.wait_all_tasks_blocked()
+        received = await anyio.to_thread.run_sync(read_lines, theirs, 3)
+    theirs.close()
+    assert [(m["t"], m.get("seq"), m.get("reason")) for m in received] == [
+        ("notify", 1, None), ("stop", None, "drain"), ("notify", 2, None)]
+    assert received[0]["payload"] == NOTE
+
+
+def read_lines(sock: socket.socket, count: int) -> list[dict[str, object]]:
+    data = b""
+    while data.count(b"\n") < count:
+        data += sock.recv(1 << 16)
+    return [orjson.loads(line) for line in data.splitlines()]
