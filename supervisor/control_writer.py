@@ -41,11 +41,17 @@ class ControlWriter:
             with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                 await self._stream.send(line)
 
-    def stop(self, reason: str) -> None:
-        """Tell the child to stop for `reason`, without waiting for the socket."""
+    def stop(self, reason: str) -> anyio.Event:
+        """Tell the child to stop for `reason`, without waiting for the socket; the
+        event is set once the message is written (or dropped)."""
         message: dict[str, object] = {"t": protocol.MSG_STOP, "reason": reason}
+        written = anyio.Event()
 
         async def write() -> None:
-            await self.send(message)
+            try:
+                await self.send(message)
+            finally:
+                written.set()
 
         self._start(write)
+        return written
