@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from supervisor.errors import ConfigError
+from supervisor.redaction import redact_url
 from supervisor.store.base import Store
-from supervisor.store.redis_connection import redact
 from supervisor.store.redis_url import SCHEMES as REDIS_SCHEMES
 
 __all__ = ["Store", "open_store", "opened_store"]
@@ -31,7 +31,7 @@ async def open_store(url: str, pool: str, *, retention: float = DEFAULT_RETENTIO
         store: Store = await sqlite_store.SqliteStore.open(url, pool, retention=retention)
         return store
     raise ConfigError(
-        f"store URL {redact(url)!r}: unknown scheme; use redis://, rediss://, unix://, "
+        f"store URL {redact_url(url)!r}: unknown scheme; use redis://, rediss://, unix://, "
         "redis+cluster://, rediss+cluster:// or sqlite:///path/to/file.db"
     )
 

@@ -45,8 +45,6 @@ def connect(url: str) -> RedisClient:
     )
 
 
-# The name the Redis store's modules know it by; the rule is in supervisor/redaction.py.
-redact = redact_url
 
 
 async def open_pubsub(client: RedisClient) -> PubSub:

@@ -26,6 +26,7 @@ import anyio
 import anyio.to_thread
 
 from supervisor.errors import ConfigError, JobNotFound, StoreError, StoreFailure
+from supervisor.redaction import redact_url
 from supervisor.store.base import (
     ClaimBatch,
     ClaimedJob,
@@ -54,7 +55,6 @@ from supervisor.store.redis_connection import (
     SOCKET_TIMEOUT,
     RedisClient,
     connect,
-    redact,
     translated_errors,
 )
 from supervisor.store.redis_events import EventFeed
@@ -87,7 +87,7 @@ class RedisStore:
     def __init__(self, url: str, pool: str, *, retention: float) -> None:
         self.pool = pool
         self._keys = PoolKeys(pool)
-        self._where = redact(url)
+        self._where = redact_url(url)
         self._retention_ms = max(1, round(milliseconds(retention)))
         try:
             self._client: RedisClient = connect(url)

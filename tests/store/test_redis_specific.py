@@ -12,9 +12,10 @@ import pytest
 from redis.asyncio import Redis
 
 from supervisor.errors import ConfigError, StoreError, StoreUnavailable
+from supervisor.redaction import redact_url
 from supervisor.store import open_store, opened_store
 from supervisor.store.base import Lease, Store, StoreEvent
-from supervisor.store.redis_connection import connect, redact
+from supervisor.store.redis_connection import connect
 from supervisor.store.redis_events import EventFeed
 from supervisor.store.redis_keys import PoolKeys
 from supervisor.store.redis_scripts import KeysChanged, Scripts, Status, commands
@@ -182,7 +183,7 @@ async def test_pool_names_that_would_break_the_hash_tag_are_refused(
     ],
 )
 def test_urls_in_messages_hide_the_password(url: str, shown: str) -> None:
-    assert redact(url) == shown
+    assert redact_url(url) == shown
 
 
 async def test_an_unreachable_redis_raises_store_unavailable_quickly(pool_name: str) -> None:
