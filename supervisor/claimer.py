@@ -15,11 +15,13 @@ from supervisor.errors import StaleToken, StoreFailure
 from supervisor.metrics import metrics
 from supervisor.running import Registry
 from supervisor.store.base import ClaimBatch, ClaimedJob, Completion, Lease, Store
+from supervisor.store.policy import JUDGE_AFTER_GAP
 from supervisor.store_failures import StoreFailures
 
 log = logging.getLogger("poolsup.claimer")
 
 POLL_INTERVAL = 0.5  # also how often expired leases of the pool are recovered
+CLAIM_RETRY_CAP = JUDGE_AFTER_GAP / 2  # a failing store is tried again this soon at most
 
 
 class Claimer:
@@ -72,7 +74,10 @@ class Claimer:
             try:
                 batch, free = await self._claim()
             except StoreFailure as error:
-                await anyio.sleep(self.failures.failed(error))  # not cut short by wake-ups
+                # Not cut short by wake-ups.  At most a second: after an outage, the
+                # leases it ended wait for the claim of a supervisor that saw it
+                # (core/lease_losses.py judged_later).
+                await anyio.sleep(min(CLAIM_RETRY_CAP, self.failures.failed(error)))
                 continue
             if batch.jobs and len(batch.jobs) == free:
                 continue  # there may be more waiting

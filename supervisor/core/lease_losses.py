@@ -14,7 +14,15 @@ supervisor that saw the outage too.  A lease whose holder died (a job that crash
 reboots its host) ran out while nobody's calls failed: it counts, and a job whose
 leases keep running out is failed after `max_losses` whatever the store.
 
-Pure: times are store seconds passed in.  The Lua claim script (lua/claim-7+n.lua)
+The first claim after an outage may come from a supervisor that saw none of it (one
+started, or thawed, while the store was down): its claim carries no window.  The store
+sees the outage as a gap in its writes (no claim or renewal of any supervisor for
+`min_gap`), so a lease that ended inside the last such gap is not judged by a claim
+that did not witness it: it is left for a claim that did, and judged by whichever
+claim comes once the gap ended `defer` ago (a supervisor that was there claims every
+half second and retries a failing store within a second).
+
+Pure: times are store seconds passed in.  The Lua claim script (lua/claim-8+n.lua)
 implements the same two functions; its numbers come from Python as arguments.
 """
 
@@ -46,6 +54,32 @@ def loss_counts(lease_end: float | None, window: FailingWindow | None) -> bool:
     if window is None or lease_end is None:
         return True
     return not window.start <= lease_end <= window.end
+
+
+@dataclass(frozen=True)
+class WriteGap:
+    """Store times between two writes of the pool, with none in between."""
+
+    start: float
+    end: float
+
+
+def write_gap(last_write: float | None, now: float, *, min_gap: float) -> WriteGap | None:
+    """The gap a write at `now` ends, if the last write before it was `min_gap` ago or
+    more."""
+    if last_write is None or now - last_write < min_gap:
+        return None
+    return WriteGap(last_write, now)
+
+
+def judged_later(lease_end: float | None, window: FailingWindow | None, gap: WriteGap | None,
+                 now: float, *, defer: float) -> bool:
+    """Is the recovery of a lease that ended at `lease_end` left for a later claim?
+    Yes if this claim would count it but it ended inside the store's last gap of
+    writes, which ended less than `defer` ago."""
+    if gap is None or lease_end is None or now - gap.end >= defer:
+        return False
+    return loss_counts(lease_end, window) and gap.start <= lease_end <= gap.end
 
 
 class Recovery(enum.Enum):

@@ -17,3 +17,9 @@ LOSSES_RESET_TTLS = 3
 # spans a failing window of the store: leases that ended in it are recovered without
 # counting a loss (core/lease_losses.py).  Shorter is the ordinary time a call takes.
 MIN_FAILING_SPAN = 0.25
+# A claim that comes this long or more after the pool's last claim ends a gap in which no
+# supervisor reached the store; a lease that ended in it is left to a claim that
+# witnessed the gap, for JUDGE_AFTER_GAP after it (core/lease_losses.py judged_later).
+# Live supervisors claim every half second and retry a failing store within a second.
+MIN_CLAIM_GAP = 1.0
+JUDGE_AFTER_GAP = 2.0

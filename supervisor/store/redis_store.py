@@ -50,7 +50,13 @@ from supervisor.store.base import (
     TickResult,
 )
 from supervisor.store.members import encode_info, live_members
-from supervisor.store.policy import HEALTH_GAP, MEMBER_GARBAGE_AFTER, MIN_FAILING_SPAN
+from supervisor.store.policy import (
+    HEALTH_GAP,
+    JUDGE_AFTER_GAP,
+    MEMBER_GARBAGE_AFTER,
+    MIN_CLAIM_GAP,
+    MIN_FAILING_SPAN,
+)
 from supervisor.store.redis_connection import (
     SOCKET_TIMEOUT,
     RedisClient,
@@ -152,11 +158,12 @@ class RedisStore:
         recovered, next_due, now, claimed, completed = await self._witnessed(sent_at, self._run(
             "claim",
             [k.pending, k.running, k.token, k.done("failed"), k.done("stopped"),
-             k.write_probe, k.reserved(owner), *(k.queue(handler) for handler in handlers)],
+             k.write_probe, k.reserved(owner), k.health,
+             *(k.queue(handler) for handler in handlers)],
             [k.prefix, owner, count, milliseconds(lease_ttl), max_lease_losses,
              self._retention_ms, k.channel, *completion,
              "" if since is None else milliseconds(since), milliseconds(MIN_FAILING_SPAN),
-             *handlers],
+             milliseconds(MIN_CLAIM_GAP), milliseconds(JUDGE_AFTER_GAP), *handlers],
             subject=owner,
         ))
         self._witness.answered(sent_at, seconds(now), reported=True, hold=lease_ttl)

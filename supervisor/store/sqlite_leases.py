@@ -5,9 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from supervisor.core.lease_losses import FailingWindow, Recovery, loss_counts, recovery
+from supervisor.core.lease_losses import (
+    FailingWindow,
+    Recovery,
+    WriteGap,
+    judged_later,
+    loss_counts,
+    recovery,
+    write_gap,
+)
 from supervisor.errors import StaleToken
 from supervisor.store.base import ClaimedJob, Completion, JobState, Lease
+from supervisor.store.policy import JUDGE_AFTER_GAP, MIN_CLAIM_GAP
 from supervisor.store.sqlite_db import Tx
 
 
@@ -15,11 +24,27 @@ def emit(tx: Tx, kind: str, key: str | None = None) -> None:
     tx.run("emit_event", kind=kind, key=key)
 
 
-def recover_expired_leases(tx: Tx, max_lease_losses: int,
-                           failing: FailingWindow | None) -> int:
+def note_claim(tx: Tx) -> WriteGap | None:
+    """Note that a claim runs now; the last gap between the pool's claims, this one's
+    if it ends one."""
+    last = tx.row("claim_gap")
+    gap = write_gap(None if last is None else last["last_claim"], tx.boot,
+                    min_gap=MIN_CLAIM_GAP)
+    tx.run("note_claim", gap_start=gap and gap.start, gap_end=gap and gap.end)
+    if gap is None and last is not None and last["gap_start"] is not None:
+        gap = WriteGap(last["gap_start"], last["gap_end"])
+    return gap
+
+
+def recover_expired_leases(tx: Tx, max_lease_losses: int, failing: FailingWindow | None,
+                           gap: WriteGap | None) -> int:
     """Recover every lease that ran out; `failing`: the window over which the claiming
-    supervisor saw the store failing, whose leases' ends are not counted as losses."""
-    expired = tx.rows("expired_leases")
+    supervisor saw the store failing, whose leases' ends are not counted as losses;
+    `gap`: the last gap between the pool's claims, whose leases are left to a witness
+    for a while (core/lease_losses.py judged_later)."""
+    expired = [row for row in tx.rows("expired_leases")
+               if not judged_later(row["lease_deadline"], failing, gap, tx.boot,
+                                   defer=JUDGE_AFTER_GAP)]
     due = tx.value("front_of_queue") if expired else None
     for row in expired:
         key = row["key"]

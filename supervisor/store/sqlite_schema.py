@@ -31,7 +31,7 @@ from typing import TypeVar
 from supervisor.core.host_boot import BootCheck, check_boot
 from supervisor.errors import ConfigError, StoreUnavailable
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
 MACHINE_ID_FILES = (Path("/etc/machine-id"), Path("/var/lib/dbus/machine-id"))
 MIN_SQLITE_VERSION = (3, 35, 0)  # RETURNING, UPDATE ... FROM, json_each
@@ -212,6 +212,8 @@ def _ensure_schema(conn: sqlite3.Connection, path: Path, pool: str, clocks: Cloc
                 _migrate_5_to_6(conn)
             if version < 7:
                 _migrate_6_to_7(conn)
+            if version < 8:
+                _migrate_7_to_8(conn)
         if version != SCHEMA_VERSION:
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         _check_boot(conn, path, boot_id(), machine_id())
@@ -279,6 +281,12 @@ def _migrate_6_to_7(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE TABLE host_machines (machine_id TEXT PRIMARY KEY) STRICT")
 
 
+def _migrate_7_to_8(conn: sqlite3.Connection) -> None:
+    """Schema 8: the last gap between the pool's claims."""
+    conn.execute("CREATE TABLE claim_gaps (pool TEXT PRIMARY KEY, last_claim REAL NOT NULL, "
+                 "gap_start REAL, gap_end REAL) STRICT")
+
+
 def _check_boot(conn: sqlite3.Connection, path: Path, boot: str | None,
                 machine: str | None) -> None:
     row = conn.execute("SELECT boot_id FROM host").fetchone()
@@ -298,6 +306,7 @@ def _check_boot(conn: sqlite3.Connection, path: Path, boot: str | None,
         conn.execute("UPDATE jobs SET lease_deadline = 0 WHERE state = 'running'")
         conn.execute("DELETE FROM supervisors")
         conn.execute("DELETE FROM host_machines")
+        conn.execute("DELETE FROM claim_gaps")
     if verdict in (BootCheck.FIRST, BootCheck.REBOOTED):
         conn.execute("UPDATE host SET boot_id = ?", (boot,))
     if verdict is not BootCheck.UNKNOWN and machine is not None:

@@ -161,7 +161,8 @@ class SqliteStore:
             tx.run("drop_expired_records", cutoff=self._cutoff(tx))
             tx.run("trim_events", cutoff=tx.now - EVENT_KEEP_SECONDS)
             failing = failing_window(since, tx.boot, min_span=MIN_FAILING_SPAN)
-            recovered = leases.recover_expired_leases(tx, max_lease_losses, failing)
+            gap = leases.note_claim(tx)
+            recovered = leases.recover_expired_leases(tx, max_lease_losses, failing, gap)
             jobs = leases.start_due_jobs(tx, owner, handler_list, count, lease_ttl)
             next_due = tx.value("next_due", handlers=handler_list)
             return ClaimBatch(jobs=jobs, recovered=recovered, completed=completed,

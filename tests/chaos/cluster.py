@@ -24,6 +24,7 @@ LEASE_TTL = 2
 DRAIN_TIMEOUT = 2
 STOP_GRACE = 2
 CAPACITY = 4
+SERVE_WITHIN = 120  # seconds a started supervisor gets to register and serve
 DURABLE_REDIS = ("--appendonly", "yes", "--appendfsync", "always")
 # Every supervisor fires this schedule; each tick dispatches one short job (check 7).
 TICK_SCHEDULE = "chaos_tick"
@@ -90,7 +91,9 @@ payload = {{ledger = "{ledger}", seconds = 0.05}}
         process = SupervisorProcess(self.config(supervisor), log)
         process.start(new_session=True)
         self.supervisors[supervisor] = process
-        return process.wait_serving(30)
+        # A start registers with the store: under --overlap, Redis faults one after
+        # another can keep refusing that for tens of seconds.
+        return process.wait_serving(SERVE_WITHIN)
 
     def running(self, supervisor: str) -> bool:
         process = self.supervisors.get(supervisor)

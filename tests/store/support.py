@@ -85,3 +85,24 @@ async def next_event(
             event = await anext(events)
             if event.kind == kind:
                 return event
+
+
+async def claim_as_supervisors_do(
+    store: Store,
+    count: int = 1,
+    *,
+    owner: str = OWNER,
+    lease_ttl: float = LONG_TTL,
+    max_lease_losses: int = 3,
+    within: float = 5.0,
+) -> ClaimBatch:
+    """Claim every half second, as a supervisor does, until a claim recovers a lease or
+    starts a job (a lease that ended while nobody claimed waits a while for a witness);
+    that claim's batch."""
+    for _ in range(int(within / 0.5)):
+        batch = await claim(store, count, owner=owner, lease_ttl=lease_ttl,
+                            max_lease_losses=max_lease_losses)
+        if batch.recovered or batch.jobs:
+            return batch
+        await anyio.sleep(0.5)
+    raise AssertionError(f"no claim of {owner} recovered or started anything in {within} s")

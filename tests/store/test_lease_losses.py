@@ -17,10 +17,17 @@ import anyio.to_thread
 import pytest
 import redis
 
+from supervisor.store.policy import JUDGE_AFTER_GAP, MIN_CLAIM_GAP
 from supervisor.store.sqlite_schema import path_from_url
 from tests.helpers.redis_cluster import RedisClusterNodes
 from tests.store.conftest import Connect, StoreTarget
-from tests.store.support import SHORT_TTL, claim, claim_one, new_job
+from tests.store.support import (
+    SHORT_TTL,
+    claim,
+    claim_as_supervisors_do,
+    claim_one,
+    new_job,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -36,13 +43,15 @@ async def test_a_job_that_kills_its_only_supervisor_each_time_is_failed_after_ma
     store = await connect()
     await store.dispatch(new_job("poison"))
     for _ in range(2):
-        # A fresh supervisor process (its host rebooted) claims the job...
+        # A fresh supervisor process (its host rebooted) claims the job, as it does
+        # every half second (a lease that ended while nobody claimed waits a while for
+        # a witness)...
         supervisor = await connect()
-        await claim_one(supervisor, lease_ttl=SHORT_TTL, max_lease_losses=2)
+        await claim_as_supervisors_do(supervisor, lease_ttl=SHORT_TTL, max_lease_losses=2)
         # ...which kills it: nobody writes to the store until the host is back.
         await anyio.sleep(HOST_DOWN)
 
-    batch = await claim(await connect(), 1, max_lease_losses=2)
+    batch = await claim_as_supervisors_do(await connect(), max_lease_losses=2)
 
     assert (batch.recovered, batch.jobs) == (1, ())
     record = await store.job("poison")
@@ -95,9 +104,36 @@ async def test_a_lease_that_ran_out_before_the_store_stood_still_counts(
 
     async with standing_still(store_target, redis_ports, STANDSTILL):
         await claim(other, 0, owner="other", max_lease_losses=1)
+    # Nobody claimed between the lease's end and the standstill: the witness of the
+    # standstill did not see that end, and once the gap ended JUDGE_AFTER_GAP ago, any
+    # claim judges it.
+    await claim_as_supervisors_do(other, 0, owner="other", max_lease_losses=1)
 
     record = await other.job("k1")
     assert (record.state, record.lease_losses) == ("failed", 1)
+
+
+async def test_a_lease_that_ended_while_nobody_reached_the_store_waits_for_a_witness(
+    connect: Connect,
+) -> None:
+    """Nobody claimed for longer than MIN_CLAIM_GAP: the first claim after, from a
+    supervisor that saw no failure, leaves the lease alone; once the gap ended
+    JUDGE_AFTER_GAP ago, with no witness come, a claim judges it and counts it."""
+    holder = await connect()
+    await holder.dispatch(new_job("k1"))
+    await claim_one(holder, lease_ttl=SHORT_TTL, max_lease_losses=2)
+    await anyio.sleep(MIN_CLAIM_GAP + 0.3)  # its lease ran out inside the gap
+
+    newcomer = await connect()
+    first = await claim(newcomer, 0, owner="newcomer", max_lease_losses=2)
+    assert first.recovered == 0
+    assert (await newcomer.job("k1")).state == "running"
+    await anyio.sleep(JUDGE_AFTER_GAP)
+    later = await claim(newcomer, 0, owner="newcomer", max_lease_losses=2)
+
+    assert later.recovered == 1
+    record = await newcomer.job("k1")
+    assert (record.state, record.lease_losses) == ("pending", 1)
 
 
 @pytest.fixture

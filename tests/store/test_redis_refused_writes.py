@@ -82,3 +82,29 @@ async def test_a_lease_that_ran_out_while_supervisors_wrote_is_counted(store: St
 
     record = await store.job("k1")
     assert (record.state, record.lease_losses) == ("failed", 1)
+
+
+async def test_a_newcomer_that_claims_first_after_the_refusals_leaves_the_lease_to_a_witness(
+    store: Store, admin: redis.Redis, own_redis: RedisServer, pool_name: str
+) -> None:
+    """Found by `python -m tests.chaos --minutes 30 --seed 42 --overlap`: a supervisor
+    started during an outage (or thawed after it) made the first claim after it, saw no
+    failure, and counted the loss of a lease that the outage ended."""
+    await store.dispatch(new_job("k1"))
+    await claim_one(store, lease_ttl=SHORT_TTL, max_lease_losses=1)
+    admin.config_set("maxmemory", 1)
+    with anyio.move_on_after(REFUSING_FOR):
+        while True:
+            with pytest.raises(StoreFailure, match=r"OOM|maxmemory"):
+                await claim(store, 0, max_lease_losses=1)
+            await anyio.sleep(0.1)
+    admin.config_set("maxmemory", 0)
+
+    async with opened_store(own_redis.url, pool_name) as newcomer:
+        first = await claim(newcomer, 1, owner="newcomer", max_lease_losses=1)
+    witnessed = await claim(store, 1, max_lease_losses=1)
+
+    assert (first.recovered, first.jobs) == (0, ())
+    assert witnessed.recovered == 1
+    assert [(job.key, job.attempt) for job in witnessed.jobs] == [("k1", 1)]
+    assert (await store.job("k1")).lease_losses == 0

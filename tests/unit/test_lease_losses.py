@@ -6,9 +6,12 @@ from __future__ import annotations
 from supervisor.core.lease_losses import (
     FailingWindow,
     Recovery,
+    WriteGap,
     failing_window,
+    judged_later,
     loss_counts,
     recovery,
+    write_gap,
 )
 
 MIN_SPAN = 0.25
@@ -55,3 +58,34 @@ def test_the_job_fails_once_its_losses_reach_the_limit() -> None:
 
 def test_no_limit_never_fails_it() -> None:
     assert recovery(1000, stop_requested=False, max_losses=0) is Recovery.REQUEUED
+
+
+def test_a_write_soon_after_the_last_one_ends_no_gap() -> None:
+    assert write_gap(99.5, 100.0, min_gap=1.0) is None
+    assert write_gap(None, 100.0, min_gap=1.0) is None
+
+
+def test_a_write_long_after_the_last_one_ends_a_gap() -> None:
+    assert write_gap(97.0, 100.0, min_gap=1.0) == WriteGap(97.0, 100.0)
+
+
+def test_a_lease_that_ended_in_a_recent_gap_waits_for_a_claim_that_witnessed_it() -> None:
+    gap = WriteGap(97.0, 100.0)
+    assert judged_later(98.0, None, gap, 100.5, defer=2.0)
+
+
+def test_a_witness_of_the_gap_judges_at_once() -> None:
+    gap = WriteGap(97.0, 100.0)
+    assert not judged_later(98.0, FailingWindow(96.5, 100.5), gap, 100.5, defer=2.0)
+
+
+def test_once_the_gap_ended_defer_ago_anyone_judges() -> None:
+    gap = WriteGap(97.0, 100.0)
+    assert not judged_later(98.0, None, gap, 102.0, defer=2.0)
+
+
+def test_a_lease_that_ended_outside_the_gap_is_judged_at_once() -> None:
+    gap = WriteGap(97.0, 100.0)
+    assert not judged_later(96.0, None, gap, 100.5, defer=2.0)
+    assert not judged_later(100.2, None, gap, 100.5, defer=2.0)
+    assert not judged_later(98.0, None, None, 100.5, defer=2.0)

@@ -76,6 +76,16 @@ INSERT OR REPLACE INTO jobs
 VALUES (:pool, :key, :handler, 'pending', :max_attempts, :payload, :now,
     max(:now, coalesce(:run_at, :now)), :run_at, :schedule);
 
+-- name: claim_gap
+SELECT last_claim, gap_start, gap_end FROM claim_gaps WHERE pool = :pool;
+
+-- name: note_claim
+-- A claim ran at :boot; :gap_start, :gap_end the last gap between claims (NULL: keep).
+INSERT INTO claim_gaps (pool, last_claim, gap_start, gap_end)
+VALUES (:pool, :boot, :gap_start, :gap_end)
+ON CONFLICT (pool) DO UPDATE SET last_claim = :boot,
+    gap_start = coalesce(:gap_start, gap_start), gap_end = coalesce(:gap_end, gap_end);
+
 -- name: expired_leases
 -- The running jobs whose lease ran out: sqlite_leases.recover_expired_leases decides
 -- each one's recovery (core/lease_losses.py).

@@ -126,6 +126,15 @@ CREATE TABLE health (
     ok_since REAL NOT NULL
 ) STRICT;
 
+-- When the pool's last claim ran, and the last gap between two claims long enough that
+-- nobody reached the store in it (boot clock; core/lease_losses.py write_gap).
+CREATE TABLE claim_gaps (
+    pool TEXT PRIMARY KEY,
+    last_claim REAL NOT NULL,
+    gap_start REAL,
+    gap_end REAL
+) STRICT;
+
 -- Change hints polled by events(); AUTOINCREMENT so trimmed ids are never reused.
 CREATE TABLE events (
     id INTEGER PRIMARY KEY AUTOINCREMENT,

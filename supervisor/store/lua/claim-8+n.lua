@@ -3,13 +3,15 @@
 -- given handlers: first those released for this owner whose reservation has not run out
 -- (reserved:<owner>), then due ones, oldest first across their queues.
 -- KEYS: 1 pending zset, 2 running zset, 3 token counter, 4 done:failed, 5 done:stopped,
---       6 write-probe, 7 reserved:<owner>, 8... queue:<handler> of each handler in
---       ARGV 13...
+--       6 write-probe, 7 reserved:<owner>, 8 health hash, 9... queue:<handler> of each
+--       handler in ARGV 15...
 -- ARGV: 1 key prefix, 2 owner, 3 count, 4 lease ttl (ms), 5 max lease losses (0: no
 --       limit), 6 retention (ms), 7 events channel, 8 the key of a job to complete
 --       ('' for none), 9 its token, 10 its result, 11 since when the owner's calls
 --       have failed or gone unanswered (store ms, '' if unknown), 12 the shortest
---       such span that is a failing window (ms), 13... handlers this owner runs
+--       such span that is a failing window (ms), 13 the shortest gap between two
+--       claims of the pool that leaves the leases that ended in it to a witness (ms),
+--       14 for how long after the gap (ms), 15... handlers this owner runs
 -- Undeclared keys (found while it runs, so not known to the caller; built from the
 -- prefix): the job hash and notes list of each job it recovers or claims, the queue of
 -- a recovered job whose handler this owner does not run, and the reservations of
@@ -25,7 +27,11 @@
 -- time) until a claim hands it out and clears it.
 -- A lease that ended while this owner saw the store failing (the failing window
 -- [ARGV 11, now], if at least ARGV 12 long) is recovered without counting a loss: the
--- store's outage ended it, not the job.  The rule is core/lease_losses.py's.
+-- store's outage ended it, not the job.  A lease that this claim would count but that
+-- ended inside the last gap between the pool's claims (nobody reached the store: the
+-- health hash keeps last_claim, gap_start, gap_end) is left running for a claim that
+-- witnessed the gap, until ARGV 14 after it.  The rule is
+-- core/lease_losses.py's.
 
 local RECOVER_BATCH = 100
 
@@ -36,7 +42,7 @@ local pool = {pending = KEYS[1], running = KEYS[2], done_failed = KEYS[4],
               done_stopped = KEYS[5], queues = {}, reserved = {[owner] = KEYS[7]},
               prefix = prefix, now = store_now(), retention = tonumber(ARGV[6]),
               done_succeeded = prefix .. 'done:succeeded'}
-local FIRST_HANDLER, FIRST_QUEUE = 13, 8
+local FIRST_HANDLER, FIRST_QUEUE = 15, 9
 local queues = {}
 for i = FIRST_HANDLER, #ARGV do
   pool.queues[ARGV[i]] = KEYS[i - FIRST_HANDLER + FIRST_QUEUE]
@@ -44,6 +50,21 @@ for i = FIRST_HANDLER, #ARGV do
 end
 
 refuse_when_full(KEYS[6])
+-- core/lease_losses.py write_gap: this claim ends the gap since the pool's last one.
+local function claims_gap(health, now, min_gap)
+  local last = tonumber(redis.call('HGET', health, 'last_claim') or '')
+  redis.call('HSET', health, 'last_claim', fmt(now))
+  if last and now - last >= min_gap then
+    redis.call('HSET', health, 'gap_start', fmt(last), 'gap_end', fmt(now))
+    return {start = last, finish = now}
+  end
+  local f = redis.call('HMGET', health, 'gap_start', 'gap_end')
+  if f[1] and f[2] then
+    return {start = tonumber(f[1]), finish = tonumber(f[2])}
+  end
+  return nil
+end
+local gap = claims_gap(KEYS[8], pool.now, tonumber(ARGV[13]))
 
 local completed = false
 if ARGV[8] ~= '' then
@@ -67,7 +88,16 @@ local function loss_counts(lease_end, window)
   return lease_end < window.start or lease_end > window.finish
 end
 
+-- core/lease_losses.py judged_later.
+local function judged_later(lease_end, window, gap, now, defer)
+  if gap == nil or lease_end == nil or now - gap.finish >= defer then
+    return false
+  end
+  return loss_counts(lease_end, window) and gap.start <= lease_end and lease_end <= gap.finish
+end
+
 local failing = failing_window(tonumber(ARGV[11]), pool.now, tonumber(ARGV[12]))
+local defer = tonumber(ARGV[14])
 
 local recovered, requeued = 0, false
 local expired = redis.call('ZRANGEBYSCORE', pool.running, '-inf', pool.now,
@@ -79,6 +109,8 @@ for _, key in ipairs(expired) do
   local holder = f[3] or '?'
   if f[1] ~= 'running' then
     redis.call('ZREM', pool.running, key)
+  elseif judged_later(tonumber(f[5] or ''), failing, gap, pool.now, defer) then
+    -- left running for a witness: nothing of it is written
   else
     redis.call('EXISTS', notes, queue_of(pool, f[4] or ''))  -- read before any write
     recovered = recovered + 1
