@@ -13,6 +13,8 @@ import anyio
 import anyio.from_thread
 import orjson
 
+from supervisor.cli.schedule_view import schedule_views
+from supervisor.cli.status import render_status_json
 from supervisor.config import Config, HandlerConfig, ScheduleConfig, load_config
 from supervisor.core.plans import Plan, PlanDiff
 from supervisor.core.validation import (
@@ -22,12 +24,11 @@ from supervisor.core.validation import (
     validate_payload_size,
 )
 from supervisor.errors import InvalidJob, UsageError
-from supervisor.plan_apply import plan_diff
+from supervisor.pool.plan_apply import plan_diff
 from supervisor.run_at import check_run_at
-from supervisor.schedule_view import schedule_views
-from supervisor.status import render_status_json
 from supervisor.store import open_store
-from supervisor.store.base import FINISHED_STATES, DispatchRequest, JobState, Store
+from supervisor.store.base import Store
+from supervisor.store.records import FINISHED_STATES, DispatchRequest, JobState
 
 T = TypeVar("T")
 

@@ -13,9 +13,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeVar
 
-from supervisor.cadence import cadence_of, cron_problem
 from supervisor.core.ticks import Cadence
 from supervisor.errors import ConfigError
+from supervisor.pool.cadence import cadence_of, cron_problem
 from supervisor.redaction import redact_url
 from supervisor.sizes import describe
 from supervisor.sizes import parse_duration as parse_duration

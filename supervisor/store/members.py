@@ -9,8 +9,8 @@ from typing import Any
 
 import orjson
 
-from supervisor.store.base import SupervisorInfo, SupervisorStatus
 from supervisor.store.policy import LIVE_TTLS
+from supervisor.store.records import SupervisorInfo, SupervisorStatus
 
 _FIELDS = frozenset(field.name for field in dataclasses.fields(SupervisorInfo))
 _TUPLES = ("handlers", "rebalance")

@@ -16,7 +16,7 @@ import anyio
 from redis import exceptions as redis_errors
 from redis.asyncio.client import PubSub
 
-from supervisor.store.base import StoreEvent
+from supervisor.store.records import StoreEvent
 from supervisor.store.redis_connection import RedisClient, open_pubsub, translated_errors
 
 RECONNECT_FIRST_DELAY = 0.1

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from supervisor.errors import ConfigError
-from supervisor.store.base import FINISHED_STATES
+from supervisor.store.records import FINISHED_STATES
 
 
 @dataclass(frozen=True)

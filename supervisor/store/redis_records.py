@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import orjson
 
-from supervisor.store.base import JobRecord, JobState, JobStats
+from supervisor.store.records import JobRecord, JobState, JobStats
 
 
 def seconds(ms: bytes | str) -> float:

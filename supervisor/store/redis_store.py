@@ -7,7 +7,7 @@ order work by due time and lease deadline, one `queue:<handler>` zset per handle
 one `done:<state>` zset per final state for listing and retention, a token counter,
 the membership (`sup`, `seen`), the store's health, and the schedules: a record
 hash per schedule, the set of their names and an index of each one's jobs
-(redis_ticks.py).  All of a pool's keys share one
+(redis_dispatch.py).  All of a pool's keys share one
 hash tag.  Times come from Redis TIME.
 
 `members` and `snapshot` read with plain commands and one script that calls no write
@@ -27,7 +27,15 @@ import anyio.to_thread
 
 from supervisor.errors import ConfigError, JobNotFound, StoreError, StoreFailure
 from supervisor.redaction import redact_url
-from supervisor.store.base import (
+from supervisor.store.members import encode_info, live_members
+from supervisor.store.policy import (
+    HEALTH_GAP,
+    JUDGE_AFTER_GAP,
+    MEMBER_GARBAGE_AFTER,
+    MIN_CLAIM_GAP,
+    MIN_FAILING_SPAN,
+)
+from supervisor.store.records import (
     ClaimBatch,
     ClaimedJob,
     Completion,
@@ -49,25 +57,17 @@ from supervisor.store.base import (
     TickRequest,
     TickResult,
 )
-from supervisor.store.members import encode_info, live_members
-from supervisor.store.policy import (
-    HEALTH_GAP,
-    JUDGE_AFTER_GAP,
-    MEMBER_GARBAGE_AFTER,
-    MIN_CLAIM_GAP,
-    MIN_FAILING_SPAN,
-)
 from supervisor.store.redis_connection import (
     SOCKET_TIMEOUT,
     RedisClient,
     connect,
     translated_errors,
 )
+from supervisor.store.redis_dispatch import RedisDispatch, guard_args
 from supervisor.store.redis_events import EventFeed
 from supervisor.store.redis_keys import PoolKeys
 from supervisor.store.redis_records import decode_job, milliseconds, seconds
 from supervisor.store.redis_scripts import KeysChanged, ScriptArg, Scripts, commands
-from supervisor.store.redis_ticks import RedisTicks, guard_args
 from supervisor.store.witness import FailureWitness
 
 DEFAULT_RETENTION = 86400.0
@@ -102,7 +102,7 @@ class RedisStore:
         self._scripts = Scripts(self._client)
         self._witness = FailureWitness(time.monotonic, max_wait=SOCKET_TIMEOUT + 1.0)
         self._layout_checked = False
-        self._ticks = RedisTicks(self._client, self._keys, self._run, self._where)
+        self._dispatch = RedisDispatch(self._client, self._keys, self._run, self._where)
 
     @classmethod
     async def open(
@@ -113,27 +113,27 @@ class RedisStore:
         return cls(url, pool, retention=retention)
 
     async def dispatch(self, request: DispatchRequest) -> None:
-        await self._ticks.dispatch(request)
+        await self._dispatch.dispatch(request)
 
     async def dispatch_many(
         self, requests: Sequence[DispatchRequest], *, fired: FiredTick | None = None
     ) -> list[bool]:
-        return await self._ticks.dispatch_many(requests, fired=fired)
+        return await self._dispatch.dispatch_many(requests, fired=fired)
 
     async def fire_tick(self, request: TickRequest) -> TickResult:
-        return await self._ticks.fire_tick(request)
+        return await self._dispatch.fire_tick(request)
 
     async def record_tick_outcome(self, fired: FiredTick, outcome: str, detail: bytes) -> bool:
-        return await self._ticks.record_tick_outcome(fired, outcome, detail)
+        return await self._dispatch.record_tick_outcome(fired, outcome, detail)
 
     async def schedules(self) -> ScheduleBook:
-        return await self._ticks.schedules()
+        return await self._dispatch.schedules()
 
     async def live_among(self, keys: Sequence[str]) -> set[str]:
-        return await self._ticks.live_among(keys)
+        return await self._dispatch.live_among(keys)
 
     async def live_keys_of_schedule(self, schedule: str) -> list[str]:
-        return await self._ticks.live_keys_of_schedule(schedule)
+        return await self._dispatch.live_keys_of_schedule(schedule)
 
     async def claim(
         self,

@@ -15,8 +15,8 @@ from supervisor.core.lease_losses import (
     write_gap,
 )
 from supervisor.errors import StaleToken
-from supervisor.store.base import ClaimedJob, Completion, JobState, Lease
 from supervisor.store.policy import JUDGE_AFTER_GAP, MIN_CLAIM_GAP
+from supervisor.store.records import ClaimedJob, Completion, JobState, Lease
 from supervisor.store.sqlite_db import Tx
 
 

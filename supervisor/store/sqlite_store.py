@@ -38,9 +38,17 @@ from supervisor.errors import (
     StoreUnavailable,
     SupervisorIdTaken,
 )
-from supervisor.store import sqlite_db, sqlite_ticks
+from supervisor.store import sqlite_db, sqlite_dispatch
 from supervisor.store import sqlite_leases as leases
-from supervisor.store.base import (
+from supervisor.store.members import encode_info, live_members
+from supervisor.store.policy import (
+    HEALTH_GAP,
+    LIVE_TTLS,
+    LOSSES_RESET_TTLS,
+    MEMBER_GARBAGE_AFTER,
+    MIN_FAILING_SPAN,
+)
+from supervisor.store.records import (
     ALL_STATES,
     LIVE_STATES,
     ClaimBatch,
@@ -63,14 +71,6 @@ from supervisor.store.base import (
     TickRequest,
     TickResult,
 )
-from supervisor.store.members import encode_info, live_members
-from supervisor.store.policy import (
-    HEALTH_GAP,
-    LIVE_TTLS,
-    LOSSES_RESET_TTLS,
-    MEMBER_GARBAGE_AFTER,
-    MIN_FAILING_SPAN,
-)
 from supervisor.store.sqlite_db import SqliteDatabase, Tx
 from supervisor.store.sqlite_schema import BUSY_RETRY_PAUSES, BUSY_TIMEOUT_MS, open_connection
 from supervisor.store.witness import FailureWitness
@@ -78,7 +78,7 @@ from supervisor.store.witness import FailureWitness
 EVENT_POLL_INTERVAL = 0.01
 EVENT_QUERY_INTERVAL = 1.0  # read the events table at least this often, changed or not
 RECENT_WRITE_NS = 50_000_000
-EVENT_KEEP_SECONDS = sqlite_ticks.EVENT_KEEP_SECONDS
+EVENT_KEEP_SECONDS = sqlite_dispatch.EVENT_KEEP_SECONDS
 # A failed write that took longer than SQLite's own waits for a lock: this process stalled.
 STALLED_AFTER = BUSY_TIMEOUT_MS / 1000 + sum(BUSY_RETRY_PAUSES) + 1.0
 _T = TypeVar("_T")
@@ -100,9 +100,9 @@ class SqliteStore:
 
     async def dispatch(self, request: DispatchRequest) -> None:
         def work(tx: Tx) -> None:
-            if not sqlite_ticks.insert_job(tx, request, self._cutoff(tx)):
+            if not sqlite_dispatch.insert_job(tx, request, self._cutoff(tx)):
                 raise JobExists(f"job {request.key!r} is already live (pending or running)")
-            sqlite_ticks.emit_wake(tx)
+            sqlite_dispatch.emit_wake(tx)
 
         await self._db.write(work)
 
@@ -113,25 +113,25 @@ class SqliteStore:
             return []
 
         def work(tx: Tx) -> list[bool]:
-            sqlite_ticks.check_current(tx, fired)
+            sqlite_dispatch.check_current(tx, fired)
             cutoff = self._cutoff(tx)
-            created = [sqlite_ticks.insert_job(tx, request, cutoff) for request in requests]
+            created = [sqlite_dispatch.insert_job(tx, request, cutoff) for request in requests]
             if any(created):
-                sqlite_ticks.emit_wake(tx)
+                sqlite_dispatch.emit_wake(tx)
             return created
 
         return await self._db.write(work)
 
     async def fire_tick(self, request: TickRequest) -> TickResult:
         return await self._db.write(
-            lambda tx: sqlite_ticks.fire_tick(tx, request, self._cutoff(tx)))
+            lambda tx: sqlite_dispatch.fire_tick(tx, request, self._cutoff(tx)))
 
     async def record_tick_outcome(self, fired: FiredTick, outcome: str, detail: bytes) -> bool:
         return await self._db.write(
-            lambda tx: sqlite_ticks.record_tick_outcome(tx, fired, outcome, detail))
+            lambda tx: sqlite_dispatch.record_tick_outcome(tx, fired, outcome, detail))
 
     async def schedules(self) -> ScheduleBook:
-        return await self._db.read(sqlite_ticks.read_schedules)
+        return await self._db.read(sqlite_dispatch.read_schedules)
 
     async def live_among(self, keys: Sequence[str]) -> set[str]:
         def work(tx: Tx) -> set[str]:
@@ -279,7 +279,7 @@ class SqliteStore:
 
     async def stop(self, key: str, *, fired: FiredTick | None = None) -> JobState:
         def work(tx: Tx) -> JobState:
-            sqlite_ticks.check_current(tx, fired)
+            sqlite_dispatch.check_current(tx, fired)
             state: JobState | None = tx.value("job_state", key=key, cutoff=self._cutoff(tx))
             if state is None:
                 raise JobNotFound(f"no job has the key {key!r}")

@@ -12,8 +12,9 @@ import anyio
 import orjson
 import pytest
 
-from supervisor.children import ForkServerClient, open_fork_server
 from supervisor.config import load_config
+from supervisor.forks.fork_client import ForkServerClient
+from supervisor.forks.launch import open_fork_server
 from tests.helpers.pool import write_pool
 
 pytestmark = pytest.mark.anyio

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import anyio
 
-from supervisor import orphans
-from supervisor.children import ForkServerClient
 from supervisor.core.blame import Blame
+from supervisor.forks import orphans
+from supervisor.forks.fork_client import ForkServerClient
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from supervisor.config import SupervisorConfig
-from supervisor.sd_notify import Notifier, take_service_environment
+from supervisor.service.sd_notify import Notifier, take_service_environment
 from tests.helpers.pool import SupervisorProcess, finished, wait_for, write_pool
 from tests.helpers.redis_server import RedisServer
 from tests.integration.conftest import Pool

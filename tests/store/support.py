@@ -6,12 +6,12 @@ from collections.abc import AsyncIterator, Sequence
 
 import anyio
 
-from supervisor.store.base import (
+from supervisor.store.base import Store
+from supervisor.store.records import (
     ClaimBatch,
     ClaimedJob,
     DispatchRequest,
     EventKind,
-    Store,
     StoreEvent,
     SupervisorInfo,
 )

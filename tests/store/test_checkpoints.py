@@ -8,7 +8,8 @@ import time
 import pytest
 
 from supervisor.errors import StaleToken
-from supervisor.store.base import Lease, Store
+from supervisor.store.base import Store
+from supervisor.store.records import Lease
 from tests.store.conftest import Connect
 from tests.store.support import (
     OWNER,

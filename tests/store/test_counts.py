@@ -5,7 +5,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from supervisor.store.base import ALL_STATES, Store
+from supervisor.store.base import Store
+from supervisor.store.records import ALL_STATES
 from tests.store.conftest import Connect
 from tests.store.support import claim, claim_one, dispatch_all, new_job
 

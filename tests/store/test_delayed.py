@@ -8,7 +8,8 @@ import time
 import anyio
 import pytest
 
-from supervisor.store.base import DispatchRequest, Store
+from supervisor.store.base import Store
+from supervisor.store.records import DispatchRequest
 from tests.store.support import HANDLER, claim, claim_one, new_job
 
 pytestmark = pytest.mark.anyio

@@ -7,7 +7,8 @@ import time
 import pytest
 
 from supervisor.errors import JobExists, JobNotFound
-from supervisor.store.base import JobStats, Store
+from supervisor.store.base import Store
+from supervisor.store.records import JobStats
 from tests.store.support import HANDLER, claim, claim_one, dispatch_all, new_job
 
 pytestmark = pytest.mark.anyio

@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from supervisor.store.base import DISPATCH_CHUNK, DispatchRequest, Store
+from supervisor.store.base import Store
+from supervisor.store.records import DISPATCH_CHUNK, DispatchRequest
 from tests.store.support import HANDLER, claim, claim_one, new_job
 
 pytestmark = pytest.mark.anyio

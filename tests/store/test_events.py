@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from supervisor.store.base import Store, StoreEvent
+from supervisor.store.base import Store
+from supervisor.store.records import StoreEvent
 from tests.store.support import claim_one, new_job, next_event
 
 pytestmark = pytest.mark.anyio

@@ -5,7 +5,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from supervisor.store.base import JobStats, Lease, Store
+from supervisor.store.base import Store
+from supervisor.store.records import JobStats, Lease
 from tests.store.support import (
     LONG_TTL,
     OWNER,

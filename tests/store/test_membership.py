@@ -6,7 +6,8 @@ import anyio
 import pytest
 
 from supervisor.errors import SupervisorIdTaken
-from supervisor.store.base import JobStats, Store
+from supervisor.store.base import Store
+from supervisor.store.records import JobStats
 from tests.store.support import LONG_TTL, claim, claim_one, dispatch_all, new_job, supervisor
 
 pytestmark = pytest.mark.anyio

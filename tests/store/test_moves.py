@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from supervisor.errors import StaleToken
-from supervisor.store.base import ClaimedJob, Lease, Store
+from supervisor.store.base import Store
+from supervisor.store.records import ClaimedJob, Lease
 from tests.store.support import (
     HANDLER,
     LONG_TTL,

@@ -6,7 +6,8 @@ import anyio
 import pytest
 
 from supervisor.errors import StaleToken
-from supervisor.store.base import Completion, Lease, Store
+from supervisor.store.base import Store
+from supervisor.store.records import Completion, Lease
 from tests.store.support import (
     OWNER,
     SHORT_TTL,

@@ -11,8 +11,9 @@ import pytest
 
 from supervisor.core.plans import Plan, PlannedJob
 from supervisor.errors import StaleTick
-from supervisor.plan_apply import apply_plan
-from supervisor.store.base import DispatchRequest, FiredTick, Store, TickRequest
+from supervisor.pool.plan_apply import apply_plan
+from supervisor.store.base import Store
+from supervisor.store.records import DispatchRequest, FiredTick, TickRequest
 
 pytestmark = pytest.mark.anyio
 

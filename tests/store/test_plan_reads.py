@@ -8,8 +8,9 @@ from typing import Any, cast
 import pytest
 
 from supervisor.core.plans import Plan, PlannedJob
-from supervisor.plan_apply import plan_diff
-from supervisor.store.base import DispatchRequest, Store
+from supervisor.pool.plan_apply import plan_diff
+from supervisor.store.base import Store
+from supervisor.store.records import DispatchRequest
 
 pytestmark = pytest.mark.anyio
 

@@ -12,7 +12,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from supervisor.errors import ConfigError, StoreUnavailable
 from supervisor.store import opened_store
-from supervisor.store.base import Lease
+from supervisor.store.records import Lease
 from tests.helpers.redis_cluster import RedisClusterNodes
 from tests.helpers.redis_server import RedisServer, free_port
 from tests.store.support import LONG_TTL, OWNER, new_job

@@ -10,7 +10,8 @@ from redis.asyncio import Redis
 
 from supervisor.errors import StoreError
 from supervisor.store import opened_store
-from supervisor.store.base import DispatchRequest, Store, TickRequest
+from supervisor.store.base import Store
+from supervisor.store.records import DispatchRequest, TickRequest
 from supervisor.store.redis_keys import PoolKeys
 from tests.helpers.redis_server import RedisServer
 from tests.store.support import HANDLER, claim

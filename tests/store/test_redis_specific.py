@@ -14,7 +14,8 @@ from redis.asyncio import Redis
 from supervisor.errors import ConfigError, StoreError, StoreUnavailable
 from supervisor.redaction import redact_url
 from supervisor.store import open_store, opened_store
-from supervisor.store.base import Lease, Store, StoreEvent
+from supervisor.store.base import Store
+from supervisor.store.records import Lease, StoreEvent
 from supervisor.store.redis_connection import connect
 from supervisor.store.redis_events import EventFeed
 from supervisor.store.redis_keys import PoolKeys

@@ -8,12 +8,12 @@ import anyio
 import pytest
 
 from supervisor.errors import StaleTick
-from supervisor.store.base import (
+from supervisor.store.base import Store
+from supervisor.store.records import (
     FIRING_OUTCOMES,
     DispatchRequest,
     FiredTick,
     ScheduleRecord,
-    Store,
     TickRequest,
     TickResult,
 )

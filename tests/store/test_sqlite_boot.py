@@ -11,7 +11,7 @@ import pytest
 
 from supervisor.errors import ConfigError
 from supervisor.store import sqlite_schema
-from supervisor.store.base import DispatchRequest
+from supervisor.store.records import DispatchRequest
 from supervisor.store.sqlite_store import SqliteStore
 from tests.store.support import supervisor
 

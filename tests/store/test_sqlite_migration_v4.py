@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from supervisor.store import sqlite_db
-from supervisor.store.base import DispatchRequest, Lease, TickRequest
+from supervisor.store.records import DispatchRequest, Lease, TickRequest
 from supervisor.store.sqlite_schema import SCHEMA_VERSION
 from supervisor.store.sqlite_store import SqliteStore
 

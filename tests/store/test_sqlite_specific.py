@@ -19,7 +19,7 @@ import pytest
 
 from supervisor.errors import ConfigError, StoreUnavailable
 from supervisor.store import sqlite_schema
-from supervisor.store.base import DispatchRequest
+from supervisor.store.records import DispatchRequest
 from supervisor.store.sqlite_schema import SCHEMA_VERSION
 from supervisor.store.sqlite_store import SqliteStore
 from tests.store.support import supervisor
@@ -215,7 +215,7 @@ async def test_waiting_for_a_lock_does_not_block_the_event_loop(db_path: Path) -
 
 WORKER = """
 import json, sys, anyio
-from supervisor.store.base import DispatchRequest
+from supervisor.store.records import DispatchRequest
 from supervisor.store.sqlite_store import SqliteStore
 
 async def main(url, name, rounds):

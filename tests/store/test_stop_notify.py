@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from supervisor.errors import JobNotFound, StaleToken
-from supervisor.store.base import Lease, Store
+from supervisor.store.base import Store
+from supervisor.store.records import Lease
 from tests.store.support import (
     LONG_TTL,
     OWNER,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.children import handler_table
+from supervisor.forks.launch import handler_table
 from tests.unit.test_config import MINIMAL, error_for, load, write
 
 

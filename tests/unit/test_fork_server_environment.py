@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from supervisor.children import fork_server_environment
 from supervisor.config import HandlerConfig
+from supervisor.forks.launch import fork_server_environment
 
 ENVIRON = {
     "PATH": "/usr/bin", "LANG": "C.UTF-8", "POOLSUP_STORE": "redis://:secret@db/0",

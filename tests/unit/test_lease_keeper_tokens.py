@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from supervisor.config import HandlerConfig
-from supervisor.lease_keeper import LeaseKeeper
-from supervisor.running import Registry, RunningJob
-from supervisor.store.base import ClaimedJob, JobStats, Lease, RenewResult
+from supervisor.job.lease_keeper import LeaseKeeper
+from supervisor.job.running import Registry, RunningJob
+from supervisor.store.records import ClaimedJob, JobStats, Lease, RenewResult
 
 pytestmark = pytest.mark.anyio
 

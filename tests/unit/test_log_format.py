@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from supervisor.log_format import JsonFormatter, formatter_for, stderr_is_journal
+from supervisor.service.log_format import JsonFormatter, formatter_for, stderr_is_journal
 
 
 def record(msg: str, *args: Any, level: int = logging.INFO, **extra: Any) -> logging.LogRecord:

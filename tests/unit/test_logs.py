@@ -8,7 +8,7 @@ import logging
 import orjson
 import pytest
 
-from supervisor.logs import logging_to_stderr
+from supervisor.service.logs import logging_to_stderr
 
 log = logging.getLogger("poolsup.test")
 

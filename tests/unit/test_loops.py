@@ -1,4 +1,4 @@
-"""A background loop outlives its own bugs (`supervisor.loops.supervised`), on trio's
+"""A background loop outlives its own bugs (`supervisor.service.loops.supervised`), on trio's
 MockClock: the backoff between restarts is real anyio sleeping, on a clock that jumps."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import anyio
 import pytest
 import trio.testing
 
-from supervisor.loops import supervised
+from supervisor.service.loops import supervised
 
 pytestmark = pytest.mark.anyio
 

@@ -2,8 +2,8 @@ import logging
 
 import pytest
 
-from supervisor import output
-from supervisor.output import OutputPump
+from supervisor.job import output
+from supervisor.job.output import OutputPump
 
 
 class NoStream:

@@ -2,7 +2,7 @@ import os
 
 import psutil
 
-from supervisor import procfs
+from supervisor.forks import procfs
 
 
 def test_sample_matches_psutil_for_this_process() -> None:

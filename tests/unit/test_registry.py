@@ -8,8 +8,8 @@ from typing import Any
 
 from supervisor.config import HandlerConfig
 from supervisor.core.admission import Admission
-from supervisor.running import Registry, RunningJob
-from supervisor.store.base import ClaimedJob
+from supervisor.job.running import Registry, RunningJob
+from supervisor.store.records import ClaimedJob
 
 
 def run_of(key: str, token: int) -> RunningJob:

@@ -1,7 +1,7 @@
 """`status`: shares and moving jobs, as JSON and as text."""
 
-from supervisor.status import render_status_json, render_status_text
-from supervisor.store.base import (
+from supervisor.cli.status import render_status_json, render_status_text
+from supervisor.store.records import (
     JobRecord,
     PoolSnapshot,
     StoreHealth,

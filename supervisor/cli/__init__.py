@@ -1,0 +1,1 @@
+"""The `poolsup` command line."""

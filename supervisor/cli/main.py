@@ -1,0 +1,228 @@
+"""The `poolsup` command line.  Error types map to exit codes in `cli_support`."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from typing import Any
+
+import anyio
+import click
+import orjson
+
+from supervisor.cli.schedules import plan_command, schedules_command
+from supervisor.cli.status import render_status_text
+from supervisor.cli.support import (
+    config_option,
+    print_json,
+    read_config,
+    reports_errors,
+    with_client,
+)
+from supervisor.client import AsyncClient, parse_payload
+from supervisor.errors import UsageError
+from supervisor.run_at import format_time, run_at_from
+from supervisor.service.log_format import LOG_FORMATS
+from supervisor.service.logs import logging_to_stderr
+from supervisor.store.records import ALL_STATES
+
+
+@click.group()
+@click.version_option(package_name="poolsup")
+def main() -> None:
+    """poolsup: a per-host supervisor for durable, keyed jobs."""
+
+
+@main.command()
+@config_option
+@click.option("--log-level", default="INFO", show_default=True,
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+@click.option("--log-format", default="text", show_default=True, type=click.Choice(LOG_FORMATS),
+              help="json: one object per line (time, level, logger, message, key, token)")
+@reports_errors
+def run(config_path: str | None, log_level: str, log_format: str) -> None:
+    """Run the supervisor in the foreground until SIGTERM/SIGINT."""
+    from supervisor.service.daemon import serve
+
+    config = read_config(config_path, require_handlers=True)
+    # Until the supervisor's own handler is in place, a reload request must not kill it.
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    with logging_to_stderr(log_level, log_format):
+        code = anyio.run(serve, config)
+    sys.exit(code)
+
+
+@main.command()
+@config_option
+@reports_errors
+def check(config_path: str | None) -> None:
+    """Validate the config and import every handler."""
+    from supervisor.forks.launch import open_fork_server
+    from supervisor.pool.producers import sandboxed_code
+
+    config = read_config(config_path, require_handlers=True)
+    code = sandboxed_code(config)
+
+    async def import_handlers() -> dict[str, str | None]:
+        async with open_fork_server(code) as fork_server:
+            return fork_server.handler_errors
+
+    errors = anyio.run(import_handlers)
+    broken = {name: error for name, error in errors.items() if error}
+    for name, error in broken.items():
+        last_line = error.strip().splitlines()[-1] if error.strip() else "unknown error"
+        path = code[name].path
+        click.echo(f"poolsup: handler {name} ({path}) cannot run: {last_line}", err=True)
+    if broken:
+        sys.exit(2)
+    schedules = f", {len(config.schedules)} schedule(s)" if config.schedules else ""
+    click.echo(f"ok: pool {config.pool.name}, {len(config.handlers)} handler(s){schedules}")
+
+
+@main.command()
+@config_option
+@click.argument("key")
+@click.option("--handler", "-H", default=None, help="handler name (optional with one handler)")
+@click.option("--payload", default=None, help="JSON payload")
+@click.option("--payload-file", type=click.File("rb"), default=None,
+              help="read the JSON payload from a file, or - for stdin")
+@click.option("--max-attempts", type=int, default=None)
+@click.option("--in", "in_seconds", default=None, metavar="SECONDS",
+              help="start no sooner than this many seconds from now")
+@click.option("--at", "at_time", default=None, metavar="TIME",
+              help="start no sooner than this ISO 8601 time (local time without an offset)")
+@click.option("--json", "as_json", is_flag=True, help="print the job record as JSON")
+@reports_errors
+def dispatch(
+    config_path: str | None, key: str, handler: str | None, payload: str | None,
+    payload_file: Any, max_attempts: int | None, in_seconds: str | None, at_time: str | None,
+    as_json: bool,
+) -> None:
+    """Add a job.  Exit 3 if the key is already live."""
+    if payload is not None and payload_file is not None:
+        raise UsageError("give --payload or --payload-file, not both")
+    run_at = run_at_from(in_seconds, at_time, now=time.time())
+    text: bytes = b"null"
+    if payload is not None:
+        text = payload.encode()
+    elif payload_file is not None:
+        text = payload_file.read()
+
+    async def action(client: AsyncClient) -> dict[str, Any]:
+        data = parse_payload(text, client.max_payload)
+        return await client.dispatch_json(key, data, handler=handler, max_attempts=max_attempts,
+                                          run_at=run_at)
+
+    record = with_client(config_path, action)
+    if as_json:
+        print_json(record)
+    else:
+        when = "" if run_at is None else f", not before {format_time(run_at)}"
+        click.echo(f"dispatched {record['key']} ({record['handler']}{when})")
+
+
+@main.command()
+@config_option
+@click.argument("key")
+@click.option("--no-wait", is_flag=True, help="return once the stop is requested")
+@reports_errors
+def stop(config_path: str | None, key: str, no_wait: bool) -> None:
+    """Stop a job wherever it runs (remove it if pending).  Exit 4 if unknown."""
+
+    async def action(client: AsyncClient) -> dict[str, Any]:
+        return await client.stop(key, wait=not no_wait)
+
+    record = with_client(config_path, action)
+    click.echo(f"{record['key']}: {record['state']}")
+
+
+@main.command()
+@config_option
+@click.argument("key")
+@click.option("--payload", required=True, help="JSON message")
+@reports_errors
+def notify(config_path: str | None, key: str, payload: str) -> None:
+    """Deliver a message to a job (kept until it runs, if pending)."""
+
+    async def action(client: AsyncClient) -> None:
+        await client.notify_json(key, parse_payload(payload, client.max_payload))
+
+    with_client(config_path, action)
+    click.echo(f"notified {key}")
+
+
+@main.command()
+@config_option
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--watch", is_flag=True, help="refresh every second until interrupted")
+@reports_errors
+def status(config_path: str | None, as_json: bool, watch: bool) -> None:
+    """The pool at a glance.  Exit 1 if the store is unreachable."""
+
+    async def show(client: AsyncClient) -> None:
+        while True:
+            snapshot = await client.status()
+            if as_json:
+                print_json(snapshot)
+            else:
+                if watch:
+                    click.clear()
+                click.echo(render_status_text(snapshot))
+            if not watch:
+                return
+            await anyio.sleep(1.0)
+
+    with_client(config_path, show)
+
+
+@main.command()
+@config_option
+@click.option("--state", type=click.Choice(ALL_STATES), default=None)
+@click.option("--json", "as_json", is_flag=True)
+@reports_errors
+def jobs(config_path: str | None, state: Any, as_json: bool) -> None:
+    """List jobs."""
+
+    async def action(client: AsyncClient) -> list[dict[str, Any]]:
+        return await client.jobs(state)
+
+    records = with_client(config_path, action)
+    if as_json:
+        print_json(records)
+        return
+    now = time.time()
+    click.echo(f"{'KEY':<32} {'HANDLER':<16} {'STATE':<10} {'TRIES':>5} {'AGE':>8}  ERROR")
+    for record in records:
+        age = f"{now - record['created_at']:.0f}s"
+        error = (record["error"] or "").splitlines()[0][:60] if record["error"] else ""
+        click.echo(
+            f"{record['key'][:32]:<32} {record['handler'][:16]:<16} {record['state']:<10} "
+            f"{record['attempts']:>5} {age:>8}  {error}"
+        )
+
+
+@main.command()
+@config_option
+@click.argument("key")
+@click.option("--json", "as_json", is_flag=True)
+@reports_errors
+def job(config_path: str | None, key: str, as_json: bool) -> None:
+    """One job's record.  Exit 4 if unknown."""
+
+    async def action(client: AsyncClient) -> dict[str, Any]:
+        return await client.job(key)
+
+    record = with_client(config_path, action)
+    if as_json:
+        print_json(record)
+        return
+    for name, value in record.items():
+        if name in ("payload", "result") and value is not None:
+            value = orjson.dumps(value).decode()
+        click.echo(f"{name + ':':<16}{'' if value is None else value}")
+
+
+main.add_command(schedules_command)
+main.add_command(plan_command)
+

@@ -1,0 +1,100 @@
+"""Schedules as `poolsup schedules` and `status` show them: the store's record of each
+(last tick, outcome, who fired it) beside its config (next tick)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from supervisor.config import ScheduleConfig
+from supervisor.core.ticks import Fire, decide_tick
+from supervisor.pool.cadence import tick_label
+from supervisor.store.records import RELEASED, ScheduleBook, ScheduleRecord
+
+
+def schedule_views(
+    book: ScheduleBook, configured: Mapping[str, ScheduleConfig]
+) -> list[dict[str, Any]]:
+    """One dict per schedule that is configured here or has a record in the store."""
+    records = {record.name: record for record in book.schedules}
+    return [_view(name, records.get(name), configured.get(name), book.store_time)
+            for name in sorted(set(records) | set(configured))]
+
+
+def _view(
+    name: str, record: ScheduleRecord | None, config: ScheduleConfig | None, now: float
+) -> dict[str, Any]:
+    last_tick = record.last_tick if record else None
+    next_tick = None
+    if config is not None:
+        decision = decide_tick(config.cadence, name=name, jitter=config.jitter,
+                               last_tick=last_tick, now=now,
+                               released=record is not None and record.outcome == RELEASED)
+        next_tick = decision.not_before if isinstance(decision, Fire) else decision.until
+    return {
+        "name": name,
+        "configured": config is not None,
+        "kind": None if config is None else ("producer" if config.producer else "handler"),
+        "every": config.every if config else None,
+        "cron": config.cron if config else None,
+        "timezone": config.timezone if config else None,
+        "handler": config.handler if config else None,
+        "last_tick": last_tick,
+        "next_tick": next_tick,
+        "outcome": record.outcome if record else None,
+        "detail": record.detail if record else None,
+        "fired_by": record.fired_by if record else None,
+        "fired_at": record.fired_at if record else None,
+        "fingerprint": record.fingerprint if record else None,
+        "fires": record.fires if record else 0,
+        "skipped": record.skipped if record else 0,
+        "missed": record.missed if record else 0,
+        "store_time": now,
+    }
+
+
+def render_schedules_text(views: list[dict[str, Any]]) -> str:
+    if not views:
+        return "(no schedules)"
+    lines = [f"{'SCHEDULE':<20} {'WHEN':<16} {'LAST TICK':<18} {'NEXT IN':>8} {'FIRED BY':<14} "
+             f"{'FIRES':>5} {'SKIP':>4} {'MISS':>4}  OUTCOME"]
+    for view in views:
+        when = (f"every {view['every']:g}s" if view["every"] is not None
+                else view["cron"] or "(not configured)")
+        last = tick_label(view["last_tick"]) if view["last_tick"] is not None else "-"
+        upcoming = ("-" if view["next_tick"] is None
+                    else f"{max(0.0, view['next_tick'] - view['store_time']):.0f}s")
+        lines.append(
+            f"{view['name'][:20]:<20} {when[:16]:<16} {last:<18} {upcoming:>8} "
+            f"{(view['fired_by'] or '-')[:14]:<14} {view['fires']:>5} {view['skipped']:>4} "
+            f"{view['missed']:>4}  {describe_outcome(view)}"
+        )
+    return "\n".join(lines)
+
+
+def describe_outcome(view: dict[str, Any]) -> str:
+    outcome, detail = view["outcome"], view["detail"]
+    if outcome is None:
+        return "-"
+    if isinstance(detail, dict) and "error" in detail:
+        return f"{outcome}: {detail['error']}"
+    if isinstance(detail, dict):
+        return f"{outcome} ({', '.join(f'{count} {what}' for what, count in detail.items())})"
+    return outcome if detail is None else f"{outcome} {detail}"
+
+
+def summary_line(views: list[dict[str, Any]]) -> str:
+    """The one line `status` shows."""
+    configured = [view for view in views if view["configured"]]
+    text = f"schedules: {len(configured)}"
+    fired = [view for view in views if view["fired_at"] is not None]
+    if fired:
+        latest = max(fired, key=lambda view: view["fired_at"])
+        ago = max(0.0, latest["store_time"] - latest["fired_at"])
+        text += f"; last fired {latest['name']} {ago:.0f}s ago ({describe_outcome(latest)})"
+    upcoming = [view for view in configured if view["next_tick"] is not None]
+    if upcoming:
+        soonest = min(upcoming, key=lambda view: view["next_tick"])
+        wait = max(0.0, soonest["next_tick"] - soonest["store_time"])
+        text += f"; next {soonest['name']} in {wait:.0f}s"
+    return text

@@ -1,0 +1,1 @@
+"""The supervisor's side of its fork servers and of the children they fork."""

@@ -1,0 +1,365 @@
+"""The supervisor's side of the fork server: spawn, fence, signal and reap children.
+
+The fork server is a separate process (`python -m sandbox.forkserver`) that has
+already imported the sandbox and the handler files, forks one child per job (or, for a
+handler with max_jobs_per_child > 1, may hand a child that ran a job of it the next:
+its `exited` event still ends each job), and kills any child whose fence deadline
+passes.  Because it is not this process, the
+fence holds even when the supervisor's event loop is frozen or stuck.
+
+A dead fork server's leftovers are the business of `supervisor.forks.orphans`.
+"""
+
+from __future__ import annotations
+
+import array
+import logging
+import signal
+import socket
+import subprocess
+from collections.abc import Mapping
+from contextlib import suppress
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio
+import anyio.abc
+
+from sandbox import protocol
+from supervisor.core.blame import Blame, Verdict
+from supervisor.errors import PoolsupError
+from supervisor.forks import orphans
+
+log = logging.getLogger("poolsup.children")
+
+EXIT_STATUS_WAIT = 1.0
+
+
+class ForkServerDied(PoolsupError):
+    """The fork server exited; its children were killed with it."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExitStatus:
+    code: int | None
+    signal: int | None
+    fenced: bool
+    reason: str | None = None  # a limit the fork server ended the child for
+    # What the job left behind that was still alive when the fork server gave up
+    # waiting for it to die (normally none: `exited` waits until they are gone).
+    survivors: tuple[int, ...] = ()
+    # The child died with its fork server: how the fork server ended, and who is held
+    # to have caused it (`core.blame`).
+    fork_server_died: str | None = None
+    verdict: Verdict | None = None
+
+    @property
+    def signal_name(self) -> str | None:
+        if self.signal is None:
+            return None
+        try:
+            return signal.Signals(self.signal).name
+        except ValueError:
+            return f"signal {self.signal}"
+
+
+@dataclass(eq=False, kw_only=True)
+class Child:
+    """One job's process as the supervisor sees it."""
+
+    job_id: str
+    key: str  # the job's key, the same for all its attempts
+    forked_at: float  # when the spawn was sent (anyio's clock)
+    control: anyio.abc.SocketStream
+    output: anyio.abc.SocketStream
+    pid: int | None = None
+    spawned: anyio.Event = field(default_factory=anyio.Event)
+    exited: anyio.Event = field(default_factory=anyio.Event)
+    spawn_error: str | None = None
+    status: ExitStatus | None = None
+
+
+class Referee(Protocol):
+    """Who pays for a fork server's death (`core.blame`), and the pace of forks that
+    keeps the next death judgeable."""
+
+    async def before_fork(self, key: str) -> None: ...
+
+    def judge(self, forked_at: Mapping[str, float]) -> Mapping[str, Verdict]: ...
+
+
+class BlameTheLast:
+    """A referee without memory, for a fork server used on its own."""
+
+    async def before_fork(self, key: str) -> None:
+        pass
+
+    def judge(self, forked_at: Mapping[str, float]) -> Mapping[str, Verdict]:
+        last = max(forked_at, key=lambda key: forked_at[key], default=None)
+        return {key: Verdict(Blame.BLAMED if key == last else Blame.BYSTANDER)
+                for key in forked_at}
+
+
+class ForkServerClient:
+    """The supervisor's end of a running fork server (`sandbox.forkserver.ForkServer`):
+    the children it holds, as the supervisor sees them."""
+
+    def __init__(
+        self, process: subprocess.Popen[bytes], sock: socket.socket,
+        referee: Referee | None = None,
+    ) -> None:
+        self._process = process
+        self._sock = sock
+        self._referee = BlameTheLast() if referee is None else referee
+        self.started_at = anyio.current_time()
+        self.forked = False  # a spawn was sent: a job ran in it (and may have killed it)
+        self._children: dict[str, Child] = {}
+        self._ready = anyio.Event()
+        self.handler_errors: dict[str, str | None] = {}
+        self.alive = True
+        self._closing = False
+        self._send_lock = anyio.Lock()
+        self._pongs: dict[int, anyio.Event] = {}
+        self._ping_seq = 0
+        self.died = anyio.Event()
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    async def wait_ready(self) -> None:
+        """Until the fork server has preloaded the handlers (or died trying)."""
+        await self._ready.wait()
+
+    @property
+    def child_count(self) -> int:
+        """Children spawned and not yet seen to exit."""
+        return len(self._children)
+
+    async def spawn(
+        self, job_id: str, handler: str, fence_deadline: float, *, first_message: bytes,
+        key: str | None = None,
+    ) -> Child:
+        """Fork a child for `handler`, fenced from birth at `fence_deadline` (on
+        `protocol.fence_clock`, CLOCK_BOOTTIME), with `first_message` already waiting
+        on its control socket.  Raises ForkServerDied if the spawn could not be sent;
+        once it was, a fork server that dies before reporting the child returns it
+        as exited (`ExitStatus.fork_server_died`): it may have run."""
+        await self.wait_ready()
+        key = job_id if key is None else key
+        await self._referee.before_fork(key)
+        if not self.alive:
+            raise ForkServerDied()
+        control_parent, control_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        output_parent, output_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            # Written before the spawn, what fits in the socket's buffer (normally all of
+            # it) waits for the child, which reads it at once; the rest follows the spawn.
+            control_parent.setblocking(False)
+            try:
+                unsent = first_message[control_parent.send(first_message):]
+            except BlockingIOError:
+                unsent = first_message
+            child = Child(
+                job_id=job_id,
+                key=key,
+                forked_at=anyio.current_time(),
+                control=await anyio.abc.UNIXSocketStream.from_socket(control_parent),
+                output=await anyio.abc.UNIXSocketStream.from_socket(output_parent),
+            )
+            self._children[job_id] = child
+            # The first fence travels with the spawn: the child never runs unfenced.
+            message = {
+                "op": protocol.OP_SPAWN,
+                "job": job_id,
+                "handler": handler,
+                "deadline": fence_deadline,
+            }
+            try:
+                await self._send(message, fds=[control_child.fileno(), output_child.fileno()])
+            except BaseException:
+                self._children.pop(job_id, None)
+                with anyio.CancelScope(shield=True):
+                    await child.control.aclose()
+                    await child.output.aclose()
+                raise
+            self.forked = True
+        finally:
+            control_child.close()
+            output_child.close()
+        await child.spawned.wait()
+        if child.status is not None and child.status.fork_server_died is not None:
+            return child  # it died with the fork server before it was reported
+        if child.spawn_error is not None:
+            self._children.pop(job_id, None)
+            await child.control.aclose()
+            await child.output.aclose()
+            raise PoolsupError(f"could not start a child: {child.spawn_error}")
+        if unsent:
+            await child.control.send(unsent)
+        return child
+
+    async def fence(self, job_ids: list[str], deadline: float) -> None:
+        """Move the fence of `job_ids` to `deadline`, on `protocol.fence_clock`."""
+        if job_ids and self.alive:
+            await self._send({"op": protocol.OP_FENCE, "jobs": job_ids, "deadline": deadline})
+
+    async def signal(self, job_id: str, signum: int) -> None:
+        if self.alive:
+            await self._send({"op": protocol.OP_SIGNAL, "job": job_id, "signal": signum})
+
+    async def kill(self, job_id: str) -> None:
+        if self.alive:
+            await self._send({"op": protocol.OP_KILL, "job": job_id})
+
+    async def ping(self, timeout: float) -> bool:
+        """Whether the fork server answers within `timeout`: its loop, which also
+        enforces fences and limits, is turning."""
+        if not self.alive:
+            return False
+        self._ping_seq += 1
+        seq = self._ping_seq
+        pong = self._pongs[seq] = anyio.Event()
+        try:
+            with anyio.move_on_after(timeout):
+                await self._send({"op": protocol.OP_PING, "seq": seq})
+                await pong.wait()
+        except ForkServerDied:
+            pass
+        finally:
+            del self._pongs[seq]
+        return pong.is_set() and self.alive
+
+    async def _send(self, message: dict[str, Any], fds: list[int] | None = None) -> None:
+        data = protocol.encode(message)
+        ancillary = []
+        if fds:
+            ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
+        async with self._send_lock:  # one writer at a time: anyio allows one waiter
+            await self._send_packet(data, ancillary)
+
+    async def _send_packet(self, data: bytes, ancillary: list[Any]) -> None:
+        while True:
+            try:
+                self._sock.sendmsg([data], ancillary)
+                return
+            except BlockingIOError:
+                await anyio.wait_writable(self._sock)
+            except OSError as error:
+                self.alive = False
+                raise ForkServerDied(f"fork server unreachable: {error}") from error
+
+    async def serve(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """Read the fork server's events until it exits."""
+        task_status.started()
+        try:
+            while True:
+                try:
+                    packet = self._sock.recv(protocol.MAX_PACKET)
+                except BlockingIOError:
+                    await anyio.wait_readable(self._sock)
+                    continue
+                except OSError:
+                    packet = b""
+                if not packet:
+                    break
+                self._handle(protocol.decode(packet))
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._on_death()
+
+    def _handle(self, event: dict[str, Any]) -> None:
+        kind = event.get("ev")
+        if kind == protocol.EV_READY:
+            self.handler_errors = dict(event.get("handlers") or {})
+            self._ready.set()
+            return
+        if kind == protocol.EV_PONG:
+            pong = self._pongs.get(int(event["seq"]))
+            if pong is not None:
+                pong.set()
+            return
+        child = self._children.get(str(event.get("job")))
+        if child is None:
+            return
+        if kind == protocol.EV_SPAWNED:
+            child.pid = int(event["pid"])
+            child.spawned.set()
+        elif kind == protocol.EV_SPAWN_FAILED:
+            child.spawn_error = str(event.get("error"))
+            child.spawned.set()
+        elif kind == protocol.EV_EXITED:
+            child.status = ExitStatus(
+                code=event.get("code"),
+                signal=event.get("signal"),
+                fenced=bool(event.get("fenced")),
+                reason=event.get("reason"),
+                survivors=tuple(int(pid) for pid in event.get("survivors") or ()),
+            )
+            if child.status.survivors:
+                log.error(
+                    "job %s: processes it left behind survived SIGKILL: %s",
+                    child.job_id, ", ".join(map(str, child.status.survivors)),
+                )
+            self._children.pop(child.job_id, None)
+            child.spawned.set()
+            child.exited.set()
+
+    async def _on_death(self) -> None:
+        """Mark every child left exited, once it and what it started are dead."""
+        if self.alive and not self._closing:
+            log.error("fork server (pid %s) exited; its children died with it", self.pid)
+        self.alive = False
+        self._ready.set()
+        for pong in self._pongs.values():
+            pong.set()  # no answer is coming: a ping waiting for one returns now
+        if self._children:
+            known = [child.pid for child in self._children.values() if child.pid is not None]
+            survivors = await orphans.kill_orphans(known, fork_server_pid=self.pid)
+            if survivors:
+                log.error(
+                    "processes of the dead fork server's jobs survived SIGKILL for %g s: %s",
+                    orphans.ORPHAN_KILL_TIMEOUT, ", ".join(map(str, survivors)),
+                )
+        self.died.set()
+        children = list(self._children.values())
+        self._children.clear()
+        how = await self._how_it_ended() if children and not self._closing else None
+        verdicts = (self._referee.judge({child.key: child.forked_at for child in children})
+                    if how else {})
+        for child in children:
+            child.status = ExitStatus(code=None, signal=signal.SIGKILL, fenced=False,
+                                      fork_server_died=how, verdict=verdicts.get(child.key))
+            if how is None:
+                child.spawn_error = child.spawn_error or "fork server exited"
+            child.spawned.set()
+            child.exited.set()
+
+    async def _how_it_ended(self) -> str:
+        """The fork server's exit, for its jobs' errors (it is normally dead by now)."""
+        with anyio.move_on_after(EXIT_STATUS_WAIT):
+            while self._process.poll() is None:  # noqa: ASYNC110 - a zombie within ms
+                await anyio.sleep(0.01)
+        code = self._process.returncode
+        if code is None:
+            return "its socket closed"
+        if code < 0:
+            try:
+                return f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exit code {code}"
+
+    async def close(self, timeout: float = 5.0) -> None:
+        """Kill every child, stop the fork server and reap it."""
+        self._closing = True
+        if self.alive:
+            with suppress(ForkServerDied):
+                await self._send({"op": protocol.OP_EXIT})
+        self._sock.close()
+        try:
+            await anyio.to_thread.run_sync(self._process.wait, timeout)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            await anyio.to_thread.run_sync(self._process.wait)
+        orphans.fork_server_pids.discard(self._process.pid)

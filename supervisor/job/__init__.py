@@ -1,0 +1,1 @@
+"""A job's way through the supervisor: claim, spawn, run, settle."""

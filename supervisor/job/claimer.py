@@ -1,0 +1,131 @@
+"""Claim work whenever there is room: woken by store events, freed slots, or a poll."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Awaitable, Callable, Sequence
+
+import anyio
+
+from sandbox.protocol import fence_clock
+from supervisor.core.claiming import wait_before_claim
+from supervisor.core.leases import MAX_LEASE_LOSSES
+from supervisor.errors import StaleToken, StoreFailure
+from supervisor.job.running import Registry
+from supervisor.service.metrics import metrics
+from supervisor.service.store_failures import StoreFailures
+from supervisor.store.base import Store
+from supervisor.store.policy import JUDGE_AFTER_GAP
+from supervisor.store.records import ClaimBatch, ClaimedJob, Completion, Lease
+
+log = logging.getLogger("poolsup.claimer")
+
+POLL_INTERVAL = 0.5  # also how often expired leases of the pool are recovered
+CLAIM_RETRY_CAP = JUDGE_AFTER_GAP / 2  # a failing store is tried again this soon at most
+
+
+class Claimer:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        registry: Registry,
+        owner: str,
+        handlers: Sequence[str],
+        capacity: int,
+        lease_ttl: float,
+        start_job: Callable[[ClaimedJob, float], None],
+        spawn_ready: Callable[[], Awaitable[None]],
+        spawn_possible: Callable[[], bool],
+    ) -> None:
+        self._store = store
+        self._registry = registry
+        self._owner = owner
+        self.handlers = list(handlers)
+        self._capacity = capacity
+        self._lease_ttl = lease_ttl
+        self._start_job = start_job
+        self._spawn_ready = spawn_ready
+        self._spawn_possible = spawn_possible
+        self._one_at_a_time = anyio.Lock()
+        self._last_claim = -math.inf
+        self._wakeup = anyio.Event()
+        self.failures = StoreFailures("claim")
+        self.stopped = False
+
+    def wake(self) -> None:
+        self._wakeup.set()
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.wake()
+
+    async def run(self) -> None:
+        while not self.stopped:
+            self._wakeup = anyio.Event()
+            # No claim while no fork server could start it: a claim would only be
+            # released again.
+            await self._spawn_ready()
+            free = self._free_slots()
+            if wait := wait_before_claim(free, anyio.current_time(), self._last_claim,
+                                         POLL_INTERVAL):
+                await self._sleep(wait)
+                continue
+            try:
+                batch, free = await self._claim()
+            except StoreFailure as error:
+                # Not cut short by wake-ups.  At most a second: after an outage, the
+                # leases it ended wait for the claim of a supervisor that saw it
+                # (core/lease_losses.py judged_later).
+                await anyio.sleep(min(CLAIM_RETRY_CAP, self.failures.failed(error)))
+                continue
+            if batch.jobs and len(batch.jobs) == free:
+                continue  # there may be more waiting
+            wait = POLL_INTERVAL
+            if batch.next_due_in is not None:
+                wait = min(wait, max(0.0, batch.next_due_in))
+            await self._sleep(wait)
+
+    async def complete(self, lease: Lease, result: bytes) -> None:
+        """Store a job's result and, in the same store call, claim work for the free
+        slots (the one its job left included). Raises StaleToken or StoreFailure as
+        `Store.complete` does; then the claim loop fills the slot."""
+        try:
+            batch, _ = await self._claim(Completion(lease, result))
+        except BaseException:
+            self.wake()
+            raise
+        if not batch.completed:
+            raise StaleToken(f"job {lease.key!r}: token {lease.token} no longer holds the lease")
+
+    def _free_slots(self) -> int:
+        if self.stopped or not self._spawn_possible():
+            return 0
+        return max(0, self._capacity - self._registry.busy_slots)
+
+    async def _claim(self, completing: Completion | None = None) -> tuple[ClaimBatch, int]:
+        """One claim for the free slots: the batch, and how many slots were free.  One at
+        a time, or two claims could count the same free slot."""
+        async with self._one_at_a_time:
+            free = self._free_slots()
+            self._last_claim = anyio.current_time()
+            sent_at = fence_clock()
+            batch = await self._store.claim(self._owner, self.handlers, free, self._lease_ttl,
+                                            MAX_LEASE_LOSSES, completing=completing)
+            self.failures.succeeded()
+            metrics.claims.inc(len(batch.jobs))
+            if batch.recovered:
+                metrics.recovered.inc(batch.recovered)
+                log.info("recovered %d job(s) with expired leases", batch.recovered)
+            for claimed in batch.jobs:
+                if claimed.lease_expired_at is not None:
+                    # The attempt started at the claim's store time: deadline - ttl.
+                    started_at = claimed.lease_deadline - self._lease_ttl
+                    metrics.failover.observe(started_at - claimed.lease_expired_at)
+                self._start_job(claimed, sent_at)
+            return batch, free
+
+    async def _sleep(self, seconds: float) -> None:
+        with anyio.move_on_after(seconds):
+            await self._wakeup.wait()

@@ -1,0 +1,281 @@
+"""Run one claimed job in a child: start it, feed it, stop it, store its outcome."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import random
+import signal
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
+from dataclasses import dataclass
+
+import anyio
+import orjson
+
+from sandbox import protocol
+from supervisor.core.blame import outcome_after_death
+from supervisor.core.outcome import (
+    Abandon,
+    ChildExit,
+    Complete,
+    Fail,
+    Outcome,
+    Release,
+    Stopped,
+    StopReason,
+    decide_outcome,
+)
+from supervisor.core.retry import backoff_delay
+from supervisor.errors import PoolsupError, StaleToken, StoreFailure
+from supervisor.forks.fork_client import Child, ForkServerDied
+from supervisor.job.checkpoints import CheckpointKeeper
+from supervisor.job.control_reader import ControlReader
+from supervisor.job.control_writer import ControlWriter
+from supervisor.job.notes import NoteCourier
+from supervisor.job.output import OutputPump
+from supervisor.job.running import Registry, RunningJob
+from supervisor.service.metrics import metrics
+from supervisor.service.store_failures import StoreFailures
+from supervisor.store.base import Store
+from supervisor.store.records import Lease
+
+log = logging.getLogger("poolsup.jobs")
+
+RESULT_READ_GRACE = 2.0
+FLUSH_TIMEOUT = 1.0  # for checkpoints and note acks still in flight at the end
+STOP_MESSAGE_WAIT = 0.2  # the stop's reason ahead of SIGTERM, unless a note holds the socket
+# A job whose child could not be started waits this long before it may be claimed
+# again (here or elsewhere), so that a failing spawn cannot loop claim-release-claim.
+SPAWN_RETRY_DELAY = 1.0
+MIN_OUTCOME_WAIT = 1.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobSettings:
+    stop_grace: float
+    max_result: int
+    max_checkpoint: int
+
+
+@dataclass(kw_only=True)
+class JobServices:
+    """What every job's supervision shares: the store, the registry, and one failure
+    log per kind of store write, so that an outage is logged once, not once a job."""
+
+    store: Store
+    registry: Registry
+    settings: JobSettings
+    outcome_failures: StoreFailures
+    note_failures: StoreFailures
+    child_started: Callable[[], None]  # so that the store soon shows its pid
+    # Stores a result; the claimer's, which claims the next job in the same call.
+    complete: Callable[[Lease, bytes], Awaitable[None]]
+
+
+async def run_job(job: RunningJob, services: JobServices) -> bool:
+    """Everything between a claim and the stored outcome of one attempt, in a child
+    of the job's fork server.  False if the outcome was left to the store's recovery
+    because the store kept failing past the job's fence."""
+    for older in services.registry.older_runs(job):
+        # The store handed the key out again: the older run's lease is gone, and its
+        # processes must be gone before this run starts one.
+        older.request_stop(StopReason.LEASE_LOST)
+        await older.gone.wait()
+    if job.lease_lost:
+        return await _finalize(job, Abandon("lease lost before the job started"), services)
+    claimed = job.claimed
+    start = {
+        "t": protocol.MSG_START,
+        "key": job.key,
+        "payload": orjson.Fragment(claimed.payload),
+        "token": claimed.token,
+        "attempt": claimed.attempt,
+    }
+    if claimed.checkpoint is not None:
+        start["checkpoint"] = orjson.Fragment(claimed.checkpoint)
+    try:
+        child = await job.fork_server.spawn(
+            job.job_id, claimed.handler, job.fence_at, first_message=protocol.encode_line(start),
+            key=job.key,
+        )
+    except PoolsupError as error:  # nothing of the job ran
+        log.error("[%s] %s (token %d)", job.key, error, job.token)
+        release = Release(f"could not start: {error}", delay=SPAWN_RETRY_DELAY)
+        return await _finalize(job, release, services)
+    job.child = child
+    job.note_started()
+    services.child_started()
+    if child.pid is None:
+        log.warning("[%s] started %s attempt %d token %d; its fork server died before "
+                    "reporting the child", job.key, claimed.handler, claimed.attempt, job.token)
+    else:
+        log.info("[%s] started %s attempt %d token %d pid %s",
+                 job.key, claimed.handler, claimed.attempt, job.token, child.pid)
+    exit_report, details = await _supervise(job, child, services)
+    if exit_report.fenced:
+        metrics.fenced_kills.inc()
+    status = child.status
+    outcome = decide_outcome(
+        exit_report,
+        job.stop_reason,
+        timeout=job.handler.timeout,
+        signal_name=status.signal_name if status else None,
+    )
+    if status is not None and status.fork_server_died and status.verdict is not None:
+        outcome = outcome_after_death(outcome, status.verdict, status.fork_server_died)
+    outcome = _explained(outcome, details, killed_after_grace=job.killed_after_grace)
+    return await _finalize(job, outcome, services)
+
+
+def _explained(outcome: Outcome, details: str, *, killed_after_grace: bool) -> Outcome:
+    """The error a user reads: the reason on the first line, then what helps act on it."""
+    suffix = "; did not stop within stop_grace, killed" if killed_after_grace else ""
+    match outcome:
+        case Fail(error):
+            text = error + suffix
+            return dataclasses.replace(outcome, error=f"{text}\n\n{details}" if details else text)
+        case Stopped(why):
+            return Stopped(why + suffix)
+    return outcome
+
+
+async def _supervise(job: RunningJob, child: Child, services: JobServices) -> tuple[ChildExit, str]:
+    """Watch the child until it has exited; its exit, and details for an error record."""
+
+    output = OutputPump(job.key, child.output)
+    async with anyio.create_task_group() as group:
+        # The one writer of the child's control socket: notes and the stop.
+        writer = ControlWriter(child.control, start=group.start_soon)
+        # Notes and checkpoints start tasks of their own when the first comes.
+        courier = NoteCourier(job, services.store, writer.send, services.note_failures,
+                              start=group.start_soon)
+        checkpoints = CheckpointKeeper(job, services.store, services.outcome_failures,
+                                       max_bytes=services.settings.max_checkpoint,
+                                       start=group.start_soon)
+        reader = ControlReader(child.control, max_result=services.settings.max_result,
+                               on_ack=courier.acknowledged, on_checkpoint=checkpoints.offer)
+        group.start_soon(reader.run)
+        group.start_soon(output.run)
+        group.start_soon(_watch_stop, job, child, writer, services.settings.stop_grace,
+                         job.handler.timeout)
+        await child.exited.wait()
+        # The child wrote its result before exiting; let the socket drain, even if a
+        # grandchild still holds it open (then give up after the grace).
+        with anyio.move_on_after(RESULT_READ_GRACE):
+            await reader.closed.wait()
+        group.cancel_scope.cancel()
+    job.on_notes = None  # the group that would run the courier is gone
+    output.flush()
+    await child.control.aclose()
+    await child.output.aclose()
+    if not job.lease_lost:
+        with anyio.move_on_after(FLUSH_TIMEOUT):
+            await checkpoints.flush()
+            await courier.flush()
+    status = child.status
+    exit_report = reader.exit_report(status)
+    details = [reader.traceback.rstrip()]
+    if tail := output.tail().rstrip():
+        details.append("last output:\n" + tail)
+    return exit_report, "\n\n".join(part for part in details if part)
+
+
+async def _watch_stop(job: RunningJob, child: Child, writer: ControlWriter, stop_grace: float,
+                      timeout: float) -> None:
+    """Graceful stop, asked for or at the handler's `timeout` (0: none): tell the
+    handler (without waiting behind a note it does not read), SIGTERM the group,
+    SIGKILL after the grace.
+    A lost lease skips the grace: someone else may be starting the job already.
+    A fork server that died took the child with it: nothing is left to signal."""
+    fork_server = job.fork_server
+    with anyio.move_on_after(timeout if timeout > 0 else math.inf):
+        await job.stop_wanted.wait()
+    if not job.stop_wanted.is_set():
+        job.request_stop(StopReason.TIMEOUT)
+    with suppress(ForkServerDied):
+        if job.lease_lost:
+            await fork_server.kill(child.job_id)
+            return
+        reason = job.stop_reason.value if job.stop_reason else StopReason.USER.value
+        # The reason reaches the handler before its SIGTERM unless a note it does not
+        # read holds the socket; then SIGTERM goes first, a moment later.
+        with anyio.move_on_after(STOP_MESSAGE_WAIT):
+            await writer.stop(reason).wait()
+        await fork_server.signal(child.job_id, signal.SIGTERM)
+        with anyio.move_on_after(stop_grace) as grace:
+            while not job.lease_lost:
+                job.stop_wanted = anyio.Event()
+                await job.stop_wanted.wait()
+        if grace.cancelled_caught:
+            log.info("[%s] did not stop within stop_grace (%g s), killing", job.key, stop_grace)
+            job.killed_after_grace = True
+        await fork_server.kill(child.job_id)
+
+
+async def _finalize(job: RunningJob, outcome: Outcome, services: JobServices) -> bool:
+    """Store the outcome, retrying while the store fails and the lease may still be
+    held.  Once the job's fence has passed, the store may have given the job to
+    someone else: the outcome is left to the store's recovery (False)."""
+    # A result is stored by a claim for the slot it frees: no separate claim for it
+    # (unless the lease is lost already: then nothing is stored, and the slot waits).
+    stored_by_claim = isinstance(outcome, Complete) and not job.lease_lost
+    services.registry.mark_finalizing(job, wake_claimer=not stored_by_claim)
+    failures = services.outcome_failures
+    while True:
+        if job.lease_lost and not isinstance(outcome, Abandon):
+            outcome = Abandon("lease lost before the outcome was stored")
+        try:
+            # A store that does not answer gets until the fence, and a second at least.
+            with anyio.fail_after(max(MIN_OUTCOME_WAIT, job.fence_at - protocol.fence_clock())):
+                await _store_outcome(job, outcome, services)
+            failures.succeeded()
+            return True
+        except StaleToken:
+            log.warning("[%s] lease lost; outcome not stored (token %d)", job.key, job.token)
+            return True
+        except (StoreFailure, TimeoutError) as error:
+            delay = failures.failed(error)
+            if protocol.fence_clock() + delay >= job.fence_at:
+                log.warning("[%s] outcome not stored, left to the store's recovery once the "
+                            "lease expires (token %d): %s", job.key, job.token,
+                            str(error) or "no answer")
+                return False
+            await anyio.sleep(delay)
+
+
+async def _store_outcome(job: RunningJob, outcome: Outcome, services: JobServices) -> None:
+    lease, store = job.lease, services.store
+    match outcome:
+        case Complete(result_json):
+            await services.complete(lease, result_json)
+            metrics.outcomes.labels("succeeded", "").inc()
+            log.info("[%s] succeeded (token %d)", job.key, job.token)
+        case Fail(error, final):
+            delay = backoff_delay(job.claimed.attempt, random.random())
+            final = final or job.claimed.attempt >= job.max_attempts
+            state = await store.fail(lease, error, final=final, retry_delay=delay)
+            kind = {"pending": "retried", "failed": "failed"}.get(state, state)
+            metrics.outcomes.labels(kind, outcome.cause).inc()
+            if state == "pending":
+                log.info("[%s] attempt %d failed, retry in %.1f s (token %d): %s",
+                         job.key, job.claimed.attempt, delay, job.token, error)
+            else:
+                log.info("[%s] %s (token %d): %s", job.key, state, job.token, error)
+        case Release(why, delay):
+            move = job.move if job.stop_reason is StopReason.REBALANCE else None
+            if move is None:
+                await store.release(lease, delay=delay)
+                log.info("[%s] released (token %d): %s", job.key, job.token, why)
+            else:
+                await store.release(lease, reserve_for=move.target, reserve_ttl=move.reserve_ttl)
+                log.info("[%s] released for %s (token %d)", job.key, move.target, job.token)
+            metrics.outcomes.labels("released", "").inc()
+        case Stopped(why):
+            await store.finish_stopped(lease, why)
+            metrics.outcomes.labels("stopped", "").inc()
+            log.info("[%s] stopped (token %d)", job.key, job.token)
+        case Abandon(why):
+            metrics.outcomes.labels("abandoned", "").inc()
+            log.warning("[%s] abandoned (token %d): %s", job.key, job.token, why)

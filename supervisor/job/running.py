@@ -1,0 +1,176 @@
+"""The jobs this supervisor holds right now, and how to ask one of them to stop."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import anyio
+
+from sandbox.protocol import fence_clock
+from supervisor.config import HandlerConfig
+from supervisor.core.admission import Admission, admit_claim
+from supervisor.core.outcome import StopReason
+from supervisor.forks import procfs
+from supervisor.forks.fork_client import Child, ForkServerClient
+from supervisor.store.records import ClaimedJob, JobStats, Lease
+
+log = logging.getLogger("poolsup.jobs")
+
+
+@dataclass(frozen=True)
+class MoveOrder:
+    """Where a job asked to stop for a move goes: released reserved for `target` for
+    `reserve_ttl` seconds."""
+
+    target: str
+    reserve_ttl: float
+
+
+@dataclass(eq=False, kw_only=True)
+class RunningJob:
+    """One claimed job, from claim until its outcome is stored (or abandoned)."""
+
+    claimed: ClaimedJob
+    handler: HandlerConfig
+    fork_server: ForkServerClient
+    fence_at: float  # fence_clock() time by which the lease may have run out in the store
+    child: Child | None = None
+    stop_reason: StopReason | None = None
+    stop_wanted: anyio.Event = field(default_factory=anyio.Event)
+    notes_waiting: anyio.Event = field(default_factory=anyio.Event)
+    on_notes: Callable[[], object] | None = None  # called once, at the first note
+    gone: anyio.Event = field(default_factory=anyio.Event)  # left the registry
+    killed_after_grace: bool = False
+    finalizing: bool = False
+    move: MoveOrder | None = None  # set with the stop reason REBALANCE
+    claimed_at: float = field(default_factory=fence_clock)
+    _last_sample: procfs.ProcessSample | None = None
+
+    @property
+    def key(self) -> str:
+        return self.claimed.key
+
+    @property
+    def token(self) -> int:
+        return self.claimed.token
+
+    @property
+    def job_id(self) -> str:
+        return str(self.claimed.token)
+
+    @property
+    def max_attempts(self) -> int:
+        """The job's own limit, or its handler's when it was dispatched without one."""
+        return self.claimed.max_attempts or self.handler.max_attempts
+
+    @property
+    def lease(self) -> Lease:
+        return self.claimed.lease
+
+    @property
+    def lease_lost(self) -> bool:
+        return self.stop_reason is StopReason.LEASE_LOST
+
+    def move_to(self, order: MoveOrder) -> None:
+        self.move = order
+        self.request_stop(StopReason.REBALANCE)
+
+    def notes_arrived(self) -> None:
+        """The store holds notes for this run that its child has not been sent."""
+        self.notes_waiting.set()
+        if self.on_notes is not None:
+            on_notes, self.on_notes = self.on_notes, None
+            on_notes()
+
+    def request_stop(self, reason: StopReason) -> None:
+        """Ask for a stop; the first reason wins, except that a lost lease overrides all."""
+        if self.stop_reason is None or reason is StopReason.LEASE_LOST:
+            if self.stop_reason is not reason:
+                log.info("[%s] stopping: %s (token %d)", self.key, reason.value, self.token)
+            self.stop_reason = reason
+        self.stop_wanted.set()
+
+    def note_started(self) -> None:
+        """A fresh child's first sample is its start, at no CPU time yet, so that the
+        first renewal can report its CPU use.  A reused child's CPU time so far is its
+        earlier jobs' too: its first renewal reads the first sample (no CPU use shown
+        yet), rather than every job reading /proc at its start, most never renewed."""
+        if self.handler.max_jobs_per_child == 1:
+            self._last_sample = procfs.ProcessSample(0, 0.0, time.monotonic())
+
+    def stats(self) -> JobStats:
+        pid = self.child.pid if self.child is not None else None
+        if pid is None:
+            return JobStats()
+        current = procfs.sample(pid)
+        if current is None:
+            return JobStats(pid=pid)
+        previous, self._last_sample = self._last_sample, current
+        return JobStats(
+            pid=pid,
+            rss_bytes=current.rss_bytes,
+            cpu_percent=procfs.cpu_percent(previous, current) if previous else None,
+        )
+
+
+class Registry:
+    """Jobs by token.  A key has at most one run that may start or run a process; an
+    older run of the key may still be ending (its lease lost) when a new claim of the
+    key arrives, and the new run waits for it (`older_runs`)."""
+
+    def __init__(self, slot_freed: Callable[[], None]) -> None:
+        self._jobs: dict[int, RunningJob] = {}
+        self._by_key: dict[str, dict[int, RunningJob]] = {}
+        self.changed = anyio.Event()
+        self._slot_freed = slot_freed
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    @property
+    def busy_slots(self) -> int:
+        """Jobs whose child may still run; a job storing its outcome holds no slot."""
+        return sum(1 for job in self._jobs.values() if not job.finalizing)
+
+    def mark_finalizing(self, job: RunningJob, *, wake_claimer: bool = True) -> None:
+        job.finalizing = True
+        if wake_claimer:
+            self._slot_freed()
+
+    def __iter__(self) -> Iterator[RunningJob]:
+        return iter(list(self._jobs.values()))
+
+    def get(self, key: str) -> RunningJob | None:
+        """The newest run of `key` held here."""
+        runs = self._by_key.get(key)
+        return runs[max(runs)] if runs else None
+
+    def older_runs(self, job: RunningJob) -> list[RunningJob]:
+        runs = self._by_key.get(job.key, {})
+        return [other for token, other in runs.items() if token < job.token]
+
+    def add(self, job: RunningJob) -> Admission:
+        """Hold `job` unless the decision says it is a duplicate or outdated claim."""
+        runs = self._by_key.setdefault(job.key, {})
+        admission = admit_claim(runs.keys(), job.token)
+        if admission in (Admission.START, Admission.AFTER_OLDER):
+            self._jobs[job.token] = runs[job.token] = job
+        elif not runs:
+            del self._by_key[job.key]
+        return admission
+
+    def remove(self, job: RunningJob) -> None:
+        if self._jobs.get(job.token) is job:
+            del self._jobs[job.token]
+            runs = self._by_key[job.key]
+            del runs[job.token]
+            if not runs:
+                del self._by_key[job.key]
+        job.gone.set()
+        self.changed.set()
+        self.changed = anyio.Event()
+        if not job.finalizing:  # else its slot was freed when its outcome went out
+            self._slot_freed()

@@ -1,0 +1,1 @@
+"""What makes many supervisors one pool: membership, rebalance, schedules, producers."""

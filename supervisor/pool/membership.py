@@ -1,0 +1,90 @@
+"""This supervisor's entry in the pool's membership: joining (retried while the store
+fails), joining again when the entry is gone, and writes that must not hold up a
+shutdown."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from supervisor.errors import StoreFailure, SupervisorIdTaken
+from supervisor.service.store_failures import StoreFailures
+from supervisor.store.base import Store
+from supervisor.store.records import MembershipState, SupervisorInfo
+
+log = logging.getLogger("poolsup")
+
+# Membership writes at shutdown wait at most this long for a failing store.
+SHUTDOWN_WRITE_TIMEOUT = 2.0
+TAKEN_RETRY = 0.5
+
+
+class Membership:
+    def __init__(self, store: Store, info: SupervisorInfo, *, on_taken: Callable[[], None]) -> None:
+        self._store = store
+        self.info = info
+        self._on_taken = on_taken
+        self.failures = StoreFailures("membership")
+        self._rejoining = False
+
+    async def join(self) -> None:
+        """Join the pool's membership: retried while the store fails, forever; an id
+        held by another live instance is waited on for one lease, then an error."""
+        taken_deadline: float | None = None
+        while True:
+            try:
+                await self._store.register(self.info)
+                self.failures.succeeded()
+                return
+            except SupervisorIdTaken:
+                if taken_deadline is None:
+                    taken_deadline = time.monotonic() + self.info.lease_ttl + 1.0
+                if time.monotonic() > taken_deadline:
+                    raise
+                await anyio.sleep(TAKEN_RETRY)
+            except StoreFailure as error:
+                await anyio.sleep(self.failures.failed(error))
+
+    def renewed(self, state: MembershipState, group: anyio.abc.TaskGroup | None) -> None:
+        """What a renewal found of our entry: "taken" ends us, "missing" joins again."""
+        if state == "taken":
+            log.error("supervisor id %r was taken by another instance (a partition, or a "
+                      "second process with this id); draining", self.info.id)
+            self._on_taken()
+        elif state == "missing" and not self._rejoining and group is not None:
+            log.warning("our membership entry is gone; registering again")
+            self._rejoining = True
+            group.start_soon(self._join_again)
+
+    async def _join_again(self) -> None:
+        try:
+            await self.join()
+        except SupervisorIdTaken:
+            self.renewed("taken", None)
+        finally:
+            self._rejoining = False
+
+    def update(self, group: anyio.abc.TaskGroup, what: str, **changes: Any) -> None:
+        """Change our entry (draining, new handlers) in the background."""
+        self.info = dataclasses.replace(self.info, **changes)
+        group.start_soon(self.write_bounded, what, lambda: self._store.register(self.info))
+
+    async def leave(self, *, store_failing: bool) -> None:
+        if store_failing:
+            log.warning("not deregistering while the store fails; the entry goes stale")
+            return
+        await self.write_bounded(
+            "deregister", lambda: self._store.deregister(self.info.id, self.info.instance))
+
+    async def write_bounded(self, what: str, write: Callable[[], Awaitable[None]]) -> None:
+        try:
+            with anyio.move_on_after(SHUTDOWN_WRITE_TIMEOUT):
+                await write()
+        except (StoreFailure, SupervisorIdTaken) as error:
+            log.warning("could not %s: %s", what, error)

@@ -1,0 +1,106 @@
+"""A schedule's producer, run once in a sandboxed child like any handler, for its plan.
+
+Each producer is loaded into the fork server as one more handler, named
+`schedule:NAME`, so it is preloaded, confined and limited as handlers are.  Its
+timeout is its fence: the fork server kills it when the timeout passes, whether or not
+this event loop is alive.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+import orjson
+
+from sandbox import protocol
+from supervisor.config import Config, HandlerConfig, ScheduleConfig
+from supervisor.core.outcome import Complete, Fail, decide_outcome
+from supervisor.errors import PoolsupError
+from supervisor.forks.fork_client import ForkServerClient
+from supervisor.job.control_reader import ControlReader
+from supervisor.job.output import OutputPump
+
+log = logging.getLogger("poolsup.schedules")
+
+PRODUCER_PREFIX = "schedule:"
+RESULT_READ_GRACE = 2.0
+
+
+class ProducerFailed(PoolsupError):
+    """The producer raised, crashed, timed out or returned no plan."""
+
+
+def producer_handler_name(schedule: str) -> str:
+    return PRODUCER_PREFIX + schedule
+
+
+def producer_handlers(schedules: Mapping[str, ScheduleConfig]) -> dict[str, HandlerConfig]:
+    """The producers as handlers, for the fork server's table."""
+    handlers = {}
+    for schedule in schedules.values():
+        if schedule.producer_path is None or schedule.producer_function is None:
+            continue
+        name = producer_handler_name(schedule.name)
+        handlers[name] = HandlerConfig(
+            name=name,
+            path=schedule.producer_path,
+            function=schedule.producer_function,
+            timeout=schedule.timeout,
+            max_attempts=1,
+            rebalance=False,
+        )
+    return handlers
+
+
+def sandboxed_code(config: Config) -> dict[str, HandlerConfig]:
+    """Everything a fork server preloads: the handlers and the producers."""
+    return {**config.handlers, **producer_handlers(config.schedules)}
+
+
+async def run_producer(
+    fork_server: ForkServerClient, schedule: ScheduleConfig, *, tick: float, max_result: int
+) -> Any:
+    """The producer's return value (decoded JSON); raises `ProducerFailed`."""
+    key = producer_handler_name(schedule.name)
+    start = {
+        "t": protocol.MSG_START,
+        "key": key,
+        "payload": schedule.payload,
+        "token": int(tick),
+        "attempt": 1,
+    }
+    job_id = f"{key}@{tick!r}"
+    child = await fork_server.spawn(
+        job_id, key, protocol.fence_clock() + schedule.timeout,
+        first_message=protocol.encode_line(start),
+    )
+    reader = ControlReader(child.control, max_result=max_result,
+                           on_ack=lambda _seq: None, on_checkpoint=lambda _value: None)
+    output = OutputPump(key, child.output)
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(reader.run)
+            group.start_soon(output.run)
+            await child.exited.wait()
+            with anyio.move_on_after(RESULT_READ_GRACE):
+                await reader.closed.wait()
+            group.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            if not child.exited.is_set():
+                await fork_server.kill(job_id)
+            await child.control.aclose()
+            await child.output.aclose()
+    status = child.status
+    ended = reader.exit_report(status)
+    outcome = decide_outcome(ended, None, timeout=schedule.timeout,
+                             signal_name=status.signal_name if status else None)
+    match outcome:
+        case Complete(result_json):
+            return orjson.loads(result_json)
+        case Fail(error):
+            raise ProducerFailed(f"producer failed: {error}")
+    raise ProducerFailed(f"producer timed out after {schedule.timeout:g} s")

@@ -1,0 +1,1 @@
+"""The service around the supervisor: its main loop, systemd, metrics, logs."""

@@ -1,0 +1,96 @@
+"""The supervisor's log: records go through a bounded queue to a thread that writes
+stderr, so a stalled reader (journald, a full pipe) never blocks the event loop that
+renews leases.  Past the bound, records are dropped and counted, never waited for.
+
+A record whose arguments cannot change (strings, numbers) is formatted by the thread,
+off the event loop; any other is formatted before it is queued
+(`QueueHandler.prepare`), from its arguments as they were when logged."""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import os
+import queue
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from supervisor.service.log_format import formatter_for, stderr_is_journal
+
+QUEUE_SIZE = 10_000
+_UNCHANGING = (str, int, float, bool, type(None))
+_LINE = "poolsup_line"  # a record formatted before it was queued carries its line here
+
+
+def _unchanging(args: object) -> bool:
+    return args is None or (
+        isinstance(args, tuple) and all(type(arg) in _UNCHANGING for arg in args)
+    )
+
+
+class _WriterFormatter(logging.Formatter):
+    """Formats in the writer thread what was queued unformatted."""
+
+    def __init__(self, inner: logging.Formatter) -> None:
+        super().__init__()
+        self._inner = inner
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = getattr(record, _LINE, None)
+        return line if line is not None else self._inner.format(record)
+
+
+class _DroppingQueueHandler(logging.handlers.QueueHandler):
+    def __init__(self, records: queue.Queue[logging.LogRecord]) -> None:
+        super().__init__(records)
+        self.dropped = 0
+
+    def enqueue(self, record: logging.LogRecord) -> None:
+        try:
+            if self.dropped:
+                self.queue.put_nowait(self.prepare(self._dropped_record()))
+                self.dropped = 0
+            self.queue.put_nowait(record)
+        except queue.Full:
+            self.dropped += 1
+
+    def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
+        if (isinstance(record.msg, str) and record.exc_info is None
+                and record.stack_info is None and _unchanging(record.args)):
+            return record
+        prepared: logging.LogRecord = super().prepare(record)
+        setattr(prepared, _LINE, prepared.msg)
+        return prepared
+
+    def _dropped_record(self) -> logging.LogRecord:
+        return logging.LogRecord(
+            "poolsup.log", logging.WARNING, __file__, 0,
+            f"{self.dropped} log record(s) dropped: stderr was not read fast enough",
+            None, None,
+        )
+
+
+@contextmanager
+def logging_to_stderr(level: str, log_format: str = "text") -> Iterator[None]:
+    """Route every log record to stderr through the queue until the block ends (then
+    flush what is left), as `log_format` ("text" or "json") lines."""
+    records: queue.Queue[logging.LogRecord] = queue.Queue(QUEUE_SIZE)
+    journal = stderr_is_journal(os.environ, sys.stderr)
+    formatter = formatter_for(log_format, journal=journal)
+    writer = logging.StreamHandler(sys.stderr)
+    writer.setFormatter(_WriterFormatter(formatter))
+    listener = logging.handlers.QueueListener(records, writer)
+    root = logging.getLogger()
+    root.setLevel(level.upper())
+    handler = _DroppingQueueHandler(records)
+    handler.setFormatter(formatter)
+    # No line shows the caller's file or function: skip looking them up for each record.
+    logging._srcfile = None
+    root.addHandler(handler)
+    listener.start()
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        listener.stop()

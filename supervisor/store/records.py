@@ -1,0 +1,319 @@
+"""What the stores hand out and take in: jobs, leases, claims, records, members,
+schedules and events, as frozen values (the Store protocol is in base.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+JobState = Literal["pending", "running", "succeeded", "failed", "stopped"]
+MembershipState = Literal["ok", "missing", "taken"]
+LIVE_STATES: frozenset[str] = frozenset({"pending", "running"})
+FINISHED_STATES: frozenset[str] = frozenset({"succeeded", "failed", "stopped"})
+ALL_STATES: tuple[JobState, ...] = ("pending", "running", "succeeded", "failed", "stopped")
+# Callers of `dispatch_many` send at most this many requests per call.
+DISPATCH_CHUNK = 500
+
+
+@dataclass(frozen=True, kw_only=True)
+class DispatchRequest:
+    """A new job.  `payload` is the JSON text, already validated by the caller.
+    `max_attempts` 0 means "the handler's max_attempts": the supervisor applies it."""
+
+    key: str
+    handler: str
+    payload: bytes
+    max_attempts: int
+    # Epoch seconds: not claimable before this time by the store's clock; a time in the
+    # past means at once.
+    run_at: float | None = None
+    # The schedule that started the job (for producers' stop_others); None by hand.
+    schedule: str | None = None
+
+
+@dataclass(frozen=True)
+class Lease:
+    """The right to run one job: who holds it and with which fencing token."""
+
+    key: str
+    token: int
+    owner: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClaimedJob:
+    """A job handed to one supervisor by `claim`."""
+
+    key: str
+    handler: str
+    payload: bytes
+    token: int
+    attempt: int
+    max_attempts: int
+    lease_deadline: float
+    owner: str
+    has_notes: bool = False  # notifications were queued while it was pending
+    checkpoint: bytes | None = None  # JSON text an earlier attempt saved, if any
+    # The deadline of the lease whose expiry put the job back to pending (store clock),
+    # if that is how it became claimable; None after a dispatch, retry, release or move.
+    # The attempt started at lease_deadline - the claim's lease_ttl.
+    lease_expired_at: float | None = None
+
+    @property
+    def lease(self) -> Lease:
+        return Lease(self.key, self.token, self.owner)
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A job's result, stored by the `claim` that fills the slot its job freed."""
+
+    lease: Lease
+    result: bytes
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClaimBatch:
+    """What one `claim` call did.
+
+    `next_due_in`: seconds until the earliest pending job of the claimed handlers held
+    back by retry backoff, by its `run_at`, or by a reservation for another supervisor,
+    becomes claimable (None if there is none), so the claimer knows when to look again.
+    `completed`: for a claim given a `Completion`, whether its result was stored (False:
+    the lease was stale, as `complete` would have raised); None for any other claim.
+    """
+
+    jobs: tuple[ClaimedJob, ...]
+    recovered: int
+    next_due_in: float | None
+    completed: bool | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobStats:
+    """What the owning supervisor reports about a running job at each renewal."""
+
+    pid: int | None = None
+    rss_bytes: int | None = None
+    cpu_percent: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RenewResult:
+    """What one batch renewal found.
+
+    `lost`: (key, token) of each lease this owner no longer holds (another token,
+    another owner, finished, expired and recovered, or gone): their children must be
+    killed now.  By token, not key: an old run of a key whose lease is lost and the new
+    run of the same key may both be renewed by one supervisor, and only the old is lost.
+    `stop_requested`: held keys that `stop` was asked for.
+    `notified`: held keys with notifications waiting to be taken.
+    `membership`: the owner's entry: "ok" (this instance's; marked seen), "missing"
+    (gone: register again), "taken" (another instance holds the id: this one must drain).
+    """
+
+    lost: frozenset[tuple[str, int]]
+    stop_requested: frozenset[str]
+    notified: frozenset[str]
+    store_time: float
+    membership: MembershipState = "ok"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Note:
+    """A notification: `seq` grows strictly per key, in the order they were sent."""
+
+    seq: int
+    payload: bytes
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreHealth:
+    """Whether the store takes writes, as `status` shows it.
+
+    `since`: when the store last started taking writes ("ok"), or when it last took
+    one ("failing"), store epoch seconds."""
+
+    state: Literal["ok", "failing"]
+    since: float
+    error: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SupervisorInfo:
+    """One supervisor's entry in the pool's membership."""
+
+    id: str
+    instance: str  # unique per process start; tells a restarted supervisor from the old one
+    host: str
+    pid: int
+    capacity: int
+    lease_ttl: float
+    state: str = "running"  # running | draining
+    started_at: float = 0.0
+    handlers: tuple[str, ...] = ()  # the handlers it runs
+    rebalance: tuple[str, ...] = ()  # those of them whose jobs rebalance moves
+
+
+@dataclass(frozen=True, kw_only=True)
+class SupervisorStatus:
+    """A member as the store sees it.  `running_by_handler`: the running jobs it holds,
+    per handler; `inbound`: pending jobs released with a reservation for it that has not
+    run out (jobs on their way to it)."""
+
+    info: SupervisorInfo
+    last_seen: float  # seconds since the store last heard from it
+    running: int
+    running_by_handler: dict[str, int] = field(default_factory=dict)
+    inbound: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobRecord:
+    """A job as the store keeps it.  `to_json()` gives the contract's `job --json` fields."""
+
+    key: str
+    handler: str
+    state: JobState
+    attempts: int
+    max_attempts: int
+    token: int
+    supervisor: str | None
+    payload: Any
+    result: Any
+    error: str | None
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    lease_deadline: float | None = None
+    lease_losses: int = 0
+    stop_requested: bool = False
+    stats: JobStats = field(default_factory=JobStats)
+    checkpoint: Any = None
+    checkpoint_at: float | None = None
+    # A pending job released for one supervisor (a move): only it may claim the job
+    # until `reserved_until`; `moved_from` is the supervisor that released it.
+    reserved_for: str | None = None
+    reserved_until: float | None = None
+    moved_from: str | None = None
+    run_at: float | None = None  # the requested start time, if any (kept once it starts)
+    schedule: str | None = None  # the schedule that dispatched it, None if by hand
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "handler": self.handler,
+            "state": self.state,
+            "attempts": self.attempts,
+            "max_attempts": self.max_attempts,
+            "token": self.token,
+            "supervisor": self.supervisor,
+            "payload": self.payload,
+            "result": self.result,
+            "error": self.error,
+            "created_at": self.created_at,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "lease_deadline": self.lease_deadline,
+            "lease_losses": self.lease_losses,
+            "stop_requested": self.stop_requested,
+            "pid": self.stats.pid,
+            "checkpoint": self.checkpoint,
+            "checkpoint_at": self.checkpoint_at,
+            "reserved_for": self.reserved_for,
+            "reserved_until": self.reserved_until,
+            "moved_from": self.moved_from,
+            "run_at": self.run_at,
+            "schedule": self.schedule,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class PoolSnapshot:
+    """Everything `status` shows, read at one store time."""
+
+    pool: str
+    store_time: float
+    supervisors: tuple[SupervisorStatus, ...]
+    counts: dict[str, int]
+    running: tuple[JobRecord, ...]
+    store: StoreHealth
+    moving: tuple[JobRecord, ...] = ()  # pending jobs whose reservation has not run out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Membership:
+    """The live members with their load, read at one store time, for rebalancing."""
+
+    store_time: float
+    members: tuple[SupervisorStatus, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TickRequest:
+    """One supervisor's attempt to fire a schedule's tick (see `Store.fire_tick`)."""
+
+    schedule: str  # the schedule's name
+    tick: float  # the tick's nominal time, epoch seconds
+    not_before: float  # tick + jitter: the store refuses to fire before this
+    fingerprint: str  # a hash of the schedule's settings (shown by `schedules`)
+    owner: str  # the firing supervisor's id
+    missed: int = 0  # ticks since the last fired one that nobody fired
+    dispatch: DispatchRequest | None = None  # a handler schedule's job for this tick
+
+
+# The outcomes of `fire_tick` that fired the tick (the others changed nothing).
+FIRING_OUTCOMES: frozenset[str] = frozenset({"dispatched", "skipped", "fired"})
+# A producer's tick given back unapplied (its supervisor stopped mid-plan, or it was
+# abandoned): `fire_tick` may fire it again.
+RELEASED = "released"
+
+
+@dataclass(frozen=True, kw_only=True)
+class FiredTick:
+    """A producer's tick as one supervisor fired it: what guards the writes of its plan.
+    It is current while it is the schedule's last fired tick, fired by `owner`, and no
+    outcome was recorded for it since (the record's outcome is still "fired")."""
+
+    schedule: str
+    tick: float
+    owner: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class TickResult:
+    outcome: str  # "dispatched" | "skipped" | "fired" | "taken" | "early"
+    store_time: float
+    last_tick: float | None  # the schedule's last fired tick after the call
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScheduleRecord:
+    name: str
+    last_tick: float | None
+    fingerprint: str | None
+    fired_by: str | None
+    fired_at: float | None  # store time of the firing
+    outcome: str | None  # last outcome: dispatched, skipped, fired, applied, error, ...
+    detail: Any = None  # JSON value: counts of an applied plan, an error text, ...
+    fires: int = 0  # ticks fired in all
+    skipped: int = 0  # ticks whose fixed-key job was still live
+    missed: int = 0  # ticks nobody fired (a pool that was down), recorded
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScheduleBook:
+    store_time: float
+    schedules: tuple[ScheduleRecord, ...]  # sorted by name
+
+
+EventKind = Literal["wake", "stop", "notify"]
+
+
+@dataclass(frozen=True)
+class StoreEvent:
+    """A hint that something changed.  Events may be lost; renewals and polling are the
+    source of truth, events only make the reaction faster."""
+
+    kind: EventKind
+    key: str | None = None

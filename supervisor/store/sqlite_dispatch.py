@@ -1,0 +1,102 @@
+"""The SQLite store's schedule ticks and jobs created in bulk: the work each
+transaction does, as functions of one `Tx` (sqlite_store.py runs them).
+
+Times: `run_at` and `due` are wall-clock epoch seconds, as retry backoff is (see
+sqlite_store.py): a delayed job is due when the host's wall clock reaches `run_at`,
+which is what a user who asked for "at 03:00" means.  A step of the wall clock then
+moves when it starts, and never starts it twice (leases stay on CLOCK_BOOTTIME).
+Ticks are the caller's nominal epoch times, compared exactly (REAL keeps the double);
+`not_before` is compared with the wall clock, the store's clock for users.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import orjson
+
+from supervisor.errors import StaleTick
+from supervisor.store.records import (
+    LIVE_STATES,
+    RELEASED,
+    DispatchRequest,
+    FiredTick,
+    ScheduleBook,
+    ScheduleRecord,
+    TickRequest,
+    TickResult,
+)
+from supervisor.store.sqlite_db import Tx
+
+EVENT_KEEP_SECONDS = 60.0
+
+
+def insert_job(tx: Tx, request: DispatchRequest, cutoff: float) -> bool:
+    """Create the job unless its key is live (False then, and nothing changes)."""
+    if tx.value("job_state", key=request.key, cutoff=cutoff) in LIVE_STATES:
+        return False
+    tx.run("insert_job", key=request.key, handler=request.handler, payload=request.payload,
+           max_attempts=request.max_attempts, run_at=request.run_at,
+           schedule=request.schedule)
+    tx.run("drop_notes", key=request.key)
+    return True
+
+
+def emit_wake(tx: Tx) -> None:
+    tx.run("trim_events", cutoff=tx.now - EVENT_KEEP_SECONDS)
+    tx.run("emit_event", kind="wake", key=None)
+
+
+def fire_tick(tx: Tx, request: TickRequest, cutoff: float) -> TickResult:
+    row = tx.row("schedule_last_fired", name=request.schedule)
+    last_tick: float | None = None if row is None else row["last_tick"]
+    if request.not_before > tx.now:
+        return TickResult(outcome="early", store_time=tx.now, last_tick=last_tick)
+    refire = row is not None and row["outcome"] == RELEASED and last_tick == request.tick
+    if last_tick is not None and last_tick >= request.tick and not refire:
+        return TickResult(outcome="taken", store_time=tx.now, last_tick=last_tick)
+    outcome, detail = "fired", None
+    if request.dispatch is not None:
+        job = replace(request.dispatch,
+                      schedule=request.dispatch.schedule or request.schedule)
+        detail = orjson.dumps(job.key).decode()
+        if insert_job(tx, job, cutoff):
+            outcome = "dispatched"
+            emit_wake(tx)
+        else:
+            outcome = "skipped"
+    tx.run("record_tick", name=request.schedule, tick=request.tick,
+           fingerprint=request.fingerprint, owner=request.owner, outcome=outcome,
+           detail=detail, skipped=int(outcome == "skipped"), missed=request.missed)
+    return TickResult(outcome=outcome, store_time=tx.now, last_tick=request.tick)
+
+
+def check_current(tx: Tx, fired: FiredTick | None) -> None:
+    """Raise `StaleTick` unless the producer's tick `fired` is current (None: no plan)."""
+    if fired is None:
+        return
+    row = tx.row("schedule_last_fired", name=fired.schedule)
+    if row is None or (row["last_tick"], row["fired_by"], row["outcome"]) != (
+            fired.tick, fired.owner, "fired"):
+        raise StaleTick(f"schedule {fired.schedule}: tick {fired.tick!r} fired by "
+                        f"{fired.owner} is no longer current; its plan changes nothing")
+
+
+def record_tick_outcome(tx: Tx, fired: FiredTick, outcome: str, detail: bytes) -> bool:
+    return tx.run("record_tick_outcome", name=fired.schedule, tick=fired.tick,
+                  owner=fired.owner, outcome=outcome, detail=detail.decode()).rowcount > 0
+
+
+def read_schedules(tx: Tx) -> ScheduleBook:
+    return ScheduleBook(store_time=tx.now,
+                        schedules=tuple(_record(row) for row in tx.rows("all_schedules")))
+
+
+def _record(row: Any) -> ScheduleRecord:
+    return ScheduleRecord(
+        name=row["name"], last_tick=row["last_tick"], fingerprint=row["fingerprint"],
+        fired_by=row["fired_by"], fired_at=row["fired_at"], outcome=row["outcome"],
+        detail=None if row["detail"] is None else orjson.loads(row["detail"]),
+        fires=row["fires"], skipped=row["skipped"], missed=row["missed"],
+    )
