@@ -11,13 +11,13 @@ import anyio
 from sandbox.protocol import fence_clock
 from supervisor.core.claiming import wait_before_claim
 from supervisor.core.leases import MAX_LEASE_LOSSES
-from supervisor.errors import StaleToken, StoreFailure
+from supervisor.errors import StoreFailure
 from supervisor.job.running import Registry
 from supervisor.service.metrics import metrics
 from supervisor.service.store_failures import StoreFailures
 from supervisor.store.base import Store
 from supervisor.store.policy import JUDGE_AFTER_GAP
-from supervisor.store.records import ClaimBatch, ClaimedJob, Completion, Lease
+from supervisor.store.records import ClaimBatch, ClaimedJob
 
 log = logging.getLogger("poolsup.claimer")
 
@@ -87,24 +87,12 @@ class Claimer:
                 wait = min(wait, max(0.0, batch.next_due_in))
             await self._sleep(wait)
 
-    async def complete(self, lease: Lease, result: bytes) -> None:
-        """Store a job's result and, in the same store call, claim work for the free
-        slots (the one its job left included). Raises StaleToken or StoreFailure as
-        `Store.complete` does; then the claim loop fills the slot."""
-        try:
-            batch, _ = await self._claim(Completion(lease, result))
-        except BaseException:
-            self.wake()
-            raise
-        if not batch.completed:
-            raise StaleToken(f"job {lease.key!r}: token {lease.token} no longer holds the lease")
-
     def _free_slots(self) -> int:
         if self.stopped or not self._spawn_possible():
             return 0
         return max(0, self._capacity - self._registry.busy_slots)
 
-    async def _claim(self, completing: Completion | None = None) -> tuple[ClaimBatch, int]:
+    async def _claim(self) -> tuple[ClaimBatch, int]:
         """One claim for the free slots: the batch, and how many slots were free.  One at
         a time, or two claims could count the same free slot."""
         async with self._one_at_a_time:
@@ -112,7 +100,7 @@ class Claimer:
             self._last_claim = anyio.current_time()
             sent_at = fence_clock()
             batch = await self._store.claim(self._owner, self.handlers, free, self._lease_ttl,
-                                            MAX_LEASE_LOSSES, completing=completing)
+                                            MAX_LEASE_LOSSES)
             self.failures.succeeded()
             metrics.claims.inc(len(batch.jobs))
             if batch.recovered:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import random
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 
@@ -19,7 +18,6 @@ from supervisor.core.blame import outcome_after_death
 from supervisor.core.outcome import (
     Abandon,
     ChildExit,
-    Complete,
     Fail,
     Outcome,
     Release,
@@ -27,8 +25,7 @@ from supervisor.core.outcome import (
     StopReason,
     decide_outcome,
 )
-from supervisor.core.retry import backoff_delay
-from supervisor.errors import PoolsupError, StaleToken, StoreFailure
+from supervisor.errors import PoolsupError
 from supervisor.forks.fork_client import Child, ForkServerDied
 from supervisor.job.checkpoints import CheckpointKeeper
 from supervisor.job.control_reader import ControlReader
@@ -36,10 +33,10 @@ from supervisor.job.control_writer import ControlWriter
 from supervisor.job.notes import NoteCourier
 from supervisor.job.output import OutputPump
 from supervisor.job.running import Registry, RunningJob
+from supervisor.job.settle import Settler
 from supervisor.service.metrics import metrics
 from supervisor.service.store_failures import StoreFailures
 from supervisor.store.base import Store
-from supervisor.store.records import Lease
 
 log = logging.getLogger("poolsup.jobs")
 
@@ -49,7 +46,6 @@ STOP_MESSAGE_WAIT = 0.2  # the stop's reason ahead of SIGTERM, unless a note hol
 # A job whose child could not be started waits this long before it may be claimed
 # again (here or elsewhere), so that a failing spawn cannot loop claim-release-claim.
 SPAWN_RETRY_DELAY = 1.0
-MIN_OUTCOME_WAIT = 1.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,10 +64,9 @@ class JobServices:
     registry: Registry
     settings: JobSettings
     outcome_failures: StoreFailures
+    settler: Settler
     note_failures: StoreFailures
     child_started: Callable[[], None]  # so that the store soon shows its pid
-    # Stores a result; the claimer's, which claims the next job in the same call.
-    complete: Callable[[Lease, bytes], Awaitable[None]]
 
 
 async def run_job(job: RunningJob, services: JobServices) -> bool:
@@ -84,7 +79,7 @@ async def run_job(job: RunningJob, services: JobServices) -> bool:
         older.request_stop(StopReason.LEASE_LOST)
         await older.gone.wait()
     if job.lease_lost:
-        return await _finalize(job, Abandon("lease lost before the job started"), services)
+        return await services.settler.settle(job, Abandon("lease lost before the job started"))
     claimed = job.claimed
     start = {
         "t": protocol.MSG_START,
@@ -103,7 +98,7 @@ async def run_job(job: RunningJob, services: JobServices) -> bool:
     except PoolsupError as error:  # nothing of the job ran
         log.error("[%s] %s (token %d)", job.key, error, job.token)
         release = Release(f"could not start: {error}", delay=SPAWN_RETRY_DELAY)
-        return await _finalize(job, release, services)
+        return await services.settler.settle(job, release)
     job.child = child
     job.note_started()
     services.child_started()
@@ -126,7 +121,7 @@ async def run_job(job: RunningJob, services: JobServices) -> bool:
     if status is not None and status.fork_server_died and status.verdict is not None:
         outcome = outcome_after_death(outcome, status.verdict, status.fork_server_died)
     outcome = _explained(outcome, details, killed_after_grace=job.killed_after_grace)
-    return await _finalize(job, outcome, services)
+    return await services.settler.settle(job, outcome)
 
 
 def _explained(outcome: Outcome, details: str, *, killed_after_grace: bool) -> Outcome:
@@ -212,70 +207,3 @@ async def _watch_stop(job: RunningJob, child: Child, writer: ControlWriter, stop
             log.info("[%s] did not stop within stop_grace (%g s), killing", job.key, stop_grace)
             job.killed_after_grace = True
         await fork_server.kill(child.job_id)
-
-
-async def _finalize(job: RunningJob, outcome: Outcome, services: JobServices) -> bool:
-    """Store the outcome, retrying while the store fails and the lease may still be
-    held.  Once the job's fence has passed, the store may have given the job to
-    someone else: the outcome is left to the store's recovery (False)."""
-    # A result is stored by a claim for the slot it frees: no separate claim for it
-    # (unless the lease is lost already: then nothing is stored, and the slot waits).
-    stored_by_claim = isinstance(outcome, Complete) and not job.lease_lost
-    services.registry.mark_finalizing(job, wake_claimer=not stored_by_claim)
-    failures = services.outcome_failures
-    while True:
-        if job.lease_lost and not isinstance(outcome, Abandon):
-            outcome = Abandon("lease lost before the outcome was stored")
-        try:
-            # A store that does not answer gets until the fence, and a second at least.
-            with anyio.fail_after(max(MIN_OUTCOME_WAIT, job.fence_at - protocol.fence_clock())):
-                await _store_outcome(job, outcome, services)
-            failures.succeeded()
-            return True
-        except StaleToken:
-            log.warning("[%s] lease lost; outcome not stored (token %d)", job.key, job.token)
-            return True
-        except (StoreFailure, TimeoutError) as error:
-            delay = failures.failed(error)
-            if protocol.fence_clock() + delay >= job.fence_at:
-                log.warning("[%s] outcome not stored, left to the store's recovery once the "
-                            "lease expires (token %d): %s", job.key, job.token,
-                            str(error) or "no answer")
-                return False
-            await anyio.sleep(delay)
-
-
-async def _store_outcome(job: RunningJob, outcome: Outcome, services: JobServices) -> None:
-    lease, store = job.lease, services.store
-    match outcome:
-        case Complete(result_json):
-            await services.complete(lease, result_json)
-            metrics.outcomes.labels("succeeded", "").inc()
-            log.info("[%s] succeeded (token %d)", job.key, job.token)
-        case Fail(error, final):
-            delay = backoff_delay(job.claimed.attempt, random.random())
-            final = final or job.claimed.attempt >= job.max_attempts
-            state = await store.fail(lease, error, final=final, retry_delay=delay)
-            kind = {"pending": "retried", "failed": "failed"}.get(state, state)
-            metrics.outcomes.labels(kind, outcome.cause).inc()
-            if state == "pending":
-                log.info("[%s] attempt %d failed, retry in %.1f s (token %d): %s",
-                         job.key, job.claimed.attempt, delay, job.token, error)
-            else:
-                log.info("[%s] %s (token %d): %s", job.key, state, job.token, error)
-        case Release(why, delay):
-            move = job.move if job.stop_reason is StopReason.REBALANCE else None
-            if move is None:
-                await store.release(lease, delay=delay)
-                log.info("[%s] released (token %d): %s", job.key, job.token, why)
-            else:
-                await store.release(lease, reserve_for=move.target, reserve_ttl=move.reserve_ttl)
-                log.info("[%s] released for %s (token %d)", job.key, move.target, job.token)
-            metrics.outcomes.labels("released", "").inc()
-        case Stopped(why):
-            await store.finish_stopped(lease, why)
-            metrics.outcomes.labels("stopped", "").inc()
-            log.info("[%s] stopped (token %d)", job.key, job.token)
-        case Abandon(why):
-            metrics.outcomes.labels("abandoned", "").inc()
-            log.warning("[%s] abandoned (token %d): %s", job.key, job.token, why)

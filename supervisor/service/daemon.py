@@ -32,6 +32,7 @@ from supervisor.job.claimer import Claimer
 from supervisor.job.lease_keeper import LeaseKeeper
 from supervisor.job.runner import SPAWN_RETRY_DELAY, JobServices, JobSettings, run_job
 from supervisor.job.running import Registry, RunningJob
+from supervisor.job.settle import Settler
 from supervisor.pool.membership import Membership
 from supervisor.pool.producers import sandboxed_code
 from supervisor.pool.rebalancer import Rebalancer
@@ -102,16 +103,17 @@ class Supervisor:
             fork_server=lambda: self.fork_servers.current,
             max_payload=config.pool.max_payload, max_result=config.pool.max_result,
         )
+        outcome_failures = StoreFailures("storing outcomes")
         self.job_services = JobServices(
             store=store,
             registry=self.registry,
             settings=JobSettings(stop_grace=settings.stop_grace,
                                  max_result=config.pool.max_result,
                                  max_checkpoint=config.pool.max_payload),
-            outcome_failures=StoreFailures("storing outcomes"),
+            outcome_failures=outcome_failures,
+            settler=Settler(store, self.registry, outcome_failures),
             note_failures=StoreFailures("notifications"),
             child_started=self.keeper.renew_soon,
-            complete=self.claimer.complete,
         )
         self._fork_servers: ForkServers | None = None
         self._jobs_group: anyio.abc.TaskGroup | None = None

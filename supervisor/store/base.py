@@ -104,7 +104,8 @@ class Store(Protocol):
 
     async def complete(self, lease: Lease, result: bytes) -> None:
         """running -> succeeded with the result JSON.  Raises `StaleToken` unless the
-        job is running under this lease."""
+        job is running under this lease, or already succeeded under it (an earlier try
+        whose reply was lost: then nothing changes)."""
 
     async def fail(self, lease: Lease, error: str, *, final: bool, retry_delay: float) -> JobState:
         """Fail the attempt.  Unless `final` or attempts >= max_attempts (> 0), back to

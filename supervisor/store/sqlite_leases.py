@@ -120,11 +120,14 @@ def blob(blob: bytes | None) -> bytes | None:
 
 
 def complete(tx: Tx, completion: Completion) -> bool:
-    """running -> succeeded with the result; False if the lease is stale."""
+    """running -> succeeded with the result; False if the lease is stale.  A job that
+    succeeded under this very lease was completed by an earlier try whose reply was
+    lost: True, and nothing changes."""
     lease = completion.lease
     completed = tx.run("complete_job", key=lease.key, owner=lease.owner, token=lease.token,
                        result=completion.result)
     if completed.rowcount == 0:
-        return False
+        return tx.row("succeeded_under", key=lease.key, owner=lease.owner,
+                      token=lease.token) is not None
     tx.run("drop_notes", key=lease.key)
     return True

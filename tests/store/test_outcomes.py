@@ -34,6 +34,25 @@ async def test_complete_records_the_result(store: Store) -> None:
     assert record.finished_at >= record.started_at
 
 
+async def test_complete_sent_again_after_a_lost_reply_finds_its_result_stored(
+    store: Store,
+) -> None:
+    """A settle whose reply was lost tries again: the result is there, under its own
+    token, so the second try succeeds and changes nothing."""
+    await store.dispatch(new_job("k1"))
+    job = await claim_one(store)
+    await store.complete(job.lease, b'{"ok": true}')
+    stored = await store.job("k1")
+
+    await store.complete(job.lease, b'{"ok": true}')
+
+    assert await store.job("k1") == stored
+    with pytest.raises(StaleToken):  # another run's lease does not own that result
+        await store.complete(Lease("k1", job.token, "sup-b"), b'{"ok": true}')
+    with pytest.raises(StaleToken):
+        await store.complete(Lease("k1", job.token - 1, OWNER), b'{"ok": true}')
+
+
 async def test_a_claim_completes_the_job_whose_slot_it_fills(store: Store) -> None:
     await dispatch_all(store, ["k1", "k2"])
     first = await claim_one(store)

@@ -178,9 +178,18 @@ local function finish(pool, job, notes, key, state, error)
 end
 
 -- running -> succeeded with `result`, if `token` of `owner` still holds the job's
--- lease; whether it did.  pool needs running, done_succeeded, now and retention.
+-- lease; whether it did, or had: a job that succeeded under this very lease was
+-- completed by an earlier try whose reply was lost, and stays as it is.  pool needs
+-- running, done_succeeded, now and retention.
 local function complete_job(pool, job, notes, key, token, owner, result)
-  if not holds(job, token, owner) then
+  local f = redis.call('HMGET', job, 'state', 'token', 'owner')
+  if f[2] ~= token or f[3] ~= owner then
+    return false
+  end
+  if f[1] == 'succeeded' then
+    return true
+  end
+  if f[1] ~= 'running' then
     return false
   end
   redis.call('HSET', job, 'result', result)

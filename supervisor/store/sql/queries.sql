@@ -170,6 +170,10 @@ UPDATE jobs SET state = 'succeeded', result = :result, error = NULL, finished_at
 WHERE pool = :pool AND key = :key AND state = 'running' AND supervisor = :owner
     AND token = :token;
 
+-- name: succeeded_under
+SELECT 1 FROM jobs WHERE pool = :pool AND key = :key AND state = 'succeeded'
+    AND supervisor = :owner AND token = :token;
+
 -- name: save_checkpoint
 UPDATE jobs SET checkpoint = :checkpoint, checkpoint_at = :now
 WHERE pool = :pool AND key = :key AND state = 'running' AND supervisor = :owner

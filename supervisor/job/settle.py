@@ -1,0 +1,105 @@
+"""Settle: the last step of a job's way, storing the outcome of one attempt.
+
+Each outcome is one call to the store under the attempt's lease (complete, fail,
+release, finish_stopped), retried while the store fails and the lease may still be
+held.  The claim of the next job is the claimer's, woken as the slot frees: a reply of
+the store lost here loses no claimed job, and a complete sent again after a lost reply
+finds its result stored under its own lease (`Store.complete`).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+
+import anyio
+
+from sandbox import protocol
+from supervisor.core.outcome import Abandon, Complete, Fail, Outcome, Release, Stopped, StopReason
+from supervisor.core.retry import backoff_delay
+from supervisor.errors import StaleToken, StoreFailure
+from supervisor.job.running import Registry, RunningJob
+from supervisor.service.metrics import metrics
+from supervisor.service.store_failures import StoreFailures
+from supervisor.store.base import Store
+
+log = logging.getLogger("poolsup.jobs")
+
+MIN_OUTCOME_WAIT = 1.0
+
+
+class Settler:
+    """Stores outcomes for every job of this supervisor, with one log of the store's
+    failures (an outage is logged once, not once a job)."""
+
+    def __init__(self, store: Store, registry: Registry, failures: StoreFailures) -> None:
+        self._store = store
+        self._registry = registry
+        self.failures = failures
+
+    async def settle(self, job: RunningJob, outcome: Outcome) -> bool:
+        return await _settle(job, outcome, self._store, self._registry, self.failures)
+
+
+async def _settle(job: RunningJob, outcome: Outcome, store: Store, registry: Registry,
+                  failures: StoreFailures) -> bool:
+    """Store the outcome, retrying while the store fails and the lease may still be
+    held.  Once the job's fence has passed, the store may have given the job to
+    someone else: the outcome is left to the store's recovery (False)."""
+    registry.mark_finalizing(job)
+    while True:
+        if job.lease_lost and not isinstance(outcome, Abandon):
+            outcome = Abandon("lease lost before the outcome was stored")
+        try:
+            # A store that does not answer gets until the fence, and a second at least.
+            with anyio.fail_after(max(MIN_OUTCOME_WAIT, job.fence_at - protocol.fence_clock())):
+                await _store_outcome(job, outcome, store)
+            failures.succeeded()
+            return True
+        except StaleToken:
+            log.warning("[%s] lease lost; outcome not stored (token %d)", job.key, job.token)
+            return True
+        except (StoreFailure, TimeoutError) as error:
+            delay = failures.failed(error)
+            if protocol.fence_clock() + delay >= job.fence_at:
+                log.warning("[%s] outcome not stored, left to the store's recovery once the "
+                            "lease expires (token %d): %s", job.key, job.token,
+                            str(error) or "no answer")
+                return False
+            await anyio.sleep(delay)
+
+
+async def _store_outcome(job: RunningJob, outcome: Outcome, store: Store) -> None:
+    lease = job.lease
+    match outcome:
+        case Complete(result_json):
+            await store.complete(lease, result_json)
+            metrics.outcomes.labels("succeeded", "").inc()
+            log.info("[%s] succeeded (token %d)", job.key, job.token)
+        case Fail(error, final):
+            delay = backoff_delay(job.claimed.attempt, random.random())
+            final = final or job.claimed.attempt >= job.max_attempts
+            state = await store.fail(lease, error, final=final, retry_delay=delay)
+            kind = {"pending": "retried", "failed": "failed"}.get(state, state)
+            metrics.outcomes.labels(kind, outcome.cause).inc()
+            if state == "pending":
+                log.info("[%s] attempt %d failed, retry in %.1f s (token %d): %s",
+                         job.key, job.claimed.attempt, delay, job.token, error)
+            else:
+                log.info("[%s] %s (token %d): %s", job.key, state, job.token, error)
+        case Release(why, delay):
+            move = job.move if job.stop_reason is StopReason.REBALANCE else None
+            if move is None:
+                await store.release(lease, delay=delay)
+                log.info("[%s] released (token %d): %s", job.key, job.token, why)
+            else:
+                await store.release(lease, reserve_for=move.target, reserve_ttl=move.reserve_ttl)
+                log.info("[%s] released for %s (token %d)", job.key, move.target, job.token)
+            metrics.outcomes.labels("released", "").inc()
+        case Stopped(why):
+            await store.finish_stopped(lease, why)
+            metrics.outcomes.labels("stopped", "").inc()
+            log.info("[%s] stopped (token %d)", job.key, job.token)
+        case Abandon(why):
+            metrics.outcomes.labels("abandoned", "").inc()
+            log.warning("[%s] abandoned (token %d): %s", job.key, job.token, why)
