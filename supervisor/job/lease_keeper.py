@@ -113,7 +113,7 @@ class LeaseKeeper:
         for job in jobs:
             if (job.key, job.token) in result.lost:
                 continue
-            job.fence_at = max(job.fence_at, deadline)
+            job.extend_fence(deadline)
             if job.child is not None:
                 held_by_server.setdefault(job.fork_server, []).append(job.job_id)
         for fork_server, job_ids in held_by_server.items():

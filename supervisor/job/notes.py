@@ -40,10 +40,10 @@ class NoteCourier:
         # The highest seq the handler took; removing up to it from the store.
         self._taken: LatestWrite[int] = LatestWrite(
             lambda seq: store.ack_notifications(job.lease, seq), failures, start)
-        if job.claimed.has_notes or job.notes_waiting.is_set():
+        if job.claimed.has_notes or job.notes_waiting.rang:
             start(self._deliver)  # notes sent while it was pending
         else:
-            job.on_notes = lambda: start(self._deliver)
+            job.on_first_note(lambda: start(self._deliver))
 
     def acknowledged(self, seq: int) -> None:
         """The handler took note `seq` (called for each ack the child sends)."""
@@ -57,15 +57,14 @@ class NoteCourier:
 
     async def _deliver(self) -> None:
         job = self._job
-        job.notes_waiting.set()
+        job.notes_waiting.ring()
         while True:
             await job.notes_waiting.wait()
-            job.notes_waiting = anyio.Event()
             try:
                 notes = await self._store.take_notifications(job.lease, self._delivered)
             except StoreFailure as error:
                 await anyio.sleep(self._failures.failed(error))
-                job.notes_waiting.set()
+                job.notes_waiting.ring()
                 continue
             self._failures.succeeded()
             for note in notes:

@@ -99,8 +99,7 @@ async def run_job(job: RunningJob, services: JobServices) -> bool:
         log.error("[%s] %s (token %d)", job.key, error, job.token)
         release = Release(f"could not start: {error}", delay=SPAWN_RETRY_DELAY)
         return await services.settler.settle(job, release)
-    job.child = child
-    job.note_started()
+    job.attach(child)
     services.child_started()
     if child.pid is None:
         log.warning("[%s] started %s attempt %d token %d; its fork server died before "
@@ -161,7 +160,7 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices) -> tu
         with anyio.move_on_after(RESULT_READ_GRACE):
             await reader.closed.wait()
         group.cancel_scope.cancel()
-    job.on_notes = None  # the group that would run the courier is gone
+    job.on_first_note(None)  # the group that would run the courier is gone
     output.flush()
     await child.control.aclose()
     await child.output.aclose()
@@ -200,10 +199,8 @@ async def _watch_stop(job: RunningJob, child: Child, writer: ControlWriter, stop
             await writer.stop(reason).wait()
         await fork_server.signal(child.job_id, signal.SIGTERM)
         with anyio.move_on_after(stop_grace) as grace:
-            while not job.lease_lost:
-                job.stop_wanted = anyio.Event()
-                await job.stop_wanted.wait()
+            await job.lease_lost_event.wait()
         if grace.cancelled_caught:
             log.info("[%s] did not stop within stop_grace (%g s), killing", job.key, stop_grace)
-            job.killed_after_grace = True
+            job.killed_at_grace_end()
         await fork_server.kill(child.job_id)

@@ -29,9 +29,31 @@ class MoveOrder:
     reserve_ttl: float
 
 
+class Doorbell:
+    """A wake-up that may ring many times: `wait` returns once it rang since the last
+    `wait` returned.  One waiter at a time."""
+
+    def __init__(self) -> None:
+        self._rung = anyio.Event()
+
+    @property
+    def rang(self) -> bool:
+        return self._rung.is_set()
+
+    def ring(self) -> None:
+        self._rung.set()
+
+    async def wait(self) -> None:
+        await self._rung.wait()
+        self._rung = anyio.Event()
+
+
 @dataclass(eq=False, kw_only=True)
 class RunningJob:
-    """One claimed job, from claim until its outcome is stored (or abandoned)."""
+    """One claimed job, from claim until its outcome is stored (or abandoned).
+
+    Its state changes only through its methods: the claim is fixed, the child is
+    attached once, the fence only moves later, and a stop, once asked for, stays."""
 
     claimed: ClaimedJob
     handler: HandlerConfig
@@ -40,13 +62,14 @@ class RunningJob:
     child: Child | None = None
     stop_reason: StopReason | None = None
     stop_wanted: anyio.Event = field(default_factory=anyio.Event)
-    notes_waiting: anyio.Event = field(default_factory=anyio.Event)
-    on_notes: Callable[[], object] | None = None  # called once, at the first note
+    lease_lost_event: anyio.Event = field(default_factory=anyio.Event)
+    notes_waiting: Doorbell = field(default_factory=Doorbell)
     gone: anyio.Event = field(default_factory=anyio.Event)  # left the registry
     killed_after_grace: bool = False
     finalizing: bool = False
     move: MoveOrder | None = None  # set with the stop reason REBALANCE
     claimed_at: float = field(default_factory=fence_clock)
+    _on_notes: Callable[[], object] | None = None  # called once, at the first note
     _last_sample: procfs.ProcessSample | None = None
 
     @property
@@ -80,10 +103,14 @@ class RunningJob:
 
     def notes_arrived(self) -> None:
         """The store holds notes for this run that its child has not been sent."""
-        self.notes_waiting.set()
-        if self.on_notes is not None:
-            on_notes, self.on_notes = self.on_notes, None
+        self.notes_waiting.ring()
+        if self._on_notes is not None:
+            on_notes, self._on_notes = self._on_notes, None
             on_notes()
+
+    def on_first_note(self, callback: Callable[[], object] | None) -> None:
+        """Call `callback` once, when the first note arrives (None: no longer)."""
+        self._on_notes = callback
 
     def request_stop(self, reason: StopReason) -> None:
         """Ask for a stop; the first reason wins, except that a lost lease overrides all."""
@@ -91,15 +118,30 @@ class RunningJob:
             if self.stop_reason is not reason:
                 log.info("[%s] stopping: %s (token %d)", self.key, reason.value, self.token)
             self.stop_reason = reason
+        if reason is StopReason.LEASE_LOST:
+            self.lease_lost_event.set()
         self.stop_wanted.set()
 
-    def note_started(self) -> None:
-        """A fresh child's first sample is its start, at no CPU time yet, so that the
-        first renewal can report its CPU use.  A reused child's CPU time so far is its
-        earlier jobs' too: its first renewal reads the first sample (no CPU use shown
-        yet), rather than every job reading /proc at its start, most never renewed."""
+    def attach(self, child: Child) -> None:
+        """Its child runs.  A fresh child's first sample is its start, at no CPU time
+        yet, so that the first renewal can report its CPU use.  A reused child's CPU
+        time so far is its earlier jobs' too: its first renewal reads the first sample
+        (no CPU use shown yet), rather than every job reading /proc at its start, most
+        never renewed."""
+        self.child = child
         if self.handler.max_jobs_per_child == 1:
             self._last_sample = procfs.ProcessSample(0, 0.0, time.monotonic())
+
+    def extend_fence(self, deadline: float) -> None:
+        """A renewal went through: the lease holds until at least `deadline`."""
+        self.fence_at = max(self.fence_at, deadline)
+
+    def killed_at_grace_end(self) -> None:
+        self.killed_after_grace = True
+
+    def settling(self) -> None:
+        """Its outcome is being stored: it holds no slot any more."""
+        self.finalizing = True
 
     def stats(self) -> JobStats:
         pid = self.child.pid if self.child is not None else None
@@ -124,7 +166,7 @@ class Registry:
     def __init__(self, slot_freed: Callable[[], None]) -> None:
         self._jobs: dict[int, RunningJob] = {}
         self._by_key: dict[str, dict[int, RunningJob]] = {}
-        self.changed = anyio.Event()
+        self.changed = Doorbell()
         self._slot_freed = slot_freed
 
     def __len__(self) -> int:
@@ -135,10 +177,9 @@ class Registry:
         """Jobs whose child may still run; a job storing its outcome holds no slot."""
         return sum(1 for job in self._jobs.values() if not job.finalizing)
 
-    def mark_finalizing(self, job: RunningJob, *, wake_claimer: bool = True) -> None:
-        job.finalizing = True
-        if wake_claimer:
-            self._slot_freed()
+    def mark_finalizing(self, job: RunningJob) -> None:
+        job.settling()
+        self._slot_freed()
 
     def __iter__(self) -> Iterator[RunningJob]:
         return iter(list(self._jobs.values()))
@@ -170,7 +211,6 @@ class Registry:
             if not runs:
                 del self._by_key[job.key]
         job.gone.set()
-        self.changed.set()
-        self.changed = anyio.Event()
+        self.changed.ring()
         if not job.finalizing:  # else its slot was freed when its outcome went out
             self._slot_freed()

@@ -59,5 +59,5 @@ async def test_an_old_token_lost_stops_only_the_old_run_of_the_key() -> None:
     assert old.lease_lost and not new.lease_lost
     assert keeper.stats.leases_lost == 1
     assert new.fence_at > 0.0 and old.fence_at == 0.0  # only the held lease's fence moves
-    assert new.stop_wanted.is_set() and new.notes_waiting.is_set()
-    assert not old.notes_waiting.is_set()  # the key's notes are the new run's
+    assert new.stop_wanted.is_set() and new.notes_waiting.rang
+    assert not old.notes_waiting.rang  # the key's notes are the new run's
