@@ -1,4 +1,4 @@
-"""The `poolsup` command line.  Error types map to exit codes in `cli_support`."""
+"""The `poolsup` command line.  Error types map to exit codes in `supervisor/cli/support.py`."""
 
 from __future__ import annotations
 

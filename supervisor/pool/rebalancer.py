@@ -3,7 +3,7 @@
 Every few seconds: read the members' load, plan (core/rebalance.py), and if the same
 moves for this member come out of two reads in a row, ask those children to stop with
 the reason "rebalance".  Each run releases its job reserved for its target once its
-processes are gone (job_runner), so the target claims it and nobody else does.  No new
+processes are gone (job/runner.py), so the target claims it and nobody else does.  No new
 plan is made while a move of ours is under way.
 """
 

@@ -50,7 +50,7 @@ class Drain:
     supervisor: str
     exit_code: int | None  # None: it did not exit in time
     # A store fault was on during the drain: then exit 1 (an outcome left to the store's
-    # recovery, as the README says) is allowed.
+    # recovery, as docs/store-failures.md says) is allowed.
     store_fault: bool = False
 
 

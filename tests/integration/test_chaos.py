@@ -1,7 +1,7 @@
 """Guarantees 1-7 under a short seeded chaos run (tests/chaos): three real supervisors on
 a durable redis-server, a mixed workload, and faults drawn from the seed; the checker
 must find no violation in the run's history.  The long run is `python -m tests.chaos
---minutes 30 --seed S` (README, "Chaos run")."""
+--minutes 30 --seed S` (docs/chaos.md)."""
 
 from __future__ import annotations
 
