@@ -21,6 +21,7 @@ from supervisor.forks.launch import open_fork_server
 log = logging.getLogger("poolsup.children")
 
 RETIRE_POLL = 0.2
+READY_POLL = 0.05
 
 
 class ForkServers:
@@ -34,6 +35,16 @@ class ForkServers:
     def current(self) -> ForkServerClient:
         assert self._current is not None, "no fork server started"
         return self._current
+
+    @property
+    def spawn_possible(self) -> bool:
+        return self.current.alive
+
+    async def ready(self) -> None:
+        """Until the current fork server is alive (a dead one is being replaced)."""
+        # Polled, and only in the moments while a dead fork server is being replaced.
+        while not self.current.alive:  # noqa: ASYNC110
+            await anyio.sleep(READY_POLL)
 
     async def start(self, handlers: Mapping[str, HandlerConfig]) -> ForkServerClient:
         """Start a fork server for `handlers`; it serves every spawn from now on."""

@@ -11,6 +11,7 @@ import anyio
 from sandbox.protocol import fence_clock
 from supervisor.core.claiming import wait_before_claim
 from supervisor.core.leases import MAX_LEASE_LOSSES
+from supervisor.doorbell import Doorbell
 from supervisor.errors import StoreFailure
 from supervisor.job.running import Registry
 from supervisor.service.metrics import metrics
@@ -38,6 +39,8 @@ class Claimer:
         start_job: Callable[[ClaimedJob, float], None],
         spawn_ready: Callable[[], Awaitable[None]],
         spawn_possible: Callable[[], bool],
+        wakeup: Doorbell,
+        failures: StoreFailures,
     ) -> None:
         self._store = store
         self._registry = registry
@@ -50,12 +53,12 @@ class Claimer:
         self._spawn_possible = spawn_possible
         self._one_at_a_time = anyio.Lock()
         self._last_claim = -math.inf
-        self._wakeup = anyio.Event()
-        self.failures = StoreFailures("claim")
+        self._wakeup = wakeup  # store events, freed slots
+        self.failures = failures
         self.stopped = False
 
     def wake(self) -> None:
-        self._wakeup.set()
+        self._wakeup.ring()
 
     def stop(self) -> None:
         self.stopped = True
@@ -63,7 +66,6 @@ class Claimer:
 
     async def run(self) -> None:
         while not self.stopped:
-            self._wakeup = anyio.Event()
             # No claim while no fork server could start it: a claim would only be
             # released again.
             await self._spawn_ready()

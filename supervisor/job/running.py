@@ -13,6 +13,7 @@ from sandbox.protocol import fence_clock
 from supervisor.config import HandlerConfig
 from supervisor.core.admission import Admission, admit_claim
 from supervisor.core.outcome import StopReason
+from supervisor.doorbell import Doorbell
 from supervisor.forks import procfs
 from supervisor.forks.fork_client import Child, ForkServerClient
 from supervisor.store.records import ClaimedJob, JobStats, Lease
@@ -27,25 +28,6 @@ class MoveOrder:
 
     target: str
     reserve_ttl: float
-
-
-class Doorbell:
-    """A wake-up that may ring many times: `wait` returns once it rang since the last
-    `wait` returned.  One waiter at a time."""
-
-    def __init__(self) -> None:
-        self._rung = anyio.Event()
-
-    @property
-    def rang(self) -> bool:
-        return self._rung.is_set()
-
-    def ring(self) -> None:
-        self._rung.set()
-
-    async def wait(self) -> None:
-        await self._rung.wait()
-        self._rung = anyio.Event()
 
 
 @dataclass(eq=False, kw_only=True)

@@ -11,8 +11,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
-import anyio.abc
 
+from supervisor.doorbell import Doorbell
 from supervisor.errors import StoreFailure, SupervisorIdTaken
 from supervisor.service.store_failures import StoreFailures
 from supervisor.store.base import Store
@@ -31,7 +31,9 @@ class Membership:
         self.info = info
         self._on_taken = on_taken
         self.failures = StoreFailures("membership")
-        self._rejoining = False
+        self._work = Doorbell()
+        self._rejoin_wanted = False
+        self._updates: list[str] = []  # what each pending update of our entry is for
 
     async def join(self) -> None:
         """Join the pool's membership: retried while the store fails, forever; an id
@@ -51,29 +53,38 @@ class Membership:
             except StoreFailure as error:
                 await anyio.sleep(self.failures.failed(error))
 
-    def renewed(self, state: MembershipState, group: anyio.abc.TaskGroup | None) -> None:
-        """What a renewal found of our entry: "taken" ends us, "missing" joins again."""
+    def renewed(self, state: MembershipState) -> None:
+        """What a renewal found of our entry: "taken" ends us, "missing" joins again
+        (in `run`)."""
         if state == "taken":
             log.error("supervisor id %r was taken by another instance (a partition, or a "
                       "second process with this id); draining", self.info.id)
             self._on_taken()
-        elif state == "missing" and not self._rejoining and group is not None:
+        elif state == "missing" and not self._rejoin_wanted:
             log.warning("our membership entry is gone; registering again")
-            self._rejoining = True
-            group.start_soon(self._join_again)
+            self._rejoin_wanted = True
+            self._work.ring()
 
-    async def _join_again(self) -> None:
-        try:
-            await self.join()
-        except SupervisorIdTaken:
-            self.renewed("taken", None)
-        finally:
-            self._rejoining = False
-
-    def update(self, group: anyio.abc.TaskGroup, what: str, **changes: Any) -> None:
-        """Change our entry (draining, new handlers) in the background."""
+    def update(self, what: str, **changes: Any) -> None:
+        """Change our entry (draining, new handlers); `run` writes it."""
         self.info = dataclasses.replace(self.info, **changes)
-        group.start_soon(self.write_bounded, what, lambda: self._store.register(self.info))
+        self._updates.append(what)
+        self._work.ring()
+
+    async def run(self) -> None:
+        """Write what `renewed` and `update` asked for, one at a time, while serving."""
+        while True:
+            await self._work.wait()
+            if self._rejoin_wanted:
+                try:
+                    await self.join()
+                except SupervisorIdTaken:
+                    self.renewed("taken")
+                finally:
+                    self._rejoin_wanted = False
+            while self._updates:
+                what = self._updates.pop(0)
+                await self.write_bounded(what, lambda: self._store.register(self.info))
 
     async def leave(self, *, store_failing: bool) -> None:
         if store_failing:
