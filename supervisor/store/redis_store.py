@@ -16,7 +16,6 @@ command (lua/members-3.lua), so that they work while Redis refuses writes.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import asynccontextmanager
@@ -25,13 +24,12 @@ from typing import Any, cast
 import anyio
 import anyio.to_thread
 
-from supervisor.errors import ConfigError, JobNotFound, StoreError, StoreFailure
+from supervisor.errors import ConfigError, StoreError, StoreFailure
 from supervisor.redaction import redact_url
-from supervisor.store.members import encode_info, live_members
+from supervisor.store.members import encode_info
 from supervisor.store.policy import (
     HEALTH_GAP,
     JUDGE_AFTER_GAP,
-    MEMBER_GARBAGE_AFTER,
     MIN_CLAIM_GAP,
     MIN_FAILING_SPAN,
 )
@@ -52,7 +50,6 @@ from supervisor.store.records import (
     RenewResult,
     ScheduleBook,
     StoreEvent,
-    StoreHealth,
     SupervisorInfo,
     TickRequest,
     TickResult,
@@ -66,7 +63,8 @@ from supervisor.store.redis_connection import (
 from supervisor.store.redis_dispatch import RedisDispatch, guard_args
 from supervisor.store.redis_events import EventFeed
 from supervisor.store.redis_keys import PoolKeys
-from supervisor.store.redis_records import decode_job, milliseconds, seconds
+from supervisor.store.redis_reads import RedisReads
+from supervisor.store.redis_records import milliseconds, seconds
 from supervisor.store.redis_scripts import KeysChanged, ScriptArg, Scripts, commands
 from supervisor.store.witness import FailureWitness
 
@@ -103,6 +101,8 @@ class RedisStore:
         self._witness = FailureWitness(time.monotonic, max_wait=SOCKET_TIMEOUT + 1.0)
         self._layout_checked = False
         self._dispatch = RedisDispatch(self._client, self._keys, self._run, self._where)
+        self._reads = RedisReads(self._client, self._keys, self._run, self._where, pool=pool,
+                                 retention_ms=self._retention_ms)
 
     @classmethod
     async def open(
@@ -330,91 +330,19 @@ class RedisStore:
         )
 
     async def job(self, key: str) -> JobRecord:
-        with translated_errors(self._where):
-            raw = await self._client.hgetall(self._keys.job(key))
-        if not raw:
-            raise JobNotFound(f"no live or retained job has the key {key!r}")
-        return decode_job(cast(dict[bytes, bytes], raw))
+        return await self._reads.job(key)
 
     async def jobs(self, state: JobState | None = None) -> list[JobRecord]:
-        sets = self._keys.by_state
-        wanted = [sets[state]] if state else list(sets.values())
-        with translated_errors(self._where):
-            async with self._client.pipeline(transaction=False) as pipe:
-                for name in wanted:
-                    pipe.zrange(name, 0, -1)
-                listed: list[list[bytes]] = await pipe.execute()
-        keys = list(dict.fromkeys(key.decode() for names in listed for key in names))
-        records = await self._records(keys)
-        found = [record for record in records if record is not None]
-        return sorted(
-            (record for record in found if state is None or record.state == state),
-            key=lambda record: record.created_at,
-        )
+        return await self._reads.jobs(state)
 
     async def members(self) -> Membership:
-        k = self._keys
-        now, entries, seen, running, inbound = await self._run(
-            "members", [k.supervisors, k.seen, k.running], [k.prefix], subject=self.pool
-        )
-        store_time = seconds(now)
-        last_seen = {member: seconds(score) for member, score in _pairs(seen)}
-        load: dict[str, dict[str, int]] = {}
-        for owner, handler, count in zip(running[0::3], running[1::3], running[2::3],
-                                         strict=True):
-            load.setdefault(owner.decode(), {})[handler.decode()] = int(count)
-        members = live_members(
-            ((info, store_time - last_seen.get(member, float("-inf")))
-             for member, info in _pairs(entries)),
-            load,
-            {member.decode(): int(count) for member, count in _pairs(inbound)},
-        )
-        return Membership(store_time=store_time, members=members)
+        return await self._reads.members()
 
     async def counts(self) -> dict[str, int]:
-        k = self._keys
-        sizes = await self._run("counts", list(k.by_state.values()), [self._retention_ms],
-                                subject=self.pool)
-        return {state: int(size) for state, size in zip(k.by_state, sizes, strict=True)}
+        return await self._reads.counts()
 
     async def snapshot(self) -> PoolSnapshot:
-        k = self._keys
-        error = None
-        try:
-            await self._run(
-                "tidy", [*k.all_done, k.supervisors, k.seen, k.health],
-                [self._retention_ms, milliseconds(HEALTH_GAP),
-                 milliseconds(MEMBER_GARBAGE_AFTER)],
-                subject=self.pool,
-            )
-        except StoreError as exc:
-            error = exc.message
-        membership = await self.members()
-        now = membership.store_time
-        counts = await self.counts()
-        with translated_errors(self._where):
-            async with self._client.pipeline(transaction=False) as pipe:
-                pipe.hmget(k.health, "last_ok", "ok_since")
-                pipe.zrange(k.running, 0, -1)
-                # A live reservation scores later than now, as do retries held back.
-                pipe.zrangebyscore(k.pending, f"({milliseconds(now):.3f}", "+inf")
-                health, running_keys, later_keys = await pipe.execute()
-        records = await self._records([key.decode() for key in running_keys])
-        running = tuple(r for r in records if r is not None and r.state == "running")
-        last_ok, ok_since = (None if value is None else seconds(value) for value in health)
-        if error is None:
-            store = StoreHealth(state="ok", since=ok_since or now)
-        else:
-            store = StoreHealth(state="failing", since=last_ok or now, error=error)
-        return PoolSnapshot(
-            pool=self.pool,
-            store_time=now,
-            supervisors=membership.members,
-            counts=counts,
-            running=running,
-            store=store,
-            moving=await self._moving([key.decode() for key in later_keys], now),
-        )
+        return await self._reads.snapshot()
 
     @asynccontextmanager
     async def events(self) -> AsyncIterator[AsyncIterator[StoreEvent]]:
@@ -466,44 +394,3 @@ class RedisStore:
         with translated_errors(self._where):
             handler = await self._client.hget(self._keys.job(key), "handler")
         return "" if handler is None else cast(bytes, handler).decode()
-
-    async def _records(self, keys: Sequence[str]) -> list[JobRecord | None]:
-        """The records of `keys` (None where gone); done entries whose record is gone
-        are forgotten."""
-        if not keys:
-            return []
-        with translated_errors(self._where):
-            async with self._client.pipeline(transaction=False) as pipe:
-                for key in keys:
-                    pipe.hgetall(self._keys.job(key))
-                raws: list[dict[bytes, bytes]] = await pipe.execute()
-        missing = [key for key, raw in zip(keys, raws, strict=True) if not raw]
-        if missing:
-            with contextlib.suppress(StoreError):  # tidying only; reads go on without it
-                await self._run("forget",
-                                [*self._keys.all_done, *map(self._keys.job, missing)],
-                                [self._retention_ms, *missing], subject=self.pool)
-        return [decode_job(raw) if raw else None for raw in raws]
-
-    async def _moving(self, later: Sequence[str], now: float) -> tuple[JobRecord, ...]:
-        """The records of the pending jobs among `later` whose reservation has not run
-        out, oldest first.  Their reservation ends are read first, so that jobs held
-        back by a retry delay cost one small answer each."""
-        if not later:
-            return ()
-        with translated_errors(self._where):
-            async with self._client.pipeline(transaction=False) as pipe:
-                for key in later:
-                    pipe.hget(self._keys.job(key), "reserved_until")
-                ends: list[bytes | None] = await pipe.execute()
-        reserved = [key for key, end in zip(later, ends, strict=True)
-                    if end is not None and seconds(end) > now]
-        records = await self._records(reserved)
-        moving = [r for r in records if r is not None and r.state == "pending"
-                  and r.reserved_until is not None and r.reserved_until > now]
-        return tuple(sorted(moving, key=lambda record: record.created_at))
-
-
-def _pairs(flat: Sequence[Any]) -> zip[tuple[Any, Any]]:
-    """[a1, b1, a2, b2, ...] -> (a1, b1), (a2, b2), ..."""
-    return zip(flat[0::2], flat[1::2], strict=True)

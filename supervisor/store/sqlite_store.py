@@ -20,11 +20,8 @@ losses early, never hand its lease out.
 from __future__ import annotations
 
 import contextlib
-import os
-import time
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import anyio
 import anyio.to_thread
@@ -35,12 +32,11 @@ from supervisor.errors import (
     JobExists,
     JobNotFound,
     StoreFailure,
-    StoreUnavailable,
     SupervisorIdTaken,
 )
 from supervisor.store import sqlite_db, sqlite_dispatch
 from supervisor.store import sqlite_leases as leases
-from supervisor.store.members import encode_info, live_members
+from supervisor.store.members import encode_info
 from supervisor.store.policy import (
     HEALTH_GAP,
     LIVE_TTLS,
@@ -72,12 +68,11 @@ from supervisor.store.records import (
     TickResult,
 )
 from supervisor.store.sqlite_db import SqliteDatabase, Tx
+from supervisor.store.sqlite_events import EventPoller
+from supervisor.store.sqlite_records import job_record, read_members, stats_params
 from supervisor.store.sqlite_schema import BUSY_RETRY_PAUSES, BUSY_TIMEOUT_MS, open_connection
 from supervisor.store.witness import FailureWitness
 
-EVENT_POLL_INTERVAL = 0.01
-EVENT_QUERY_INTERVAL = 1.0  # read the events table at least this often, changed or not
-RECENT_WRITE_NS = 50_000_000
 EVENT_KEEP_SECONDS = sqlite_dispatch.EVENT_KEEP_SECONDS
 # A failed write that took longer than SQLite's own waits for a lock: this process stalled.
 STALLED_AFTER = BUSY_TIMEOUT_MS / 1000 + sum(BUSY_RETRY_PAUSES) + 1.0
@@ -190,7 +185,7 @@ class SqliteStore:
             rows = [row for lease in leases for row in tx.rows(
                 "renew_lease", key=lease.key, token=lease.token, owner=owner,
                 deadline=tx.boot + lease_ttl, reset_after=LOSSES_RESET_TTLS * lease_ttl,
-                **_stats_params(stats.get(lease.key)))]
+                **stats_params(stats.get(lease.key)))]
             entry = tx.row("supervisor_entry", id=owner)
             membership: MembershipState = "missing"
             if entry is not None:
@@ -341,7 +336,7 @@ class SqliteStore:
             row = tx.row("job_record", key=key, cutoff=self._cutoff(tx))
             if row is None:
                 raise JobNotFound(f"no job has the key {key!r}")
-            return _job_record(row, tx)
+            return job_record(row, tx)
 
         return await self._db.read(work)
 
@@ -350,12 +345,12 @@ class SqliteStore:
             tx.run("drop_expired_records", cutoff=self._cutoff(tx))
             rows = tx.rows("all_jobs") if state is None else tx.rows("jobs_in_state",
                                                                       state=state)
-            return [_job_record(row, tx) for row in rows]
+            return [job_record(row, tx) for row in rows]
 
         return await self._db.write(work)
 
     async def members(self) -> Membership:
-        return await self._db.read(_read_members)
+        return await self._db.read(read_members)
 
     async def counts(self) -> dict[str, int]:
         return await self._db.read(self._read_counts)
@@ -380,7 +375,7 @@ class SqliteStore:
     @contextlib.asynccontextmanager
     async def _subscribe(self) -> AsyncIterator[AsyncIterator[StoreEvent]]:
         after = await self._db.read(lambda tx: int(tx.value("last_event_id")))
-        yield _EventPoller(self._db, after)
+        yield EventPoller(self._db, after)
 
     async def ping(self) -> None:
         await self._db.read(lambda tx: tx.value("ping"))
@@ -390,8 +385,8 @@ class SqliteStore:
 
     def _read_snapshot(self, tx: Tx, error: str | None) -> PoolSnapshot:
         counts = self._read_counts(tx)
-        running = tuple(_job_record(row, tx) for row in tx.rows("running_jobs"))
-        moving = tuple(_job_record(row, tx) for row in tx.rows("moving_jobs"))
+        running = tuple(job_record(row, tx) for row in tx.rows("running_jobs"))
+        moving = tuple(job_record(row, tx) for row in tx.rows("moving_jobs"))
         health = tx.row("health")
         if error is None:
             store = StoreHealth(state="ok", since=health["ok_since"] if health else tx.now)
@@ -399,7 +394,7 @@ class SqliteStore:
             store = StoreHealth(state="failing", since=health["last_ok"] if health else tx.now,
                                 error=error)
         return PoolSnapshot(pool=self.pool, store_time=tx.now,
-                            supervisors=_read_members(tx).members, counts=counts,
+                            supervisors=read_members(tx).members, counts=counts,
                             running=running, store=store, moving=moving)
 
     def _read_counts(self, tx: Tx) -> dict[str, int]:
@@ -411,111 +406,3 @@ class SqliteStore:
     def _cutoff(self, tx: Tx) -> float:
         """Finished records older than this are gone."""
         return tx.now - self._retention
-
-
-class _EventPoller:
-    """Change hints, read from the `events` table every `EVENT_POLL_INTERVAL` seconds.
-    A batch of identical hints comes out once; ends when the store is closed."""
-
-    def __init__(self, db: SqliteDatabase, after: int) -> None:
-        self._db = db
-        self._after = after
-        self._ready: deque[StoreEvent] = deque()
-        self._files = (db.path, db.path.with_name(db.path.name + "-wal"))
-        self._seen: tuple[tuple[int, int], ...] = ()
-        self._queried_at = 0.0
-
-    def __aiter__(self) -> _EventPoller:
-        return self
-
-    def _changed(self) -> bool:
-        """Whether any process may have committed since the last look.  Every commit
-        writes the WAL (or, after a checkpoint, the database file), so two stat calls
-        in the loop spare a thread hop and a query on every idle poll."""
-        seen = []
-        for path in self._files:
-            try:
-                info = os.stat(path)
-                seen.append((info.st_mtime_ns, info.st_size))
-            except OSError:
-                seen.append((0, 0))
-        changed, self._seen = tuple(seen) != self._seen, tuple(seen)
-        # mtime has the kernel's coarse tick, so a second commit in the tick of the
-        # last look changes nothing visible: look again while a write is that recent.
-        recent = time.time_ns() - max(mtime for mtime, _ in seen) < RECENT_WRITE_NS
-        now = time.monotonic()
-        if changed or recent or now - self._queried_at >= EVENT_QUERY_INTERVAL:
-            self._queried_at = now
-            return True
-        return False
-
-    async def __anext__(self) -> StoreEvent:
-        while not self._ready:
-            await anyio.sleep(EVENT_POLL_INTERVAL)
-            if self._db.closed:
-                raise StopAsyncIteration
-            if not self._changed():
-                continue
-            try:
-                rows = await self._db.read(lambda tx: tx.rows("events_after", after=self._after))
-            except StoreUnavailable:
-                continue  # a hint may be lost; renewals and claims are the truth
-            if rows:
-                self._after = rows[-1]["id"]
-                batch = (StoreEvent(row["kind"], row["key"]) for row in rows)
-                self._ready.extend(dict.fromkeys(batch))
-        return self._ready.popleft()
-
-
-
-
-
-
-
-
-def _read_members(tx: Tx) -> Membership:
-    running: dict[str, dict[str, int]] = {}
-    inbound: dict[str, int] = {}
-    for row in tx.rows("member_load"):
-        if row["handler"] is None:
-            inbound[row["id"]] = row["n"]
-        else:
-            running.setdefault(row["id"], {})[row["handler"]] = row["n"]
-    entries = ((row["info"], row["silent_for"]) for row in tx.rows("supervisor_entries"))
-    return Membership(store_time=tx.now, members=live_members(entries, running, inbound))
-
-
-
-
-
-
-
-
-def _stats_params(stats: JobStats | None) -> dict[str, Any]:
-    stats = stats or JobStats()
-    return {"pid": stats.pid, "rss_bytes": stats.rss_bytes, "cpu_percent": stats.cpu_percent}
-
-
-
-
-def _job_record(row: Any, tx: Tx) -> JobRecord:
-    deadline = row["lease_deadline"]
-    return JobRecord(
-        key=row["key"], handler=row["handler"], state=row["state"], attempts=row["attempts"],
-        max_attempts=row["max_attempts"], token=row["token"], supervisor=row["supervisor"],
-        payload=_decode(row["payload"]), result=_decode(row["result"]), error=row["error"],
-        created_at=row["created_at"], started_at=row["started_at"],
-        finished_at=row["finished_at"],
-        lease_deadline=None if deadline is None else tx.wall_time(deadline),
-        lease_losses=row["lease_losses"], stop_requested=bool(row["stop_requested"]),
-        stats=JobStats(pid=row["pid"], rss_bytes=row["rss_bytes"],
-                       cpu_percent=row["cpu_percent"]),
-        checkpoint=_decode(row["checkpoint"]), checkpoint_at=row["checkpoint_at"],
-        reserved_for=row["reserved_for"], reserved_until=row["reserved_until"],
-        moved_from=row["moved_from"], run_at=row["run_at"], schedule=row["schedule"],
-    )
-
-
-def _decode(blob: bytes | None) -> Any:
-    return None if blob is None else orjson.loads(blob)
-

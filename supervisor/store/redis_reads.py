@@ -1,0 +1,156 @@
+"""The Redis store's reads: a job, jobs by state, the members, the counts and the pool's
+snapshot for `status` (RedisStore delegates here)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from typing import Any, cast
+
+from supervisor.errors import JobNotFound, StoreError
+from supervisor.store.members import live_members
+from supervisor.store.policy import HEALTH_GAP, MEMBER_GARBAGE_AFTER
+from supervisor.store.records import JobRecord, JobState, Membership, PoolSnapshot, StoreHealth
+from supervisor.store.redis_connection import RedisClient, translated_errors
+from supervisor.store.redis_dispatch import RunScript
+from supervisor.store.redis_keys import PoolKeys
+from supervisor.store.redis_records import decode_job, milliseconds, seconds
+
+
+class RedisReads:
+    def __init__(self, client: RedisClient, keys: PoolKeys, run: RunScript, where: str, *,
+                 pool: str, retention_ms: int) -> None:
+        self._client = client
+        self._keys = keys
+        self._run = run
+        self._where = where
+        self.pool = pool
+        self._retention_ms = retention_ms
+
+    async def job(self, key: str) -> JobRecord:
+        with translated_errors(self._where):
+            raw = await self._client.hgetall(self._keys.job(key))
+        if not raw:
+            raise JobNotFound(f"no live or retained job has the key {key!r}")
+        return decode_job(cast(dict[bytes, bytes], raw))
+
+    async def jobs(self, state: JobState | None = None) -> list[JobRecord]:
+        sets = self._keys.by_state
+        wanted = [sets[state]] if state else list(sets.values())
+        with translated_errors(self._where):
+            async with self._client.pipeline(transaction=False) as pipe:
+                for name in wanted:
+                    pipe.zrange(name, 0, -1)
+                listed: list[list[bytes]] = await pipe.execute()
+        keys = list(dict.fromkeys(key.decode() for names in listed for key in names))
+        records = await self._records(keys)
+        found = [record for record in records if record is not None]
+        return sorted(
+            (record for record in found if state is None or record.state == state),
+            key=lambda record: record.created_at,
+        )
+
+    async def members(self) -> Membership:
+        k = self._keys
+        now, entries, seen, running, inbound = await self._run(
+            "members", [k.supervisors, k.seen, k.running], [k.prefix], subject=self.pool
+        )
+        store_time = seconds(now)
+        last_seen = {member: seconds(score) for member, score in _pairs(seen)}
+        load: dict[str, dict[str, int]] = {}
+        for owner, handler, count in zip(running[0::3], running[1::3], running[2::3],
+                                         strict=True):
+            load.setdefault(owner.decode(), {})[handler.decode()] = int(count)
+        members = live_members(
+            ((info, store_time - last_seen.get(member, float("-inf")))
+             for member, info in _pairs(entries)),
+            load,
+            {member.decode(): int(count) for member, count in _pairs(inbound)},
+        )
+        return Membership(store_time=store_time, members=members)
+
+    async def counts(self) -> dict[str, int]:
+        k = self._keys
+        sizes = await self._run("counts", list(k.by_state.values()), [self._retention_ms],
+                                subject=self.pool)
+        return {state: int(size) for state, size in zip(k.by_state, sizes, strict=True)}
+
+    async def snapshot(self) -> PoolSnapshot:
+        k = self._keys
+        error = None
+        try:
+            await self._run(
+                "tidy", [*k.all_done, k.supervisors, k.seen, k.health],
+                [self._retention_ms, milliseconds(HEALTH_GAP),
+                 milliseconds(MEMBER_GARBAGE_AFTER)],
+                subject=self.pool,
+            )
+        except StoreError as exc:
+            error = exc.message
+        membership = await self.members()
+        now = membership.store_time
+        counts = await self.counts()
+        with translated_errors(self._where):
+            async with self._client.pipeline(transaction=False) as pipe:
+                pipe.hmget(k.health, "last_ok", "ok_since")
+                pipe.zrange(k.running, 0, -1)
+                # A live reservation scores later than now, as do retries held back.
+                pipe.zrangebyscore(k.pending, f"({milliseconds(now):.3f}", "+inf")
+                health, running_keys, later_keys = await pipe.execute()
+        records = await self._records([key.decode() for key in running_keys])
+        running = tuple(r for r in records if r is not None and r.state == "running")
+        last_ok, ok_since = (None if value is None else seconds(value) for value in health)
+        if error is None:
+            store = StoreHealth(state="ok", since=ok_since or now)
+        else:
+            store = StoreHealth(state="failing", since=last_ok or now, error=error)
+        return PoolSnapshot(
+            pool=self.pool,
+            store_time=now,
+            supervisors=membership.members,
+            counts=counts,
+            running=running,
+            store=store,
+            moving=await self._moving([key.decode() for key in later_keys], now),
+        )
+
+    async def _records(self, keys: Sequence[str]) -> list[JobRecord | None]:
+        """The records of `keys` (None where gone); done entries whose record is gone
+        are forgotten."""
+        if not keys:
+            return []
+        with translated_errors(self._where):
+            async with self._client.pipeline(transaction=False) as pipe:
+                for key in keys:
+                    pipe.hgetall(self._keys.job(key))
+                raws: list[dict[bytes, bytes]] = await pipe.execute()
+        missing = [key for key, raw in zip(keys, raws, strict=True) if not raw]
+        if missing:
+            with contextlib.suppress(StoreError):  # tidying only; reads go on without it
+                await self._run("forget",
+                                [*self._keys.all_done, *map(self._keys.job, missing)],
+                                [self._retention_ms, *missing], subject=self.pool)
+        return [decode_job(raw) if raw else None for raw in raws]
+
+    async def _moving(self, later: Sequence[str], now: float) -> tuple[JobRecord, ...]:
+        """The records of the pending jobs among `later` whose reservation has not run
+        out, oldest first.  Their reservation ends are read first, so that jobs held
+        back by a retry delay cost one small answer each."""
+        if not later:
+            return ()
+        with translated_errors(self._where):
+            async with self._client.pipeline(transaction=False) as pipe:
+                for key in later:
+                    pipe.hget(self._keys.job(key), "reserved_until")
+                ends: list[bytes | None] = await pipe.execute()
+        reserved = [key for key, end in zip(later, ends, strict=True)
+                    if end is not None and seconds(end) > now]
+        records = await self._records(reserved)
+        moving = [r for r in records if r is not None and r.state == "pending"
+                  and r.reserved_until is not None and r.reserved_until > now]
+        return tuple(sorted(moving, key=lambda record: record.created_at))
+
+
+def _pairs(flat: Sequence[Any]) -> zip[tuple[Any, Any]]:
+    """[a1, b1, a2, b2, ...] -> (a1, b1), (a2, b2), ..."""
+    return zip(flat[0::2], flat[1::2], strict=True)

@@ -1,0 +1,57 @@
+"""The SQLite store's rows as the store's values: job records, members, stats."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from supervisor.store.records import JobRecord, JobStats, Membership
+from supervisor.store.sqlite_db import Tx
+
+
+def read_members(tx: Tx) -> Membership:
+    running: dict[str, dict[str, int]] = {}
+    inbound: dict[str, int] = {}
+    for row in tx.rows("member_load"):
+        if row["handler"] is None:
+            inbound[row["id"]] = row["n"]
+        else:
+            running.setdefault(row["id"], {})[row["handler"]] = row["n"]
+    entries = ((row["info"], row["silent_for"]) for row in tx.rows("supervisor_entries"))
+    return Membership(store_time=tx.now, members=live_members(entries, running, inbound))
+
+
+
+
+
+
+
+
+def stats_params(stats: JobStats | None) -> dict[str, Any]:
+    stats = stats or JobStats()
+    return {"pid": stats.pid, "rss_bytes": stats.rss_bytes, "cpu_percent": stats.cpu_percent}
+
+
+
+
+def job_record(row: Any, tx: Tx) -> JobRecord:
+    deadline = row["lease_deadline"]
+    return JobRecord(
+        key=row["key"], handler=row["handler"], state=row["state"], attempts=row["attempts"],
+        max_attempts=row["max_attempts"], token=row["token"], supervisor=row["supervisor"],
+        payload=decode_blob(row["payload"]), result=decode_blob(row["result"]), error=row["error"],
+        created_at=row["created_at"], started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        lease_deadline=None if deadline is None else tx.wall_time(deadline),
+        lease_losses=row["lease_losses"], stop_requested=bool(row["stop_requested"]),
+        stats=JobStats(pid=row["pid"], rss_bytes=row["rss_bytes"],
+                       cpu_percent=row["cpu_percent"]),
+        checkpoint=decode_blob(row["checkpoint"]), checkpoint_at=row["checkpoint_at"],
+        reserved_for=row["reserved_for"], reserved_until=row["reserved_until"],
+        moved_from=row["moved_from"], run_at=row["run_at"], schedule=row["schedule"],
+    )
+
+
+def decode_blob(blob: bytes | None) -> Any:
+    return None if blob is None else orjson.loads(blob)
