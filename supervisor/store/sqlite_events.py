@@ -10,6 +10,7 @@ from collections import deque
 import anyio
 import anyio.to_thread
 
+from supervisor.errors import StoreUnavailable
 from supervisor.store.records import StoreEvent
 from supervisor.store.sqlite_db import SqliteDatabase
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import orjson
 
+from supervisor.store.members import live_members
 from supervisor.store.records import JobRecord, JobStats, Membership
 from supervisor.store.sqlite_db import Tx
 
