@@ -22,7 +22,7 @@ that did not witness it: it is left for a claim that did, and judged by whicheve
 claim comes once the gap ended `defer` ago (a supervisor that was there claims every
 half second and retries a failing store within a second).
 
-Pure: times are store seconds passed in.  The Lua claim script (lua/claim-8+n.lua)
+Pure: times are store seconds passed in.  The Lua claim script (lua/claim-9+n.lua)
 implements the same two functions; its numbers come from Python as arguments.
 """
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 
 import anyio
@@ -56,6 +58,11 @@ class Claimer:
         self._wakeup = wakeup  # store events, freed slots
         self.failures = failures
         self.stopped = False
+        # A claim whose reply was lost is sent again under its id, and its jobs are
+        # fenced from the first sending: their leases started no earlier than that.
+        self._claim_ids = (f"{uuid.uuid4().hex}:{n}" for n in itertools.count())
+        self._claim_id = next(self._claim_ids)
+        self._first_sent_at: float | None = None
 
     def wake(self) -> None:
         self._wakeup.ring()
@@ -101,8 +108,13 @@ class Claimer:
             free = self._free_slots()
             self._last_claim = anyio.current_time()
             sent_at = fence_clock()
+            if self._first_sent_at is None:
+                self._first_sent_at = sent_at
             batch = await self._store.claim(self._owner, self.handlers, free, self._lease_ttl,
-                                            MAX_LEASE_LOSSES)
+                                            MAX_LEASE_LOSSES, claim_id=self._claim_id)
+            if batch.replayed:
+                sent_at = self._first_sent_at
+            self._claim_id, self._first_sent_at = next(self._claim_ids), None
             self.failures.succeeded()
             metrics.claims.inc(len(batch.jobs))
             if batch.recovered:

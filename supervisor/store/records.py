@@ -87,6 +87,9 @@ class ClaimBatch:
     recovered: int
     next_due_in: float | None
     completed: bool | None = None
+    # An answer to a claim sent again after its reply was lost: the jobs the lost one
+    # handed out, their leases as old as that claim.
+    replayed: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

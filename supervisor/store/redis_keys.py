@@ -4,7 +4,7 @@ Every key of a pool starts with `poolsup:{<pool>}:`, so the braces make the pool
 the hash tag: all keys of a pool live in one Redis Cluster slot, on one node.
 
 Scripts declare in KEYS every key they touch, except the three that find jobs while
-they run (lua/claim-8+n.lua, lua/members-3.lua, lua/upgrade-layout-2.lua): a claim
+they run (lua/claim-9+n.lua, lua/members-3.lua, lua/upgrade-layout-2.lua): a claim
 cannot know which job hashes it will recover or claim before it has read the queues.
 They build those names from the key prefix, as lua/_lib.lua's job_key, notes_key,
 queue_key and reserved_key do, and each script's header lists them.  That is safe:
@@ -68,6 +68,11 @@ class PoolKeys:
         reservation runs out (store ms), which is also their score in `pending` and in
         their queue (lua/_lib.lua builds the same name)."""
         return f"{self.prefix}reserved:{supervisor_id}"
+
+    def last_claim(self, supervisor_id: str) -> str:
+        """string per supervisor: the id and jobs of its last claim, for a claim sent
+        again after its reply was lost (lua/claim-9+n.lua)."""
+        return f"{self.prefix}last-claim:{supervisor_id}"
 
     @property
     def write_probe(self) -> str:

@@ -143,6 +143,7 @@ class RedisStore:
         lease_ttl: float,
         max_lease_losses: int,
         completing: Completion | None = None,
+        claim_id: str = "",
     ) -> ClaimBatch:
         k = self._keys
         if not self._layout_checked:
@@ -155,17 +156,19 @@ class RedisStore:
             completion = [completing.lease.key, completing.lease.token, completing.result]
         sent_at = self._witness.sending()
         since = self._witness.since(sent_at)
-        recovered, next_due, now, claimed, completed = await self._witnessed(sent_at, self._run(
+        answer = await self._witnessed(sent_at, self._run(
             "claim",
             [k.pending, k.running, k.token, k.done("failed"), k.done("stopped"),
-             k.write_probe, k.reserved(owner), k.health,
+             k.write_probe, k.reserved(owner), k.health, k.last_claim(owner),
              *(k.queue(handler) for handler in handlers)],
             [k.prefix, owner, count, milliseconds(lease_ttl), max_lease_losses,
              self._retention_ms, k.channel, *completion,
              "" if since is None else milliseconds(since), milliseconds(MIN_FAILING_SPAN),
-             milliseconds(MIN_CLAIM_GAP), milliseconds(JUDGE_AFTER_GAP), *handlers],
+             milliseconds(MIN_CLAIM_GAP), milliseconds(JUDGE_AFTER_GAP), claim_id,
+             *handlers],
             subject=owner,
         ))
+        recovered, next_due, now, claimed, completed, replayed = answer
         self._witness.answered(sent_at, seconds(now), reported=True, hold=lease_ttl)
         jobs = tuple(
             ClaimedJob(
@@ -186,7 +189,8 @@ class RedisStore:
         )
         next_due_in = None if next_due is None else max(0.0, seconds(next_due))
         return ClaimBatch(jobs=jobs, recovered=int(recovered), next_due_in=next_due_in,
-                          completed=None if completed is None else bool(completed))
+                          completed=None if completed is None else bool(completed),
+                          replayed=bool(replayed))
 
     async def renew(
         self,

@@ -143,7 +143,8 @@ class SqliteStore:
         return await self._db.read(work)
 
     async def claim(self, owner: str, handlers: Sequence[str], count: int, lease_ttl: float,
-                    max_lease_losses: int, completing: Completion | None = None) -> ClaimBatch:
+                    max_lease_losses: int, completing: Completion | None = None,
+                    claim_id: str = "") -> ClaimBatch:
         handler_list = orjson.dumps(list(handlers)).decode()
         sent_at = self._witness.sending()
         since = self._witness.since(sent_at)

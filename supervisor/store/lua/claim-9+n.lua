@@ -3,15 +3,16 @@
 -- given handlers: first those released for this owner whose reservation has not run out
 -- (reserved:<owner>), then due ones, oldest first across their queues.
 -- KEYS: 1 pending zset, 2 running zset, 3 token counter, 4 done:failed, 5 done:stopped,
---       6 write-probe, 7 reserved:<owner>, 8 health hash, 9... queue:<handler> of each
---       handler in ARGV 15...
+--       6 write-probe, 7 reserved:<owner>, 8 health hash, 9 last-claim:<owner>,
+--       10... queue:<handler> of each handler in ARGV 16...
 -- ARGV: 1 key prefix, 2 owner, 3 count, 4 lease ttl (ms), 5 max lease losses (0: no
 --       limit), 6 retention (ms), 7 events channel, 8 the key of a job to complete
 --       ('' for none), 9 its token, 10 its result, 11 since when the owner's calls
 --       have failed or gone unanswered (store ms, '' if unknown), 12 the shortest
 --       such span that is a failing window (ms), 13 the shortest gap between two
 --       claims of the pool that leaves the leases that ended in it to a witness (ms),
---       14 for how long after the gap (ms), 15... handlers this owner runs
+--       14 for how long after the gap (ms), 15 this claim's id ('' for none), 16...
+--       handlers this owner runs
 -- Undeclared keys (found while it runs, so not known to the caller; built from the
 -- prefix): the job hash and notes list of each job it recovers or claims, the queue of
 -- a recovered job whose handler this owner does not run, and the reservations of
@@ -22,7 +23,11 @@
 --           store time (ms),
 --           {key, handler, payload, token, attempt, max_attempts, lease deadline,
 --            has notes (0/1), checkpoint or false, lease_expired_at (ms) or false}...},
---           completed: 1, 0 (stale lease) or false (none asked)}
+--           completed: 1, 0 (stale lease) or false (none asked), replayed (1/0)}
+-- A claim sent again with the id of the owner's last claim (its reply was lost) claims
+-- nothing anew: it answers the jobs that claim handed out which the owner still holds
+-- (recovered 0, next due unknown), and whether it completed its job.  The last claim's
+-- id and jobs are kept in last-claim:<owner> for two lease ttls.
 -- A recovered job keeps its expired deadline as `lease_expired_at` (for the failover
 -- time) until a claim hands it out and clears it.
 -- A lease that ended while this owner saw the store failing (the failing window
@@ -42,7 +47,7 @@ local pool = {pending = KEYS[1], running = KEYS[2], done_failed = KEYS[4],
               done_stopped = KEYS[5], queues = {}, reserved = {[owner] = KEYS[7]},
               prefix = prefix, now = store_now(), retention = tonumber(ARGV[6]),
               done_succeeded = prefix .. 'done:succeeded'}
-local FIRST_HANDLER, FIRST_QUEUE = 15, 9
+local FIRST_HANDLER, FIRST_QUEUE = 16, 10
 local queues = {}
 for i = FIRST_HANDLER, #ARGV do
   pool.queues[ARGV[i]] = KEYS[i - FIRST_HANDLER + FIRST_QUEUE]
@@ -50,6 +55,26 @@ for i = FIRST_HANDLER, #ARGV do
 end
 
 refuse_when_full(KEYS[6])
+
+local claim_id, last_claim = ARGV[15], KEYS[9]
+if claim_id ~= '' then
+  local last = redis.call('GET', last_claim)
+  local saved = last and cjson.decode(last)
+  if saved and saved.id == claim_id then
+    local again = {}
+    for _, held in ipairs(saved.jobs) do
+      local key, token = held[1], held[2]
+      local f = redis.call('HMGET', job_key(prefix, key), 'state', 'token', 'owner', 'handler',
+                           'payload', 'attempts', 'max_attempts', 'lease_deadline',
+                           'checkpoint')
+      if f[1] == 'running' and f[2] == token and f[3] == owner then
+        again[#again + 1] = {key, f[4], f[5], tonumber(token), tonumber(f[6]), f[7], f[8],
+                             redis.call('EXISTS', notes_key(prefix, key)), f[9], false}
+      end
+    end
+    return {OK, 0, false, fmt(pool.now), again, saved.completed, 1}
+  end
+end
 -- core/lease_losses.py write_gap: this claim ends the gap since the pool's last one.
 local function claims_gap(health, now, min_gap)
   local last = tonumber(redis.call('HGET', health, 'last_claim') or '')
@@ -233,4 +258,12 @@ end
 if next_due then
   next_due = fmt(next_due)
 end
-return {OK, recovered, next_due, fmt(pool.now), claimed, completed}
+if claim_id ~= '' then
+  local held = {}
+  for _, job in ipairs(claimed) do
+    held[#held + 1] = {job[1], tostring(job[4])}
+  end
+  redis.call('SET', last_claim, cjson.encode({id = claim_id, jobs = held, completed = completed}),
+             'PX', math.max(2 * ttl, 1000))
+end
+return {OK, recovered, next_due, fmt(pool.now), claimed, completed, 0}
