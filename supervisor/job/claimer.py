@@ -1,4 +1,9 @@
-"""Claim work whenever there is room: woken by store events, freed slots, or a poll."""
+"""Claim work whenever there is room: woken by store events, freed slots, or a poll.
+
+A claim also stores the results of the jobs that finished since the last one (their
+settle hands them over, `job/results.py`): one store call for them all and the jobs
+that take their slots.  A claim sent again after its reply was lost carries none, so a replayed
+answer never speaks for results it did not store."""
 
 from __future__ import annotations
 
@@ -14,7 +19,8 @@ from sandbox.protocol import fence_clock
 from supervisor.core.claiming import wait_before_claim
 from supervisor.core.leases import MAX_LEASE_LOSSES
 from supervisor.doorbell import Doorbell
-from supervisor.errors import StoreFailure
+from supervisor.errors import StoreFailure, StoreUnavailable
+from supervisor.job.results import PendingResult, PendingResults, answer
 from supervisor.job.running import Registry
 from supervisor.service.metrics import metrics
 from supervisor.service.store_failures import StoreFailures
@@ -43,6 +49,7 @@ class Claimer:
         spawn_possible: Callable[[], bool],
         wakeup: Doorbell,
         failures: StoreFailures,
+        results: PendingResults,
     ) -> None:
         self._store = store
         self._registry = registry
@@ -55,7 +62,8 @@ class Claimer:
         self._spawn_possible = spawn_possible
         self._one_at_a_time = anyio.Lock()
         self._last_claim = -math.inf
-        self._wakeup = wakeup  # store events, freed slots
+        self._wakeup = wakeup  # store events, freed slots, results
+        self._results = results
         self.failures = failures
         self.stopped = False
         # A claim whose reply was lost is sent again under its id, and its jobs are
@@ -70,6 +78,7 @@ class Claimer:
     def stop(self) -> None:
         self.stopped = True
         self.wake()
+        self._results.close(StoreUnavailable("the claimer stopped"))
 
     async def run(self) -> None:
         while not self.stopped:
@@ -77,8 +86,8 @@ class Claimer:
             # released again.
             await self._spawn_ready()
             free = self._free_slots()
-            if wait := wait_before_claim(free, anyio.current_time(), self._last_claim,
-                                         POLL_INTERVAL):
+            if not self._results.waiting and (wait := wait_before_claim(
+                    free, anyio.current_time(), self._last_claim, POLL_INTERVAL)):
                 await self._sleep(wait)
                 continue
             try:
@@ -108,10 +117,19 @@ class Claimer:
             free = self._free_slots()
             self._last_claim = anyio.current_time()
             sent_at = fence_clock()
-            if self._first_sent_at is None:
+            carried: list[PendingResult] = []
+            if self._first_sent_at is None:  # not sent again: it may carry results
                 self._first_sent_at = sent_at
-            batch = await self._store.claim(self._owner, self.handlers, free, self._lease_ttl,
-                                            MAX_LEASE_LOSSES, claim_id=self._claim_id)
+                carried = self._results.take()
+            try:
+                batch = await self._store.claim(
+                    self._owner, self.handlers, free, self._lease_ttl, MAX_LEASE_LOSSES,
+                    completing=[result.completion for result in carried],
+                    claim_id=self._claim_id)
+            except StoreFailure as error:
+                answer(carried, failure=error)
+                raise
+            answer(carried, stored=batch.completed)
             if batch.replayed:
                 sent_at = self._first_sent_at
             self._claim_id, self._first_sent_at = next(self._claim_ids), None

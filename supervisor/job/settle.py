@@ -2,58 +2,72 @@
 
 Each outcome is one call to the store under the attempt's lease (complete, fail,
 release, finish_stopped), retried while the store fails and the lease may still be
-held.  The claim of the next job is the claimer's, woken as the slot frees: a reply of
-the store lost here loses no claimed job, and a complete sent again after a lost reply
-finds its result stored under its own lease (`Store.complete`).
+held.  A result first goes with the claimer's next claim (`job/results.py`), which
+stores it with the results of other jobs finished meanwhile and claims the work for the
+freed slots in the same store call; if that claim fails or does not come within
+`WITH_CLAIM_WAIT`, a plain complete follows.  A complete sent twice (after a lost
+reply, or beside a claim that did carry it) finds its result stored under its own
+lease and changes nothing (`Store.complete`).  The claim runs in the claimer's task:
+a lost reply there loses no claimed job (`Store.claim`'s claim id).
 """
 
 from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Awaitable, Callable
 
 import anyio
 
 from sandbox import protocol
 from supervisor.core.outcome import Abandon, Complete, Fail, Outcome, Release, Stopped, StopReason
 from supervisor.core.retry import backoff_delay
-from supervisor.errors import StaleToken, StoreFailure
+from supervisor.errors import StaleToken, StoreFailure, StoreUnavailable
 from supervisor.job.running import Registry, RunningJob
 from supervisor.service.metrics import metrics
 from supervisor.service.store_failures import StoreFailures
 from supervisor.store.base import Store
+from supervisor.store.records import Lease
 
 log = logging.getLogger("poolsup.jobs")
 
 MIN_OUTCOME_WAIT = 1.0
+# A result waits this long for a claim to carry it (a claim waits while no fork server
+# is ready), then is completed on its own.
+WITH_CLAIM_WAIT = 1.0
+
+CompleteWithClaim = Callable[[Lease, bytes], Awaitable[None]]
 
 
 class Settler:
     """Stores outcomes for every job of this supervisor, with one log of the store's
     failures (an outage is logged once, not once a job)."""
 
-    def __init__(self, store: Store, registry: Registry, failures: StoreFailures) -> None:
+    def __init__(self, store: Store, registry: Registry, failures: StoreFailures, *,
+                 with_claim: CompleteWithClaim | None = None) -> None:
         self._store = store
         self._registry = registry
         self.failures = failures
+        self._with_claim = with_claim
 
     async def settle(self, job: RunningJob, outcome: Outcome) -> bool:
-        return await _settle(job, outcome, self._store, self._registry, self.failures)
+        """Store the outcome, retrying while the store fails and the lease may still be
+        held.  Once the job's fence has passed, the store may have given the job to
+        someone else: the outcome is left to the store's recovery (False)."""
+        self._registry.mark_finalizing(job)
+        return await _settle(job, outcome, self._store, self.failures, self._with_claim)
 
 
-async def _settle(job: RunningJob, outcome: Outcome, store: Store, registry: Registry,
-                  failures: StoreFailures) -> bool:
-    """Store the outcome, retrying while the store fails and the lease may still be
-    held.  Once the job's fence has passed, the store may have given the job to
-    someone else: the outcome is left to the store's recovery (False)."""
-    registry.mark_finalizing(job)
+async def _settle(job: RunningJob, outcome: Outcome, store: Store, failures: StoreFailures,
+                  with_claim: CompleteWithClaim | None) -> bool:
     while True:
+        carry, with_claim = with_claim, None  # only a first try goes with a claim
         if job.lease_lost and not isinstance(outcome, Abandon):
             outcome = Abandon("lease lost before the outcome was stored")
         try:
             # A store that does not answer gets until the fence, and a second at least.
             with anyio.fail_after(max(MIN_OUTCOME_WAIT, job.fence_at - protocol.fence_clock())):
-                await _store_outcome(job, outcome, store)
+                await _store_outcome(job, outcome, store, carry)
             failures.succeeded()
             return True
         except StaleToken:
@@ -69,11 +83,18 @@ async def _settle(job: RunningJob, outcome: Outcome, store: Store, registry: Reg
             await anyio.sleep(delay)
 
 
-async def _store_outcome(job: RunningJob, outcome: Outcome, store: Store) -> None:
+async def _store_outcome(job: RunningJob, outcome: Outcome, store: Store,
+                         with_claim: CompleteWithClaim | None) -> None:
     lease = job.lease
     match outcome:
         case Complete(result_json):
-            await store.complete(lease, result_json)
+            try:
+                if with_claim is None:
+                    raise StoreUnavailable("no claim to carry it")
+                with anyio.fail_after(WITH_CLAIM_WAIT):
+                    await with_claim(lease, result_json)
+            except (StoreFailure, TimeoutError):
+                await store.complete(lease, result_json)
             metrics.outcomes.labels("succeeded", "").inc()
             log.info("[%s] succeeded (token %d)", job.key, job.token)
         case Fail(error, final):

@@ -19,6 +19,7 @@ from supervisor.doorbell import Doorbell
 from supervisor.errors import PoolsupError
 from supervisor.forks.fork_servers import ForkServers
 from supervisor.job.lease_keeper import LeaseKeeper
+from supervisor.job.results import PendingResults
 from supervisor.job.runner import JobServices, JobSettings
 from supervisor.job.running import Registry
 from supervisor.job.settle import Settler
@@ -68,6 +69,7 @@ class Supervisor:
                              instance=info.instance, lease_ttl=settings.lease_ttl,
                              on_membership=membership.renewed)
         outcome_failures = StoreFailures("storing outcomes")
+        results = PendingResults(wake_claimer=claims_wanted.ring)
         services = JobServices(
             store=store,
             registry=registry,
@@ -75,13 +77,13 @@ class Supervisor:
                                  max_result=config.pool.max_result,
                                  max_checkpoint=config.pool.max_payload),
             outcome_failures=outcome_failures,
-            settler=Settler(store, registry, outcome_failures),
+            settler=Settler(store, registry, outcome_failures, with_claim=results.complete),
             note_failures=StoreFailures("notifications"),
             child_started=keeper.renew_soon,
         )
         self.life = Lifetime(
             membership=membership, keeper=keeper, services=services,
-            claims_wanted=claims_wanted, claim_failures=StoreFailures("claim"),
+            claims_wanted=claims_wanted, claim_failures=StoreFailures("claim"), results=results,
             environment=environment, shutdown=anyio.Event(), hurry=anyio.Event(),
             give_up=self._give_up,
         )

@@ -20,6 +20,7 @@ from supervisor.forks.fork_servers import ForkServers
 from supervisor.forks.replacement import replace_dead_fork_servers
 from supervisor.job.claimer import Claimer
 from supervisor.job.lease_keeper import LeaseKeeper
+from supervisor.job.results import PendingResults
 from supervisor.job.runner import JobServices
 from supervisor.job.starter import JobStarter
 from supervisor.pool.membership import Membership
@@ -44,7 +45,8 @@ class Lifetime:
     membership: Membership
     keeper: LeaseKeeper
     services: JobServices
-    claims_wanted: Doorbell  # rung by freed slots and store events
+    claims_wanted: Doorbell  # rung by freed slots, results and store events
+    results: PendingResults  # for the next claim to store
     claim_failures: StoreFailures
     environment: ServiceEnvironment
     shutdown: anyio.Event  # a drain was asked for
@@ -70,7 +72,7 @@ class Serving:
             handlers=list(config.handlers), capacity=settings.capacity,
             lease_ttl=settings.lease_ttl, start_job=self.starter.start,
             spawn_ready=fork_servers.ready, spawn_possible=lambda: fork_servers.spawn_possible,
-            wakeup=life.claims_wanted, failures=life.claim_failures,
+            wakeup=life.claims_wanted, failures=life.claim_failures, results=life.results,
         )
         self.rebalancer = Rebalancer(store=self._store, registry=self._registry,
                                      owner=settings.id, lease_ttl=settings.lease_ttl)

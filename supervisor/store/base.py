@@ -69,15 +69,15 @@ class Store(Protocol):
         count: int,
         lease_ttl: float,
         max_lease_losses: int,
-        completing: Completion | None = None,
+        completing: Sequence[Completion] = (),
         claim_id: str = "",
     ) -> ClaimBatch:
         """A claim sent again with the `claim_id` of the owner's last claim, because its
         reply was lost, changes nothing: it answers the jobs that claim handed out and
-        the owner still holds, and whether it completed its job (Redis; a SQLite
+        the owner still holds, and whether it completed its jobs (Redis; a SQLite
         transaction's answer is never lost, and it ignores the id).
-        With `completing`, first `complete` that job, in the same atomic step (one
-        round trip on Redis); a stale lease there is reported in `completed` and the
+        With `completing`, first `complete` each of those jobs, in the same atomic step
+        (one round trip on Redis); a stale lease there is reported in `completed` and the
         claim goes on.
         Then recover expired leases of the whole pool: each expired running job
         goes back to pending without spending an attempt and with `lease_losses` + 1,

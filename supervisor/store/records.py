@@ -79,14 +79,14 @@ class ClaimBatch:
     `next_due_in`: seconds until the earliest pending job of the claimed handlers held
     back by retry backoff, by its `run_at`, or by a reservation for another supervisor,
     becomes claimable (None if there is none), so the claimer knows when to look again.
-    `completed`: for a claim given a `Completion`, whether its result was stored (False:
-    the lease was stale, as `complete` would have raised); None for any other claim.
+    `completed`: for each `Completion` the claim was given, in order, whether its result
+    was stored (False: the lease was stale, as `complete` would have raised).
     """
 
     jobs: tuple[ClaimedJob, ...]
     recovered: int
     next_due_in: float | None
-    completed: bool | None = None
+    completed: tuple[bool, ...] = ()
     # An answer to a claim sent again after its reply was lost: the jobs the lost one
     # handed out, their leases as old as that claim.
     replayed: bool = False

@@ -23,6 +23,7 @@ from typing import Any, cast
 
 import anyio
 import anyio.to_thread
+import orjson
 
 from supervisor.errors import ConfigError, StoreError, StoreFailure
 from supervisor.redaction import redact_url
@@ -142,7 +143,7 @@ class RedisStore:
         count: int,
         lease_ttl: float,
         max_lease_losses: int,
-        completing: Completion | None = None,
+        completing: Sequence[Completion] = (),
         claim_id: str = "",
     ) -> ClaimBatch:
         k = self._keys
@@ -151,9 +152,8 @@ class RedisStore:
                             subject=self.pool)
             self._layout_checked = True
         handlers = list(dict.fromkeys(handlers))  # a queue declared twice would be scanned twice
-        completion: list[ScriptArg] = ["", 0, ""]
-        if completing is not None:
-            completion = [completing.lease.key, completing.lease.token, completing.result]
+        completions = "" if not completing else orjson.dumps(
+            [[c.lease.key, str(c.lease.token), c.result.decode()] for c in completing]).decode()
         sent_at = self._witness.sending()
         since = self._witness.since(sent_at)
         answer = await self._witnessed(sent_at, self._run(
@@ -162,7 +162,7 @@ class RedisStore:
              k.write_probe, k.reserved(owner), k.health, k.last_claim(owner),
              *(k.queue(handler) for handler in handlers)],
             [k.prefix, owner, count, milliseconds(lease_ttl), max_lease_losses,
-             self._retention_ms, k.channel, *completion,
+             self._retention_ms, k.channel, completions,
              "" if since is None else milliseconds(since), milliseconds(MIN_FAILING_SPAN),
              milliseconds(MIN_CLAIM_GAP), milliseconds(JUDGE_AFTER_GAP), claim_id,
              *handlers],
@@ -189,7 +189,7 @@ class RedisStore:
         )
         next_due_in = None if next_due is None else max(0.0, seconds(next_due))
         return ClaimBatch(jobs=jobs, recovered=int(recovered), next_due_in=next_due_in,
-                          completed=None if completed is None else bool(completed),
+                          completed=tuple(bool(done) for done in completed),
                           replayed=bool(replayed))
 
     async def renew(

@@ -143,7 +143,7 @@ class SqliteStore:
         return await self._db.read(work)
 
     async def claim(self, owner: str, handlers: Sequence[str], count: int, lease_ttl: float,
-                    max_lease_losses: int, completing: Completion | None = None,
+                    max_lease_losses: int, completing: Sequence[Completion] = (),
                     claim_id: str = "") -> ClaimBatch:
         handler_list = orjson.dumps(list(handlers)).decode()
         sent_at = self._witness.sending()
@@ -153,7 +153,7 @@ class SqliteStore:
         def work(tx: Tx) -> ClaimBatch:
             nonlocal store_boot
             store_boot = tx.boot
-            completed = None if completing is None else leases.complete(tx, completing)
+            completed = tuple(leases.complete(tx, completion) for completion in completing)
             tx.run("drop_expired_records", cutoff=self._cutoff(tx))
             tx.run("trim_events", cutoff=tx.now - EVENT_KEEP_SECONDS)
             failing = failing_window(since, tx.boot, min_span=MIN_FAILING_SPAN)

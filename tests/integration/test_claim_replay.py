@@ -4,17 +4,23 @@ through: its next claim, under the same id, starts the jobs the lost one handed 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
 from sandbox.protocol import fence_clock
+from supervisor.config import HandlerConfig
+from supervisor.core.outcome import Complete
 from supervisor.doorbell import Doorbell
 from supervisor.errors import StoreUnavailable
 from supervisor.job.claimer import Claimer
-from supervisor.job.running import Registry
+from supervisor.job.results import PendingResults
+from supervisor.job.running import Registry, RunningJob
+from supervisor.job.settle import Settler
 from supervisor.service.store_failures import StoreFailures
 from supervisor.store import opened_store
 from supervisor.store.base import Store
@@ -64,7 +70,7 @@ async def test_the_jobs_of_a_claim_whose_reply_was_lost_are_started(store: Store
                       owner="sup-a", handlers=["h"], capacity=2, lease_ttl=30.0,
                       start_job=lambda claimed, sent_at: started.append((claimed, sent_at)),
                       spawn_ready=ready, spawn_possible=lambda: True, wakeup=wakeup,
-                      failures=StoreFailures("claim"))
+                      failures=StoreFailures("claim"), results=PendingResults(wakeup.ring))
     async with anyio.create_task_group() as group:
         group.start_soon(claimer.run)
         with anyio.fail_after(10):
@@ -79,3 +85,65 @@ async def test_the_jobs_of_a_claim_whose_reply_was_lost_are_started(store: Store
     assert fenced_from <= lossy.sent_at[0] < lossy.sent_at[-1]
     record = await store.job("k1")
     assert (record.state, record.token, record.attempts) == ("running", claimed.token, 1)
+
+
+class LosesTheReplyToAClaimCarryingResults(LosesOneClaimReply):
+    async def claim(self, *args: Any, **kwargs: Any) -> ClaimBatch:
+        self.sent_at.append(fence_clock())
+        batch = await self._store.claim(*args, **kwargs)
+        if kwargs.get("completing") and self.lost is None:
+            self.lost = batch
+            raise StoreUnavailable("reply lost")
+        return batch
+
+
+async def test_a_lost_reply_to_a_claim_carrying_a_result_loses_neither(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The result is completed on its own (stored once), and the job the lost claim
+    handed out starts under its token."""
+    for key in ("k1", "k2"):
+        await store.dispatch(DispatchRequest(key=key, handler="h", payload=b"{}",
+                                             max_attempts=3))
+    lossy = LosesTheReplyToAClaimCarryingResults(store)
+    started: list[ClaimedJob] = []
+    wakeup = Doorbell()
+    registry = Registry(slot_freed=wakeup.ring)
+    results = PendingResults(wakeup.ring)
+    handler = HandlerConfig(name="h", path=Path("/h.py"), rebalance=False)
+
+    def start_job(claimed: ClaimedJob, sent_at: float) -> None:
+        started.append(claimed)
+        registry.add(RunningJob(claimed=claimed, handler=handler,
+                                fork_server=None,  # type: ignore[arg-type]
+                                fence_at=sent_at + 30))
+
+    async def ready() -> None:
+        pass
+
+    claimer = Claimer(store=lossy, registry=registry,  # type: ignore[arg-type]
+                      owner="sup-a", handlers=["h"], capacity=1, lease_ttl=30.0,
+                      start_job=start_job, spawn_ready=ready, spawn_possible=lambda: True,
+                      wakeup=wakeup, failures=StoreFailures("claim"), results=results)
+    settler = Settler(store, registry, StoreFailures("storing outcomes"),
+                      with_claim=results.complete)
+    async with anyio.create_task_group() as group:
+        group.start_soon(claimer.run)
+        with anyio.fail_after(10):
+            while not started:  # noqa: ASYNC110 - the claimer's own pace
+                await anyio.sleep(0.05)
+            first = registry.get(started[0].key)
+            assert first is not None
+            with caplog.at_level(logging.INFO):
+                stored = await settler.settle(first, Complete(b'"done"'))
+            registry.remove(first)
+            while len(started) < 2:  # noqa: ASYNC110
+                await anyio.sleep(0.05)
+        claimer.stop()
+
+    assert stored and lossy.lost is not None
+    assert (await store.job(started[0].key)).result == "done"
+    assert "lease lost" not in caplog.text
+    assert [(job.key, job.token) for job in started[1:]] == \
+        [(job.key, job.token) for job in lossy.lost.jobs]
+    assert (await store.job(started[1].key)).state == "running"

@@ -58,14 +58,29 @@ async def test_a_claim_completes_the_job_whose_slot_it_fills(store: Store) -> No
     first = await claim_one(store)
 
     batch = await store.claim(OWNER, ["thumbnail"], 1, 30.0, 3,
-                              completing=Completion(first.lease, b'{"ok": 1}'))
+                              completing=[Completion(first.lease, b'{"ok": 1}')])
 
-    assert batch.completed is True
+    assert batch.completed == (True,)
     assert [job.key for job in batch.jobs] == ["k2"]
     record = await store.job("k1")
     assert (record.state, record.result, record.lease_deadline) == ("succeeded", {"ok": 1}, None)
     assert (await store.job("k2")).state == "running"
-    assert (await claim(store)).completed is None  # nothing asked
+    assert (await claim(store)).completed == ()  # nothing asked
+
+
+async def test_a_claim_completes_several_jobs_in_order(store: Store) -> None:
+    await dispatch_all(store, ["k1", "k2", "k3"])
+    first = await claim_one(store)
+    second = await claim_one(store)
+
+    batch = await store.claim(OWNER, ["thumbnail"], 1, 30.0, 3, completing=[
+        Completion(first.lease, b'"a"'), Completion(Lease("k9", 1, OWNER), b"0"),
+        Completion(second.lease, b'{"b": [1, "\\u00e9"]}')])
+
+    assert batch.completed == (True, False, True)
+    assert [job.key for job in batch.jobs] == ["k3"]
+    assert (await store.job("k1")).result == "a"
+    assert (await store.job("k2")).result == {"b": [1, "\u00e9"]}
 
 
 async def test_a_claim_completing_a_stale_lease_stores_nothing_and_still_claims(
@@ -79,9 +94,9 @@ async def test_a_claim_completing_a_stale_lease_stores_nothing_and_still_claims(
     before = await store.job("k1")
 
     batch = await store.claim(OWNER, ["thumbnail"], 1, 30.0, 3,
-                              completing=Completion(old.lease, b"1"))
+                              completing=[Completion(old.lease, b"1")])
 
-    assert batch.completed is False
+    assert batch.completed == (False,)
     assert [job.key for job in batch.jobs] == ["k2"]
     assert await store.job("k1") == before
     assert current.token > old.token

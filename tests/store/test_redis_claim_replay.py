@@ -46,14 +46,14 @@ async def test_a_replay_leaves_out_jobs_no_longer_held_and_tells_the_completion(
         await store.dispatch(new_job(key))
     first = await claim_one(store)
     lost = await store.claim(OWNER, [HANDLER], 1, 30.0, 5, claim_id="c1",
-                             completing=Completion(first.lease, b"1"))
+                             completing=[Completion(first.lease, b"1")])
     (second,) = lost.jobs
     await store.complete(second.lease, b"2")
 
     again = await store.claim(OWNER, [HANDLER], 1, 30.0, 5, claim_id="c1",
-                              completing=Completion(first.lease, b"1"))
+                              completing=[Completion(first.lease, b"1")])
 
-    assert (again.jobs, again.completed, lost.completed) == ((), True, True)
+    assert (again.jobs, again.completed, lost.completed) == ((), (True,), (True,))
     assert (await store.job("k1")).result == 1
 
 

@@ -1,20 +1,20 @@
--- Complete the job of a freed slot if asked (as complete-4 does), recover expired
+-- Complete the jobs of freed slots if asked (each as complete-4 does), recover expired
 -- leases of the pool, then claim up to `count` pending jobs of the
 -- given handlers: first those released for this owner whose reservation has not run out
 -- (reserved:<owner>), then due ones, oldest first across their queues.
 -- KEYS: 1 pending zset, 2 running zset, 3 token counter, 4 done:failed, 5 done:stopped,
 --       6 write-probe, 7 reserved:<owner>, 8 health hash, 9 last-claim:<owner>,
---       10... queue:<handler> of each handler in ARGV 16...
+--       10... queue:<handler> of each handler in ARGV 14...
 -- ARGV: 1 key prefix, 2 owner, 3 count, 4 lease ttl (ms), 5 max lease losses (0: no
---       limit), 6 retention (ms), 7 events channel, 8 the key of a job to complete
---       ('' for none), 9 its token, 10 its result, 11 since when the owner's calls
---       have failed or gone unanswered (store ms, '' if unknown), 12 the shortest
---       such span that is a failing window (ms), 13 the shortest gap between two
+--       limit), 6 retention (ms), 7 events channel, 8 the jobs to complete, a JSON
+--       array of [key, token, result text] ('' for none), 9 since when the owner's
+--       calls have failed or gone unanswered (store ms, '' if unknown), 10 the shortest
+--       such span that is a failing window (ms), 11 the shortest gap between two
 --       claims of the pool that leaves the leases that ended in it to a witness (ms),
---       14 for how long after the gap (ms), 15 this claim's id ('' for none), 16...
+--       12 for how long after the gap (ms), 13 this claim's id ('' for none), 14...
 --       handlers this owner runs
 -- Undeclared keys (found while it runs, so not known to the caller; built from the
--- prefix): the job hash and notes list of each job it recovers or claims, the queue of
+-- prefix): the job hash and notes list of each job it completes, recovers or claims, the queue of
 -- a recovered job whose handler this owner does not run, and the reservations of
 -- another supervisor that a claimed job's run-out reservation still names.  Each job's
 -- undeclared keys are all read before the first write for that job, so that a key
@@ -23,7 +23,7 @@
 --           store time (ms),
 --           {key, handler, payload, token, attempt, max_attempts, lease deadline,
 --            has notes (0/1), checkpoint or false, lease_expired_at (ms) or false}...},
---           completed: 1, 0 (stale lease) or false (none asked), replayed (1/0)}
+--           completed: per job to complete 1, or 0 (stale lease), replayed (1/0)}
 -- A claim sent again with the id of the owner's last claim (its reply was lost) claims
 -- nothing anew: it answers the jobs that claim handed out which the owner still holds
 -- (recovered 0, next due unknown), and whether it completed its job.  The last claim's
@@ -31,11 +31,11 @@
 -- A recovered job keeps its expired deadline as `lease_expired_at` (for the failover
 -- time) until a claim hands it out and clears it.
 -- A lease that ended while this owner saw the store failing (the failing window
--- [ARGV 11, now], if at least ARGV 12 long) is recovered without counting a loss: the
+-- [ARGV 9, now], if at least ARGV 10 long) is recovered without counting a loss: the
 -- store's outage ended it, not the job.  A lease that this claim would count but that
 -- ended inside the last gap between the pool's claims (nobody reached the store: the
 -- health hash keeps last_claim, gap_start, gap_end) is left running for a claim that
--- witnessed the gap, until ARGV 14 after it.  The rule is
+-- witnessed the gap, until ARGV 12 after it.  The rule is
 -- core/lease_losses.py's.
 
 local RECOVER_BATCH = 100
@@ -47,7 +47,7 @@ local pool = {pending = KEYS[1], running = KEYS[2], done_failed = KEYS[4],
               done_stopped = KEYS[5], queues = {}, reserved = {[owner] = KEYS[7]},
               prefix = prefix, now = store_now(), retention = tonumber(ARGV[6]),
               done_succeeded = prefix .. 'done:succeeded'}
-local FIRST_HANDLER, FIRST_QUEUE = 16, 10
+local FIRST_HANDLER, FIRST_QUEUE = 14, 10
 local queues = {}
 for i = FIRST_HANDLER, #ARGV do
   pool.queues[ARGV[i]] = KEYS[i - FIRST_HANDLER + FIRST_QUEUE]
@@ -56,7 +56,7 @@ end
 
 refuse_when_full(KEYS[6])
 
-local claim_id, last_claim = ARGV[15], KEYS[9]
+local claim_id, last_claim = ARGV[13], KEYS[9]
 if claim_id ~= '' then
   local last = redis.call('GET', last_claim)
   local saved = last and cjson.decode(last)
@@ -89,14 +89,16 @@ local function claims_gap(health, now, min_gap)
   end
   return nil
 end
-local gap = claims_gap(KEYS[8], pool.now, tonumber(ARGV[13]))
+local gap = claims_gap(KEYS[8], pool.now, tonumber(ARGV[11]))
 
-local completed = false
+local completed = {}
 if ARGV[8] ~= '' then
-  local key = ARGV[8]
-  local job, notes = job_key(prefix, key), notes_key(prefix, key)
-  redis.call('EXISTS', notes)  -- read before the first write: see undeclared keys
-  completed = complete_job(pool, job, notes, key, ARGV[9], owner, ARGV[10]) and 1 or 0
+  for _, c in ipairs(cjson.decode(ARGV[8])) do
+    local key = c[1]
+    local job, notes = job_key(prefix, key), notes_key(prefix, key)
+    redis.call('EXISTS', notes)  -- read before the first write: see undeclared keys
+    completed[#completed + 1] = complete_job(pool, job, notes, key, c[2], owner, c[3]) and 1 or 0
+  end
 end
 -- core/lease_losses.py failing_window and loss_counts.
 local function failing_window(since, now, min_span)
@@ -121,8 +123,8 @@ local function judged_later(lease_end, window, gap, now, defer)
   return loss_counts(lease_end, window) and gap.start <= lease_end and lease_end <= gap.finish
 end
 
-local failing = failing_window(tonumber(ARGV[11]), pool.now, tonumber(ARGV[12]))
-local defer = tonumber(ARGV[14])
+local failing = failing_window(tonumber(ARGV[9]), pool.now, tonumber(ARGV[10]))
+local defer = tonumber(ARGV[12])
 
 local recovered, requeued = 0, false
 local expired = redis.call('ZRANGEBYSCORE', pool.running, '-inf', pool.now,

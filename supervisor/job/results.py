@@ -1,0 +1,68 @@
+"""Results waiting for the next claim: a job's settle hands its result over and waits;
+the claimer carries every waiting result in its next claim and answers each."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import anyio
+
+from supervisor.errors import StaleToken, StoreFailure
+from supervisor.store.records import Completion, Lease
+
+
+@dataclass(eq=False)
+class PendingResult:
+    """A result handed over, until the claim that carried it answers."""
+
+    completion: Completion
+    answered: anyio.Event = field(default_factory=anyio.Event)
+    stored: bool = False
+    failure: StoreFailure | None = None
+
+
+class PendingResults:
+    def __init__(self, wake_claimer: Callable[[], None]) -> None:
+        self._wake_claimer = wake_claimer
+        self._waiting: list[PendingResult] = []
+        self._closed: StoreFailure | None = None
+
+    @property
+    def waiting(self) -> bool:
+        return bool(self._waiting)
+
+    async def complete(self, lease: Lease, result: bytes) -> None:
+        """Store a job's result with the next claim.  Raises `StaleToken` if its lease
+        was stale, `StoreFailure` if that claim failed or no claim will come (the
+        caller then completes on its own: a complete sent twice stores once)."""
+        if self._closed is not None:
+            raise self._closed
+        pending = PendingResult(Completion(lease, result))
+        self._waiting.append(pending)
+        self._wake_claimer()
+        await pending.answered.wait()
+        if pending.failure is not None:
+            raise pending.failure
+        if not pending.stored:
+            raise StaleToken(f"job {lease.key!r}: token {lease.token} no longer holds the lease")
+
+    def take(self) -> list[PendingResult]:
+        """The results waiting, for a claim to carry."""
+        taken, self._waiting = self._waiting, []
+        return taken
+
+    def close(self, failure: StoreFailure) -> None:
+        """No claim comes any more: the waiting results and later ones fail with
+        `failure`."""
+        self._closed = failure
+        answer(self.take(), failure=failure)
+
+
+def answer(results: Sequence[PendingResult], *, stored: Sequence[bool] = (),
+           failure: StoreFailure | None = None) -> None:
+    """What the claim that carried `results` did: `stored` each in order, or `failure`."""
+    for n, pending in enumerate(results):
+        pending.stored = n < len(stored) and stored[n]
+        pending.failure = failure
+        pending.answered.set()
