@@ -56,8 +56,11 @@ class ControlChannel:
             self.sock.sendall(line)
 
     def save_checkpoint(self, value_json: bytes) -> None:
-        """Send a checkpoint (JSON text) for the supervisor to store under the lease."""
-        self.send_raw_line(b'{"t":"checkpoint","value":' + value_json + b"}\n")
+        """Send a checkpoint (JSON text) for the supervisor to store under the lease; if
+        it is gone, the save is lost as at any crash, and the stop that follows (the
+        fork server's, at the fence) ends the job."""
+        with contextlib.suppress(OSError):
+            self.send_raw_line(b'{"t":"checkpoint","value":' + value_json + b"}\n")
 
     def acknowledge(self, seq: int) -> None:
         """Tell the supervisor the handler took note `seq`; if it is gone, the stop

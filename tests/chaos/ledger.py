@@ -47,8 +47,10 @@ class ProcessFate:
 
 def parse_lines(lines: Iterable[str]) -> list[Run]:
     """Runs in order of their start.  A torn last line (a process killed mid-write) is
-    skipped; lines of a process whose start line is missing are ignored."""
-    runs: dict[int, Run] = {}
+    skipped; lines of a process whose start line is missing are ignored.  A run is its
+    pid and token: the kernel hands a pid out again once the pids wrap (a 30-minute run
+    forks tens of thousands), and a reused child runs several jobs under one pid."""
+    runs: dict[tuple[int, int], Run] = {}
     for raw in lines:
         try:
             line = json.loads(raw)
@@ -56,11 +58,12 @@ def parse_lines(lines: Iterable[str]) -> list[Run]:
             continue
         event, pid = line["e"], line["p"]
         if event == "start":
-            runs[pid] = Run(key=line["k"], token=line["t"], pid=pid, attempt=line["attempt"],
-                            kind=line["kind"], started=line["at"], last_line=line["at"],
-                            resumed=line.get("cp"))
+            runs[pid, line["t"]] = Run(
+                key=line["k"], token=line["t"], pid=pid, attempt=line["attempt"],
+                kind=line["kind"], started=line["at"], last_line=line["at"],
+                resumed=line.get("cp"))
             continue
-        run = runs.get(pid)
+        run = runs.get((pid, line["t"]))
         if run is None or run.key != line["k"]:
             continue
         run.last_line = max(run.last_line, line["at"])

@@ -256,3 +256,17 @@ def test_7_a_tick_neither_fired_nor_recorded_missed_is_lost() -> None:
     history.schedule_ticks = [ticks(3, 0, 0, [100.0, 102.0, 106.0])]
     assert violations(check(history), "tick-lost") == [
         "schedule tick: 4 ticks from the first fired to the last, 3 fired and 0 recorded missed"]
+
+
+def test_a_pid_used_again_by_a_later_run_keeps_the_earlier_runs_saves() -> None:
+    """Found by the 30-minute --overlap run (seed 42): the pids wrapped, a later job got
+    an earlier run's pid, and that run's saves and notes were lost to the checker."""
+    parsed = parse_lines([
+        '{"e":"start","k":"a","t":3,"p":7,"at":1.0,"attempt":1,"kind":"long","cp":null}',
+        '{"e":"save","k":"a","t":3,"p":7,"at":1.3,"cp":{"count":5}}',
+        '{"e":"note","k":"a","t":3,"p":7,"at":1.4,"n":1}',
+        '{"e":"start","k":"b","t":9,"p":7,"at":5.0,"attempt":1,"kind":"short","cp":null}',
+        '{"e":"end","k":"b","t":9,"p":7,"at":5.1,"why":"return"}',
+    ])
+    assert [(run.key, run.token, run.saves, run.notes) for run in parsed] == [
+        ("a", 3, [{"count": 5}], [1]), ("b", 9, [], [])]
