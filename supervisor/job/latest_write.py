@@ -12,6 +12,7 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 
+from supervisor.doorbell import Doorbell
 from supervisor.errors import StaleToken, StoreFailure
 from supervisor.service.store_failures import StoreFailures
 
@@ -30,7 +31,7 @@ class LatestWrite(Generic[T]):
         self._latest: T | None = None
         self._offered = 0  # offers so far
         self._written = 0  # the offer count the store has the value of
-        self._waiting = anyio.Event()
+        self._waiting = Doorbell()
 
     @property
     def latest(self) -> T | None:
@@ -39,7 +40,7 @@ class LatestWrite(Generic[T]):
     def offer(self, value: T) -> None:
         self._latest = value
         self._offered += 1
-        self._waiting.set()
+        self._waiting.ring()
         if self._start is not None:
             start, self._start = self._start, None
             start(self._run)
@@ -47,12 +48,11 @@ class LatestWrite(Generic[T]):
     async def _run(self) -> None:
         while True:
             await self._waiting.wait()
-            self._waiting = anyio.Event()
             try:
                 await self._write_latest()
             except StoreFailure as error:
                 await anyio.sleep(self._failures.failed(error))
-                self._waiting.set()
+                self._waiting.ring()
             except StaleToken:
                 return
 

@@ -12,6 +12,7 @@ import anyio
 from sandbox.protocol import fence_clock
 from supervisor.core.leases import fence_deadline, renew_interval, renewal_lag
 from supervisor.core.outcome import StopReason
+from supervisor.doorbell import Doorbell
 from supervisor.errors import StoreFailure
 from supervisor.forks.fork_client import ForkServerClient, ForkServerDied
 from supervisor.job.running import Registry
@@ -59,12 +60,12 @@ class LeaseKeeper:
         self._on_membership = on_membership
         self.stats = RenewalStats()
         self.failures = StoreFailures("lease renewal")
-        self._early = anyio.Event()
+        self._early = Doorbell()
 
     def renew_soon(self) -> None:
         """Renew within EARLY_RENEWAL_DELAY rather than at the next tick, so that a job
         that just started shows its pid (several starts share one renewal)."""
-        self._early.set()
+        self._early.ring()
 
     async def run(self) -> None:
         interval = renew_interval(self._lease_ttl)
@@ -72,11 +73,10 @@ class LeaseKeeper:
         while True:
             next_at += interval
             while (remaining := next_at - fence_clock()) > 0:
-                with anyio.move_on_after(remaining):
+                with anyio.move_on_after(remaining) as waited:
                     await self._early.wait()
-                if not self._early.is_set():
+                if waited.cancelled_caught:
                     break
-                self._early = anyio.Event()
                 await anyio.sleep(EARLY_RENEWAL_DELAY)
                 await self.renew_once()
             if fence_clock() - next_at > interval:

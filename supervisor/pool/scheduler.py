@@ -29,6 +29,7 @@ import orjson
 from supervisor.config import HandlerConfig, ScheduleConfig
 from supervisor.core.plans import InvalidPlan, parse_plan
 from supervisor.core.ticks import Fire, Wait, decide_tick, fingerprint, tick_abandoned
+from supervisor.doorbell import Doorbell
 from supervisor.errors import PoolsupError, StaleTick, StoreFailure
 from supervisor.forks.fork_client import ForkServerClient
 from supervisor.pool.cadence import tick_label
@@ -85,26 +86,25 @@ class Scheduler:
         self._max_payload = max_payload
         self._max_result = max_result
         self._producing: set[str] = set()
-        self._wakeup = anyio.Event()
+        self._wakeup = Doorbell()  # stops and reloads
         self.failures = StoreFailures("schedules")
         self.stopped = False
 
     def stop(self) -> None:
         self.stopped = True
-        self._wakeup.set()
+        self._wakeup.ring()
 
     def reload(self, schedules: Mapping[str, ScheduleConfig],
                handlers: Mapping[str, HandlerConfig]) -> None:
         self.schedules = dict(schedules)
         self.handlers = dict(handlers)
-        self._wakeup.set()
+        self._wakeup.ring()
 
     async def run(self) -> None:
         # Once stopped, producers already running go on (each bounded by its timeout)
         # until the daemon's drain ends; one cancelled then gives its tick back.
         async with anyio.create_task_group() as producers:
             while not self.stopped:
-                self._wakeup = anyio.Event()
                 if not self.schedules:
                     await self._wakeup.wait()  # until a reload brings some
                     continue
