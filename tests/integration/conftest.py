@@ -1,13 +1,16 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from supervisor import Client
+from supervisor.store import opened_store
+from supervisor.store.base import Store
 from tests.helpers.pool import SupervisorProcess, write_pool
+from tests.helpers.redis_server import RedisServer
 
 
 class Pool:
@@ -71,3 +74,11 @@ def pool(tmp_path: Path, store_url: str, pool_name: str) -> Iterator[Pool]:
 @pytest.fixture
 def ledger(tmp_path: Path) -> Path:
     return tmp_path / "ledger.txt"
+
+
+@pytest.fixture
+async def redis_store(redis_server: RedisServer, pool_name: str) -> AsyncIterator[Store]:
+    """A Redis store of its own pool, for tests that drive the supervisor's parts
+    in-process against a real Redis."""
+    async with opened_store(redis_server.url, pool_name) as store:
+        yield store

@@ -5,7 +5,6 @@ through: its next claim, under the same id, starts the jobs the lost one handed 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +21,8 @@ from supervisor.job.results import PendingResults
 from supervisor.job.running import Registry, RunningJob
 from supervisor.job.settle import Settler
 from supervisor.service.store_failures import StoreFailures
-from supervisor.store import opened_store
 from supervisor.store.base import Store
 from supervisor.store.records import ClaimBatch, ClaimedJob, DispatchRequest
-from tests.helpers.redis_server import RedisServer
 
 pytestmark = pytest.mark.anyio
 
@@ -51,13 +48,11 @@ class LosesOneClaimReply:
         return getattr(self._store, name)
 
 
-@pytest.fixture
-async def store(redis_server: RedisServer, pool_name: str) -> AsyncIterator[Store]:
-    async with opened_store(redis_server.url, pool_name) as store:
-        yield store
 
-
-async def test_the_jobs_of_a_claim_whose_reply_was_lost_are_started(store: Store) -> None:
+async def test_the_jobs_of_a_claim_whose_reply_was_lost_are_started(
+    redis_store: Store,
+) -> None:
+    store = redis_store
     await store.dispatch(DispatchRequest(key="k1", handler="h", payload=b"{}", max_attempts=3))
     lossy = LosesOneClaimReply(store)
     started: list[tuple[ClaimedJob, float]] = []
@@ -98,10 +93,11 @@ class LosesTheReplyToAClaimCarryingResults(LosesOneClaimReply):
 
 
 async def test_a_lost_reply_to_a_claim_carrying_a_result_loses_neither(
-    store: Store, caplog: pytest.LogCaptureFixture
+    redis_store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The result is completed on its own (stored once), and the job the lost claim
     handed out starts under its token."""
+    store = redis_store
     for key in ("k1", "k2"):
         await store.dispatch(DispatchRequest(key=key, handler="h", payload=b"{}",
                                              max_attempts=3))

@@ -5,7 +5,6 @@ under its own lease, and claims nothing on the way (so nothing is orphaned)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +17,8 @@ from supervisor.errors import StoreUnavailable
 from supervisor.job.running import Registry, RunningJob
 from supervisor.job.settle import Settler
 from supervisor.service.store_failures import StoreFailures
-from supervisor.store import opened_store
 from supervisor.store.base import Store
 from supervisor.store.records import DispatchRequest, Lease
-from tests.helpers.redis_server import RedisServer
 
 pytestmark = pytest.mark.anyio
 
@@ -43,15 +40,11 @@ class LosesOneCompleteReply:
         return getattr(self._store, name)
 
 
-@pytest.fixture
-async def store(redis_server: RedisServer, pool_name: str) -> AsyncIterator[Store]:
-    async with opened_store(redis_server.url, pool_name) as store:
-        yield store
-
 
 async def test_a_lost_reply_to_a_complete_is_settled_by_its_retry_and_orphans_nothing(
-    store: Store, caplog: pytest.LogCaptureFixture
+    redis_store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
+    store = redis_store
     for key in ("done", "waiting"):
         await store.dispatch(DispatchRequest(key=key, handler="h", payload=b"{}",
                                              max_attempts=3))
