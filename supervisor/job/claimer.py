@@ -26,7 +26,7 @@ from supervisor.service.metrics import metrics
 from supervisor.service.store_failures import StoreFailures
 from supervisor.store.base import Store
 from supervisor.store.policy import JUDGE_AFTER_GAP
-from supervisor.store.records import ClaimBatch, ClaimedJob
+from supervisor.store.records import ClaimBatch, ClaimedJob, LeaseRecovery
 
 log = logging.getLogger("poolsup.claimer")
 
@@ -137,7 +137,11 @@ class Claimer:
             metrics.claims.inc(len(batch.jobs))
             if batch.recovered:
                 metrics.recovered.inc(batch.recovered)
-                log.info("recovered %d job(s) with expired leases", batch.recovered)
+            for recovered in batch.recoveries:
+                _log_recovery(recovered)
+            if batch.left_to_witness:
+                log.info("left %d expired lease(s) to a supervisor that saw the store's "
+                         "gap", batch.left_to_witness)
             for claimed in batch.jobs:
                 if claimed.lease_expired_at is not None:
                     # The attempt started at the claim's store time: deadline - ttl.
@@ -149,3 +153,12 @@ class Claimer:
     async def _sleep(self, seconds: float) -> None:
         with anyio.move_on_after(seconds):
             await self._wakeup.wait()
+
+
+def _log_recovery(recovered: LeaseRecovery) -> None:
+    """One line per expired lease, saying whether it counted as a loss of its job."""
+    why = (f"lease loss {recovered.losses} in a row" if recovered.counted else
+           f"not counted (the store failed over its end; {recovered.losses} in a row)")
+    log.log(logging.WARNING if recovered.counted else logging.INFO,
+            "[%s] lease of %s expired: %s; %s", recovered.key, recovered.holder, why,
+            recovered.outcome)

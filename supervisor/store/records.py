@@ -72,6 +72,19 @@ class Completion:
     result: bytes
 
 
+@dataclass(frozen=True)
+class LeaseRecovery:
+    """What a claim's recovery did with one expired lease: whether its end `counted` as
+    a loss of the job, the job's losses in a row since, and its `outcome` ("requeued",
+    "failed" at the limit, or "stopped" as asked)."""
+
+    key: str
+    holder: str
+    counted: bool
+    losses: int
+    outcome: str
+
+
 @dataclass(frozen=True, kw_only=True)
 class ClaimBatch:
     """What one `claim` call did.
@@ -90,6 +103,8 @@ class ClaimBatch:
     # An answer to a claim sent again after its reply was lost: the jobs the lost one
     # handed out, their leases as old as that claim.
     replayed: bool = False
+    recoveries: tuple[LeaseRecovery, ...] = ()  # one per lease recovered
+    left_to_witness: int = 0  # expired leases left for a claim that saw the store's gap
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -44,6 +44,7 @@ from supervisor.store.records import (
     JobState,
     JobStats,
     Lease,
+    LeaseRecovery,
     Membership,
     MembershipState,
     Note,
@@ -80,6 +81,12 @@ def _key_tokens(flat: list[bytes]) -> frozenset[tuple[str, int]]:
     """A script's {key, token, key, token, ...} answer as (key, token) pairs."""
     return frozenset((key.decode(), int(token)) for key, token in zip(flat[::2], flat[1::2],
                                                                        strict=True))
+
+
+def _recoveries(judged: list[list[Any]]) -> tuple[LeaseRecovery, ...]:
+    return tuple(LeaseRecovery(key.decode(), holder.decode(), bool(counted), int(losses),
+                               outcome.decode())
+                 for key, holder, counted, losses, outcome in judged)
 
 
 def _optional(value: float | None) -> ScriptArg:
@@ -168,7 +175,7 @@ class RedisStore:
              *handlers],
             subject=owner,
         ))
-        recovered, next_due, now, claimed, completed, replayed = answer
+        recovered, next_due, now, claimed, completed, replayed, judged, left = answer
         self._witness.answered(sent_at, seconds(now), reported=True, hold=lease_ttl)
         jobs = tuple(
             ClaimedJob(
@@ -190,7 +197,8 @@ class RedisStore:
         next_due_in = None if next_due is None else max(0.0, seconds(next_due))
         return ClaimBatch(jobs=jobs, recovered=int(recovered), next_due_in=next_due_in,
                           completed=tuple(bool(done) for done in completed),
-                          replayed=bool(replayed))
+                          replayed=bool(replayed), left_to_witness=int(left),
+                          recoveries=_recoveries(judged))
 
     async def renew(
         self,

@@ -16,7 +16,7 @@ from supervisor.core.lease_losses import (
 )
 from supervisor.errors import StaleToken
 from supervisor.store.policy import JUDGE_AFTER_GAP, MIN_CLAIM_GAP
-from supervisor.store.records import ClaimedJob, Completion, JobState, Lease
+from supervisor.store.records import ClaimedJob, Completion, JobState, Lease, LeaseRecovery
 from supervisor.store.sqlite_db import Tx
 
 
@@ -37,20 +37,27 @@ def note_claim(tx: Tx) -> WriteGap | None:
 
 
 def recover_expired_leases(tx: Tx, max_lease_losses: int, failing: FailingWindow | None,
-                           gap: WriteGap | None) -> int:
+                           gap: WriteGap | None) -> tuple[list[LeaseRecovery], int]:
     """Recover every lease that ran out; `failing`: the window over which the claiming
     supervisor saw the store failing, whose leases' ends are not counted as losses;
     `gap`: the last gap between the pool's claims, whose leases are left to a witness
-    for a while (core/lease_losses.py judged_later)."""
-    expired = [row for row in tx.rows("expired_leases")
-               if not judged_later(row["lease_deadline"], failing, gap, tx.boot,
-                                   defer=JUDGE_AFTER_GAP)]
-    due = tx.value("front_of_queue") if expired else None
-    for row in expired:
+    for a while (core/lease_losses.py judged_later).  What each recovery did, and how
+    many leases were left."""
+    expired = tx.rows("expired_leases")
+    judged = [row for row in expired
+              if not judged_later(row["lease_deadline"], failing, gap, tx.boot,
+                                  defer=JUDGE_AFTER_GAP)]
+    due = tx.value("front_of_queue") if judged else None
+    recoveries = []
+    for row in judged:
         key = row["key"]
-        losses = row["lease_losses"] + loss_counts(row["lease_deadline"], failing)
-        match recovery(losses, stop_requested=bool(row["stop_requested"]),
-                       max_losses=max_lease_losses):
+        counted = loss_counts(row["lease_deadline"], failing)
+        losses = row["lease_losses"] + counted
+        outcome = recovery(losses, stop_requested=bool(row["stop_requested"]),
+                           max_losses=max_lease_losses)
+        recoveries.append(LeaseRecovery(key, row["supervisor"] or "?", counted, losses,
+                                        outcome.value))
+        match outcome:
             case Recovery.STOPPED:
                 tx.run("stop_expired_lease", key=key, losses=losses)
             case Recovery.FAILED:
@@ -60,9 +67,9 @@ def recover_expired_leases(tx: Tx, max_lease_losses: int, failing: FailingWindow
                 tx.run("requeue_expired_lease", key=key, losses=losses, due=due)
                 continue
         tx.run("drop_notes", key=key)
-    if expired:
+    if judged:
         emit(tx, "wake")
-    return len(expired)
+    return recoveries, len(expired) - len(judged)
 
 
 def start_due_jobs(tx: Tx, owner: str, handler_list: str, count: int,

@@ -158,11 +158,12 @@ class SqliteStore:
             tx.run("trim_events", cutoff=tx.now - EVENT_KEEP_SECONDS)
             failing = failing_window(since, tx.boot, min_span=MIN_FAILING_SPAN)
             gap = leases.note_claim(tx)
-            recovered = leases.recover_expired_leases(tx, max_lease_losses, failing, gap)
+            recoveries, left = leases.recover_expired_leases(tx, max_lease_losses, failing, gap)
             jobs = leases.start_due_jobs(tx, owner, handler_list, count, lease_ttl)
             next_due = tx.value("next_due", handlers=handler_list)
-            return ClaimBatch(jobs=jobs, recovered=recovered, completed=completed,
-                              next_due_in=None if next_due is None else next_due - tx.now)
+            return ClaimBatch(jobs=jobs, recovered=len(recoveries), completed=completed,
+                              next_due_in=None if next_due is None else next_due - tx.now,
+                              recoveries=tuple(recoveries), left_to_witness=left)
 
         batch = await self._witnessed(sent_at, self._db.write(work))
         self._witness.answered(sent_at, store_boot, reported=True, hold=lease_ttl)

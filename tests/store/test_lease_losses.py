@@ -18,10 +18,12 @@ import pytest
 import redis
 
 from supervisor.store.policy import JUDGE_AFTER_GAP, MIN_CLAIM_GAP
+from supervisor.store.records import LeaseRecovery
 from supervisor.store.sqlite_schema import path_from_url
 from tests.helpers.redis_cluster import RedisClusterNodes
 from tests.store.conftest import Connect, StoreTarget
 from tests.store.support import (
+    OWNER,
     SHORT_TTL,
     claim,
     claim_as_supervisors_do,
@@ -54,6 +56,7 @@ async def test_a_job_that_kills_its_only_supervisor_each_time_is_failed_after_ma
     batch = await claim_as_supervisors_do(await connect(), max_lease_losses=2)
 
     assert (batch.recovered, batch.jobs) == (1, ())
+    assert batch.recoveries == (LeaseRecovery("poison", OWNER, True, 2, "failed"),)
     record = await store.job("poison")
     assert (record.state, record.lease_losses) == ("failed", 2)
     assert record.error is not None and "lease lost 2 times (limit 2)" in record.error
@@ -73,6 +76,7 @@ async def test_a_lease_that_ran_out_while_the_store_stood_still_is_not_counted(
         batch = await claim(other, 1, owner="other", max_lease_losses=1)
 
     assert batch.recovered == 1
+    assert batch.recoveries == (LeaseRecovery("k1", OWNER, False, 0, "requeued"),)
     (job,) = batch.jobs
     assert (job.key, job.attempt) == ("k1", 1)
     assert (await other.job("k1")).lease_losses == 0
@@ -126,7 +130,7 @@ async def test_a_lease_that_ended_while_nobody_reached_the_store_waits_for_a_wit
 
     newcomer = await connect()
     first = await claim(newcomer, 0, owner="newcomer", max_lease_losses=2)
-    assert first.recovered == 0
+    assert (first.recovered, first.recoveries, first.left_to_witness) == (0, (), 1)
     assert (await newcomer.job("k1")).state == "running"
     await anyio.sleep(JUDGE_AFTER_GAP)
     later = await claim(newcomer, 0, owner="newcomer", max_lease_losses=2)

@@ -23,7 +23,9 @@
 --           store time (ms),
 --           {key, handler, payload, token, attempt, max_attempts, lease deadline,
 --            has notes (0/1), checkpoint or false, lease_expired_at (ms) or false}...},
---           completed: per job to complete 1, or 0 (stale lease), replayed (1/0)}
+--           completed: per job to complete 1, or 0 (stale lease), replayed (1/0),
+--           {key, holder, counted (1/0), losses in a row, 'requeued'|'failed'|'stopped'}
+--           for each lease recovered, how many expired leases were left to a witness}
 -- A claim sent again with the id of the owner's last claim (its reply was lost) claims
 -- nothing anew: it answers the jobs that claim handed out which the owner still holds
 -- (recovered 0, next due unknown), and whether it completed its job.  The last claim's
@@ -72,7 +74,7 @@ if claim_id ~= '' then
                              redis.call('EXISTS', notes_key(prefix, key)), f[9], false}
       end
     end
-    return {OK, 0, false, fmt(pool.now), again, saved.completed, 1}
+    return {OK, 0, false, fmt(pool.now), again, saved.completed, 1, {}, 0}
   end
 end
 -- core/lease_losses.py write_gap: this claim ends the gap since the pool's last one.
@@ -126,7 +128,7 @@ end
 local failing = failing_window(tonumber(ARGV[9]), pool.now, tonumber(ARGV[10]))
 local defer = tonumber(ARGV[12])
 
-local recovered, requeued = 0, false
+local recovered, requeued, judged, left = 0, false, {}, 0
 local expired = redis.call('ZRANGEBYSCORE', pool.running, '-inf', pool.now,
                            'LIMIT', 0, RECOVER_BATCH)
 for _, key in ipairs(expired) do
@@ -137,19 +139,23 @@ for _, key in ipairs(expired) do
   if f[1] ~= 'running' then
     redis.call('ZREM', pool.running, key)
   elseif judged_later(tonumber(f[5] or ''), failing, gap, pool.now, defer) then
-    -- left running for a witness: nothing of it is written
+    left = left + 1  -- left running for a witness: nothing of it is written
   else
     redis.call('EXISTS', notes, queue_of(pool, f[4] or ''))  -- read before any write
     recovered = recovered + 1
     local losses
-    if loss_counts(tonumber(f[5] or ''), failing) then
+    local counted = loss_counts(tonumber(f[5] or ''), failing)
+    if counted then
       losses = redis.call('HINCRBY', job, 'lease_losses', 1)
     else
       losses = tonumber(redis.call('HGET', job, 'lease_losses') or '0')
     end
+    local outcome = 'requeued'
     if f[2] == '1' then
+      outcome = 'stopped'
       finish(pool, job, notes, key, 'stopped', 'stop requested; lease of ' .. holder .. ' expired')
     elseif max_losses > 0 and losses >= max_losses then
+      outcome = 'failed'
       finish(pool, job, notes, key, 'failed', string.format(
         'lease lost %d times (limit %d), last held by %s', losses, max_losses, holder))
     else
@@ -160,6 +166,7 @@ for _, key in ipairs(expired) do
       requeue(pool, job, key, front_score(pool))
       requeued = true
     end
+    judged[#judged + 1] = {key, holder, counted and 1 or 0, losses, outcome}
   end
 end
 if requeued then
@@ -268,4 +275,4 @@ if claim_id ~= '' then
   redis.call('SET', last_claim, cjson.encode({id = claim_id, jobs = held, completed = completed}),
              'PX', math.max(2 * ttl, 1000))
 end
-return {OK, recovered, next_due, fmt(pool.now), claimed, completed, 0}
+return {OK, recovered, next_due, fmt(pool.now), claimed, completed, 0, judged, left}

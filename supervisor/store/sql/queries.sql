@@ -89,7 +89,7 @@ ON CONFLICT (pool) DO UPDATE SET last_claim = :boot,
 -- name: expired_leases
 -- The running jobs whose lease ran out: sqlite_leases.recover_expired_leases decides
 -- each one's recovery (core/lease_losses.py).
-SELECT key, lease_deadline, lease_losses, stop_requested FROM jobs INDEXED BY jobs_leases
+SELECT key, supervisor, lease_deadline, lease_losses, stop_requested FROM jobs INDEXED BY jobs_leases
 WHERE pool = :pool AND state = 'running' AND lease_deadline < :boot
 ORDER BY lease_deadline;
 
