@@ -16,10 +16,11 @@ leases keep running out is failed after `max_losses` whatever the store.
 
 The first claim after an outage may come from a supervisor that saw none of it (one
 started, or thawed, while the store was down): its claim carries no window.  The store
-sees the outage as a gap in its writes (no claim or renewal of any supervisor for
-`min_gap`), so a lease that ended inside the last such gap is not judged by a claim
-that did not witness it: it is left for a claim that did, and judged by whichever
-claim comes once the gap ended `defer` ago (a supervisor that was there claims every
+sees the outage as a gap in its claims (none of any supervisor for `min_gap`), so a
+lease the gap may have ended is not judged by a claim that did not witness it: one that
+ended inside the gap, or within a lease's ttl after it (its renewals fell in the gap).
+It is left for a claim that did witness it, and judged by whichever claim comes once
+both the gap and the lease ended `defer` ago (a supervisor that was there claims every
 half second and retries a failing store within a second).
 
 Pure: times are store seconds passed in.  The Lua claim script (lua/claim-9+n.lua)
@@ -73,13 +74,14 @@ def write_gap(last_write: float | None, now: float, *, min_gap: float) -> WriteG
 
 
 def judged_later(lease_end: float | None, window: FailingWindow | None, gap: WriteGap | None,
-                 now: float, *, defer: float) -> bool:
+                 now: float, *, ttl: float, defer: float) -> bool:
     """Is the recovery of a lease that ended at `lease_end` left for a later claim?
-    Yes if this claim would count it but it ended inside the store's last gap of
-    writes, which ended less than `defer` ago."""
-    if gap is None or lease_end is None or now - gap.end >= defer:
+    Yes if this claim would count it but the store's last gap in claims may have ended
+    it (it ended in the gap or within `ttl` after), and the later of the gap's end and
+    the lease's was less than `defer` ago."""
+    if gap is None or lease_end is None or now - max(gap.end, lease_end) >= defer:
         return False
-    return loss_counts(lease_end, window) and gap.start <= lease_end <= gap.end
+    return loss_counts(lease_end, window) and gap.start <= lease_end <= gap.end + ttl
 
 
 class Recovery(enum.Enum):

@@ -37,7 +37,8 @@ def note_claim(tx: Tx) -> WriteGap | None:
 
 
 def recover_expired_leases(tx: Tx, max_lease_losses: int, failing: FailingWindow | None,
-                           gap: WriteGap | None) -> tuple[list[LeaseRecovery], int]:
+                           gap: WriteGap | None, lease_ttl: float,
+                           ) -> tuple[list[LeaseRecovery], int]:
     """Recover every lease that ran out; `failing`: the window over which the claiming
     supervisor saw the store failing, whose leases' ends are not counted as losses;
     `gap`: the last gap between the pool's claims, whose leases are left to a witness
@@ -46,7 +47,7 @@ def recover_expired_leases(tx: Tx, max_lease_losses: int, failing: FailingWindow
     expired = tx.rows("expired_leases")
     judged = [row for row in expired
               if not judged_later(row["lease_deadline"], failing, gap, tx.boot,
-                                  defer=JUDGE_AFTER_GAP)]
+                                  ttl=lease_ttl, defer=JUDGE_AFTER_GAP)]
     due = tx.value("front_of_queue") if judged else None
     recoveries = []
     for row in judged:

@@ -158,7 +158,8 @@ class SqliteStore:
             tx.run("trim_events", cutoff=tx.now - EVENT_KEEP_SECONDS)
             failing = failing_window(since, tx.boot, min_span=MIN_FAILING_SPAN)
             gap = leases.note_claim(tx)
-            recoveries, left = leases.recover_expired_leases(tx, max_lease_losses, failing, gap)
+            recoveries, left = leases.recover_expired_leases(tx, max_lease_losses, failing, gap,
+                                                             lease_ttl)
             jobs = leases.start_due_jobs(tx, owner, handler_list, count, lease_ttl)
             next_due = tx.value("next_due", handlers=handler_list)
             return ClaimBatch(jobs=jobs, recovered=len(recoveries), completed=completed,

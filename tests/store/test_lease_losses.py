@@ -35,6 +35,8 @@ pytestmark = pytest.mark.anyio
 
 # Longer than the store's silence that Redis used to excuse (a "quiet window" of 1.5 s).
 HOST_DOWN = 2.0
+# A lease whose end comes after a gap of MIN_CLAIM_GAP and some claims.
+RENEWED_TTL = 2.0
 # Shorter than that silence, longer than SHORT_TTL: the lease ends while it lasts.
 STANDSTILL = 1.2
 
@@ -138,6 +140,27 @@ async def test_a_lease_that_ended_while_nobody_reached_the_store_waits_for_a_wit
     assert later.recovered == 1
     record = await newcomer.job("k1")
     assert (record.state, record.lease_losses) == ("pending", 1)
+
+
+async def test_a_lease_whose_renewals_fell_in_the_gap_waits_for_a_witness(
+    connect: Connect,
+) -> None:
+    """It ended a little after the gap, within a ttl of it: its holder could not renew
+    during the gap (found by the 30-minute --overlap chaos run)."""
+    holder = await connect()
+    await holder.dispatch(new_job("k1"))
+    await claim_one(holder, lease_ttl=RENEWED_TTL, max_lease_losses=2)
+    await anyio.sleep(MIN_CLAIM_GAP + 0.2)  # nobody reaches the store: a gap
+    other = await connect()
+    for _ in range(3):  # then claims every 0.3 s again, none recovering anything yet
+        assert (await claim(other, 0, owner="other", max_lease_losses=2)).recovered == 0
+        await anyio.sleep(0.3)
+    await anyio.sleep(RENEWED_TTL - MIN_CLAIM_GAP - 0.2 - 0.9 + 0.3)  # the lease has ended
+
+    batch = await claim(other, 0, owner="other", max_lease_losses=2)
+
+    assert (batch.recovered, batch.left_to_witness) == (0, 1)
+    assert (await other.job("k1")).state == "running"
 
 
 @pytest.fixture

@@ -71,21 +71,29 @@ def test_a_write_long_after_the_last_one_ends_a_gap() -> None:
 
 def test_a_lease_that_ended_in_a_recent_gap_waits_for_a_claim_that_witnessed_it() -> None:
     gap = WriteGap(97.0, 100.0)
-    assert judged_later(98.0, None, gap, 100.5, defer=2.0)
+    assert judged_later(98.0, None, gap, 100.5, ttl=2.0, defer=2.0)
 
 
 def test_a_witness_of_the_gap_judges_at_once() -> None:
     gap = WriteGap(97.0, 100.0)
-    assert not judged_later(98.0, FailingWindow(96.5, 100.5), gap, 100.5, defer=2.0)
+    assert not judged_later(98.0, FailingWindow(96.5, 100.5), gap, 100.5, ttl=2.0, defer=2.0)
 
 
 def test_once_the_gap_ended_defer_ago_anyone_judges() -> None:
     gap = WriteGap(97.0, 100.0)
-    assert not judged_later(98.0, None, gap, 102.0, defer=2.0)
+    assert not judged_later(98.0, None, gap, 102.0, ttl=2.0, defer=2.0)
 
 
-def test_a_lease_that_ended_outside_the_gap_is_judged_at_once() -> None:
+def test_a_lease_that_the_gap_cannot_have_ended_is_judged_at_once() -> None:
     gap = WriteGap(97.0, 100.0)
-    assert not judged_later(96.0, None, gap, 100.5, defer=2.0)
-    assert not judged_later(100.2, None, gap, 100.5, defer=2.0)
-    assert not judged_later(98.0, None, None, 100.5, defer=2.0)
+    assert not judged_later(96.0, None, gap, 100.5, ttl=2.0, defer=2.0)  # ended before it
+    assert not judged_later(102.2, None, gap, 102.5, ttl=2.0, defer=2.0)  # a ttl after it
+    assert not judged_later(98.0, None, None, 100.5, ttl=2.0, defer=2.0)
+
+
+def test_a_lease_that_ended_within_a_ttl_after_the_gap_waits_for_a_witness() -> None:
+    """Its renewals fell in the gap (found by the 30-minute --overlap chaos run)."""
+    gap = WriteGap(97.0, 100.0)
+    assert judged_later(101.5, None, gap, 101.8, ttl=2.0, defer=2.0)
+    assert not judged_later(101.5, None, gap, 103.5, ttl=2.0, defer=2.0)  # defer after it
+    assert not judged_later(102.5, None, gap, 102.8, ttl=2.0, defer=2.0)  # past a ttl

@@ -36,8 +36,9 @@
 -- [ARGV 9, now], if at least ARGV 10 long) is recovered without counting a loss: the
 -- store's outage ended it, not the job.  A lease that this claim would count but that
 -- ended inside the last gap between the pool's claims (nobody reached the store: the
--- health hash keeps last_claim, gap_start, gap_end) is left running for a claim that
--- witnessed the gap, until ARGV 12 after it.  The rule is
+-- health hash keeps last_claim, gap_start, gap_end), or within a lease ttl after it, is
+-- left running for a claim that witnessed the gap, until ARGV 12 after the later of the
+-- gap's end and the lease's.  The rule is
 -- core/lease_losses.py's.
 
 local RECOVER_BATCH = 100
@@ -118,11 +119,12 @@ local function loss_counts(lease_end, window)
 end
 
 -- core/lease_losses.py judged_later.
-local function judged_later(lease_end, window, gap, now, defer)
-  if gap == nil or lease_end == nil or now - gap.finish >= defer then
+local function judged_later(lease_end, window, gap, now, lease_ttl, defer)
+  if gap == nil or lease_end == nil or now - math.max(gap.finish, lease_end) >= defer then
     return false
   end
-  return loss_counts(lease_end, window) and gap.start <= lease_end and lease_end <= gap.finish
+  return loss_counts(lease_end, window) and gap.start <= lease_end
+         and lease_end <= gap.finish + lease_ttl
 end
 
 local failing = failing_window(tonumber(ARGV[9]), pool.now, tonumber(ARGV[10]))
@@ -138,7 +140,7 @@ for _, key in ipairs(expired) do
   local holder = f[3] or '?'
   if f[1] ~= 'running' then
     redis.call('ZREM', pool.running, key)
-  elseif judged_later(tonumber(f[5] or ''), failing, gap, pool.now, defer) then
+  elseif judged_later(tonumber(f[5] or ''), failing, gap, pool.now, ttl, defer) then
     left = left + 1  -- left running for a witness: nothing of it is written
   else
     redis.call('EXISTS', notes, queue_of(pool, f[4] or ''))  -- read before any write
