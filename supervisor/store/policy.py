@@ -23,3 +23,11 @@ MIN_FAILING_SPAN = 0.25
 # Live supervisors claim every half second and retry a failing store within a second.
 MIN_CLAIM_GAP = 1.0
 JUDGE_AFTER_GAP = 2.0
+
+
+def claim_deadline(sent_at: float | None, lease_ttl: float) -> float | None:
+    """The store time after which a claim sent at `sent_at` (store time) hands out no
+    job: held up that long (a frozen store), it may run after its sender stopped, and
+    its jobs' fences, counted from the sending, would be near.  A second at least: a
+    claim on a busy machine is not held up."""
+    return None if sent_at is None else sent_at + max(lease_ttl / 2, 1.0)

@@ -33,6 +33,7 @@ from supervisor.store.policy import (
     JUDGE_AFTER_GAP,
     MIN_CLAIM_GAP,
     MIN_FAILING_SPAN,
+    claim_deadline,
 )
 from supervisor.store.records import (
     ClaimBatch,
@@ -163,6 +164,7 @@ class RedisStore:
             [[c.lease.key, str(c.lease.token), c.result.decode()] for c in completing]).decode()
         sent_at = self._witness.sending()
         since = self._witness.since(sent_at)
+        claim_by = claim_deadline(self._witness.store_time(sent_at), lease_ttl)
         answer = await self._witnessed(sent_at, self._run(
             "claim",
             [k.pending, k.running, k.token, k.done("failed"), k.done("stopped"),
@@ -172,7 +174,7 @@ class RedisStore:
              self._retention_ms, k.channel, completions,
              "" if since is None else milliseconds(since), milliseconds(MIN_FAILING_SPAN),
              milliseconds(MIN_CLAIM_GAP), milliseconds(JUDGE_AFTER_GAP), claim_id,
-             *handlers],
+             "" if claim_by is None else milliseconds(claim_by), *handlers],
             subject=owner,
         ))
         recovered, next_due, now, claimed, completed, replayed, judged, left = answer

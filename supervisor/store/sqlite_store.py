@@ -43,6 +43,7 @@ from supervisor.store.policy import (
     LOSSES_RESET_TTLS,
     MEMBER_GARBAGE_AFTER,
     MIN_FAILING_SPAN,
+    claim_deadline,
 )
 from supervisor.store.records import (
     ALL_STATES,
@@ -148,6 +149,7 @@ class SqliteStore:
         handler_list = orjson.dumps(list(handlers)).decode()
         sent_at = self._witness.sending()
         since = self._witness.since(sent_at)
+        claim_by = claim_deadline(self._witness.store_time(sent_at), lease_ttl)
         store_boot = 0.0
 
         def work(tx: Tx) -> ClaimBatch:
@@ -160,7 +162,9 @@ class SqliteStore:
             gap = leases.note_claim(tx)
             recoveries, left = leases.recover_expired_leases(tx, max_lease_losses, failing, gap,
                                                              lease_ttl)
-            jobs = leases.start_due_jobs(tx, owner, handler_list, count, lease_ttl)
+            late = claim_by is not None and tx.boot > claim_by
+            jobs = leases.start_due_jobs(tx, owner, handler_list, 0 if late else count,
+                                         lease_ttl)
             next_due = tx.value("next_due", handlers=handler_list)
             return ClaimBatch(jobs=jobs, recovered=len(recoveries), completed=completed,
                               next_due_in=None if next_due is None else next_due - tx.now,

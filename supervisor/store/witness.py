@@ -36,6 +36,10 @@ class FailureWitness:
         """The local time a call is sent at, for `failed`, `answered` and `since`."""
         return self._clock()
 
+    def store_time(self, local: float) -> float | None:
+        """A local time on the store's clock, once an answer told the offset."""
+        return None if self._offset is None else local + self._offset
+
     def since(self, sent_at: float) -> float | None:
         """For a claim sent at `sent_at`: the store time since which the store has
         failed or not answered this process."""

@@ -35,6 +35,8 @@ pytestmark = pytest.mark.anyio
 
 # Longer than the store's silence that Redis used to excuse (a "quiet window" of 1.5 s).
 HOST_DOWN = 2.0
+# Longer than half the lease of a claim held up that long (2 x HELD_UP - 1 s).
+HELD_UP = 1.5
 # A lease whose end comes after a gap of MIN_CLAIM_GAP and some claims.
 RENEWED_TTL = 2.0
 # Shorter than that silence, longer than SHORT_TTL: the lease ends while it lasts.
@@ -161,6 +163,26 @@ async def test_a_lease_whose_renewals_fell_in_the_gap_waits_for_a_witness(
 
     assert (batch.recovered, batch.left_to_witness) == (0, 1)
     assert (await other.job("k1")).state == "running"
+
+
+async def test_a_claim_held_up_past_half_a_lease_hands_out_nothing(
+    connect: Connect, store_target: StoreTarget, redis_ports: list[int]
+) -> None:
+    """Found by the 30-minute --overlap chaos run: a draining supervisor's claim, held
+    by a frozen Redis, ran after that supervisor had exited; the jobs it handed out ran
+    nowhere until their leases ran out, and each counted as a lease loss.  A claim that
+    runs more than half a lease after it was sent claims nothing (its jobs' fences
+    would be near anyway)."""
+    store = await connect()
+    await store.dispatch(new_job("k1"))
+    await claim(store, 0)  # it has heard from the store: it knows the store's clock
+
+    async with standing_still(store_target, redis_ports, HELD_UP):
+        late = await claim(store, 1, lease_ttl=2 * HELD_UP - 1.0)
+
+    assert late.jobs == ()
+    assert (await store.job("k1")).state == "pending"
+    assert [job.key for job in (await claim(store, 1)).jobs] == ["k1"]
 
 
 @pytest.fixture

@@ -4,15 +4,17 @@
 -- (reserved:<owner>), then due ones, oldest first across their queues.
 -- KEYS: 1 pending zset, 2 running zset, 3 token counter, 4 done:failed, 5 done:stopped,
 --       6 write-probe, 7 reserved:<owner>, 8 health hash, 9 last-claim:<owner>,
---       10... queue:<handler> of each handler in ARGV 14...
+--       10... queue:<handler> of each handler in ARGV 15...
 -- ARGV: 1 key prefix, 2 owner, 3 count, 4 lease ttl (ms), 5 max lease losses (0: no
 --       limit), 6 retention (ms), 7 events channel, 8 the jobs to complete, a JSON
 --       array of [key, token, result text] ('' for none), 9 since when the owner's
 --       calls have failed or gone unanswered (store ms, '' if unknown), 10 the shortest
 --       such span that is a failing window (ms), 11 the shortest gap between two
 --       claims of the pool that leaves the leases that ended in it to a witness (ms),
---       12 for how long after the gap (ms), 13 this claim's id ('' for none), 14...
---       handlers this owner runs
+--       12 for how long after the gap (ms), 13 this claim's id ('' for none), 14 the
+--       store time after which it hands out no job ('' for none: a claim held up that
+--       long, by a frozen store, may come after its sender stopped), 15... handlers
+--       this owner runs
 -- Undeclared keys (found while it runs, so not known to the caller; built from the
 -- prefix): the job hash and notes list of each job it completes, recovers or claims, the queue of
 -- a recovered job whose handler this owner does not run, and the reservations of
@@ -45,12 +47,13 @@ local RECOVER_BATCH = 100
 
 local prefix, owner = ARGV[1], ARGV[2]
 local count, ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
+local claim_by = tonumber(ARGV[14])
 local max_losses = tonumber(ARGV[5])
 local pool = {pending = KEYS[1], running = KEYS[2], done_failed = KEYS[4],
               done_stopped = KEYS[5], queues = {}, reserved = {[owner] = KEYS[7]},
               prefix = prefix, now = store_now(), retention = tonumber(ARGV[6]),
               done_succeeded = prefix .. 'done:succeeded'}
-local FIRST_HANDLER, FIRST_QUEUE = 14, 10
+local FIRST_HANDLER, FIRST_QUEUE = 15, 10
 local queues = {}
 for i = FIRST_HANDLER, #ARGV do
   pool.queues[ARGV[i]] = KEYS[i - FIRST_HANDLER + FIRST_QUEUE]
@@ -58,6 +61,9 @@ for i = FIRST_HANDLER, #ARGV do
 end
 
 refuse_when_full(KEYS[6])
+if claim_by and pool.now > claim_by then
+  count = 0
+end
 
 local claim_id, last_claim = ARGV[13], KEYS[9]
 if claim_id ~= '' then
