@@ -4,10 +4,12 @@ Every key of a pool starts with `poolsup:{<pool>}:`, so the braces make the pool
 the hash tag: all keys of a pool live in one Redis Cluster slot, on one node.
 
 Scripts declare in KEYS every key they touch, except the three that find jobs while
-they run (lua/claim-9+n.lua, lua/members-3.lua, lua/upgrade-layout-2.lua): a claim
+they run (lua/claim-9+n.lua, lua/members-3.lua, lua/upgrade-layout-3.lua): a claim
 cannot know which job hashes it will recover or claim before it has read the queues.
 They build those names from the key prefix, as lua/_lib.lua's job_key, notes_key,
-queue_key and reserved_key do, and each script's header lists them.  That is safe:
+queue_key and reserved_key do, and each script's header lists them.  Every script that
+starts or ends a run also writes `running_load`, whose name lua/_lib.lua's load_key
+builds from `running`'s; it is that script's first write for the job.  That is safe:
 
 - A script without a `#!lua` line may touch keys it did not declare as long as they
   hash to the slot of its declared keys (Redis 7.0 refuses cross-slot keys only for
@@ -52,6 +54,12 @@ class PoolKeys:
     def running(self) -> str:
         """zset: key -> lease deadline (store ms)."""
         return self.prefix + "running"
+
+    @property
+    def running_load(self) -> str:
+        """hash: owner NUL handler -> its running jobs (lua/_lib.lua load_key builds the
+        same name from `running`'s)."""
+        return self.running + "-load"
 
     @property
     def layout(self) -> str:

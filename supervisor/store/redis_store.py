@@ -74,8 +74,9 @@ from supervisor.store.witness import FailureWitness
 DEFAULT_RETENTION = 86400.0
 # stop: tries before a job whose queue or reservation keeps changing is an error.
 KEYS_CHANGED_RETRIES = 10
-# 2: pending jobs are also in one claim queue per handler (lua/upgrade-layout-2.lua).
-LAYOUT = 2
+# 2: pending jobs are also in one claim queue per handler; 3: the running jobs are
+# counted per owner and handler in running-load (lua/upgrade-layout-3.lua).
+LAYOUT = 3
 
 
 def _key_tokens(flat: list[bytes]) -> frozenset[tuple[str, int]]:
@@ -156,7 +157,7 @@ class RedisStore:
     ) -> ClaimBatch:
         k = self._keys
         if not self._layout_checked:
-            await self._run("upgrade-layout", [k.pending, k.layout], [k.prefix, LAYOUT],
+            await self._run("upgrade-layout", [k.pending, k.layout, k.running], [k.prefix, LAYOUT],
                             subject=self.pool)
             self._layout_checked = True
         handlers = list(dict.fromkeys(handlers))  # a queue declared twice would be scanned twice

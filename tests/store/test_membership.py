@@ -7,8 +7,19 @@ import pytest
 
 from supervisor.errors import SupervisorIdTaken
 from supervisor.store.base import Store
-from supervisor.store.records import JobStats
-from tests.store.support import LONG_TTL, claim, claim_one, dispatch_all, new_job, supervisor
+from supervisor.store.records import Completion, JobStats
+from tests.store.support import (
+    LONG_TTL,
+    OWNER,
+    SHORT_TTL,
+    claim,
+    claim_as_supervisors_do,
+    claim_one,
+    dispatch_all,
+    new_job,
+    supervisor,
+    wait_for_expiry,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -152,3 +163,63 @@ async def test_snapshot_reports_a_healthy_store_since_it_last_started_taking_wri
     assert (first.store.state, first.store.error) == ("ok", None)
     assert first.store.since == pytest.approx(first.store_time, abs=0.01)
     assert second.store == first.store
+
+
+async def running_per_owner(store: Store) -> dict[str, dict[str, int]]:
+    """The running records counted per owner and handler: what `members` must say."""
+    counted: dict[str, dict[str, int]] = {}
+    for record in await store.jobs("running"):
+        assert record.supervisor is not None
+        per_handler = counted.setdefault(record.supervisor, {})
+        per_handler[record.handler] = per_handler.get(record.handler, 0) + 1
+    return counted
+
+
+async def members_say(store: Store) -> dict[str, dict[str, int]]:
+    return {m.info.id: m.running_by_handler for m in (await store.members()).members
+            if m.running}
+
+
+async def test_members_count_every_run_started_and_ended_each_way(store: Store) -> None:
+    other = "sup-b"
+    for owner in (OWNER, other):
+        await store.register(supervisor(owner, handlers=("thumbnail", "resize")))
+    await dispatch_all(store, [f"j{n}" for n in range(8)])
+    await store.dispatch(new_job("r1", handler="resize"))
+    await store.dispatch(new_job("last-try", max_attempts=1))
+    jobs = {job.key: job for job in (await claim(store, 10, handlers=("thumbnail", "resize"))).jobs}
+    assert await members_say(store) == await running_per_owner(store) == {
+        OWNER: {"thumbnail": 9, "resize": 1}}
+
+    await store.complete(jobs["j0"].lease, b"1")
+    await store.fail(jobs["j1"].lease, "retried", final=False, retry_delay=60)
+    await store.fail(jobs["last-try"].lease, "for good", final=True, retry_delay=0)
+    await store.release(jobs["j2"].lease)
+    await store.release(jobs["j3"].lease, reserve_for=other, reserve_ttl=LONG_TTL)
+    await store.stop("j4")
+    await store.finish_stopped(jobs["j4"].lease, "stopped")
+    await store.stop("j5")
+    await store.release(jobs["j5"].lease)  # released with a stop asked for: stopped
+    completing = (Completion(jobs["j6"].lease, b"2"),)
+    moved = (await store.claim(other, ("thumbnail",), 1, LONG_TTL, 3, completing)).jobs
+    assert [job.key for job in moved] == ["j3"]
+    # j6 completed by sup-b's claim is refused (not its lease); completed by its owner:
+    await store.claim(OWNER, ("thumbnail",), 0, LONG_TTL, 3, completing)
+
+    assert await members_say(store) == await running_per_owner(store) == {
+        OWNER: {"thumbnail": 1, "resize": 1}, other: {"thumbnail": 1}}
+
+
+async def test_members_count_a_run_recovered_after_its_lease_ran_out(store: Store) -> None:
+    await store.register(supervisor(OWNER))
+    await store.register(supervisor("sup-b"))
+    await dispatch_all(store, ["lost", "kept"])
+    await claim_one(store, lease_ttl=SHORT_TTL)
+    await claim_one(store, owner="sup-b")
+    await wait_for_expiry()
+
+    await claim_as_supervisors_do(store, 0, owner="sup-b")
+
+    assert (await store.job("lost")).state == "pending"
+    assert await members_say(store) == await running_per_owner(store) == {
+        "sup-b": {"thumbnail": 1}}

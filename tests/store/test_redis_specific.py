@@ -20,6 +20,7 @@ from supervisor.store.redis_connection import connect
 from supervisor.store.redis_events import EventFeed
 from supervisor.store.redis_keys import PoolKeys
 from supervisor.store.redis_scripts import KeysChanged, Scripts, Status, commands
+from supervisor.store.redis_store import LAYOUT
 from tests.helpers.redis_server import RedisServer, free_port
 from tests.store.support import (
     HANDLER,
@@ -339,7 +340,26 @@ async def test_pending_jobs_of_a_pool_written_before_the_claim_queues_are_claime
         batch = await claim(upgraded, 2)
 
     assert sorted(job.key for job in batch.jobs) == ["old-1", "old-2"]
-    assert await raw.get(keys.layout) == b"2"
+    assert await raw.get(keys.layout) == str(LAYOUT).encode()
+
+
+async def test_running_counts_left_wrong_by_an_older_supervisor_are_recounted(
+    raw: Redis, redis_url: str, pool_name: str
+) -> None:
+    keys = PoolKeys(pool_name)
+    async with opened_store(redis_url, pool_name) as old:
+        await old.register(supervisor(OWNER))
+        await dispatch_all(old, ["a", "b", "c"])
+        await claim(old, 2)
+    # An older supervisor starts and ends runs without counting them.
+    await raw.hset(keys.running_load, mapping={f"{OWNER}\0{HANDLER}": 7, "gone\0x": 1})
+
+    async with opened_store(redis_url, pool_name) as upgraded:
+        await claim(upgraded, 0, owner="sup-new")
+        members = (await upgraded.members()).members
+
+    assert [(m.info.id, m.running_by_handler) for m in members] == [(OWNER, {HANDLER: 2})]
+    assert await raw.hgetall(keys.running_load) == {f"{OWNER}\0{HANDLER}".encode(): b"2"}
 
 
 async def test_a_membership_entry_written_before_handlers_and_rebalance_still_reads(

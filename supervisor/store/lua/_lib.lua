@@ -145,11 +145,34 @@ local function front_score(pool)
   return oldest - 1
 end
 
+-- The running jobs per owner and handler, kept by every script that starts or ends a
+-- run, so that `members` reads one small hash instead of every running job: the hash
+-- named after pool.running, field owner NUL handler -> running jobs.
+local function load_key(pool)
+  return pool.running .. '-load'
+end
+
+local function count_run(pool, owner, handler, delta)
+  local field = owner .. '\0' .. handler
+  if redis.call('HINCRBY', load_key(pool), field, delta) <= 0 then
+    redis.call('HDEL', load_key(pool), field)
+  end
+end
+
+-- A running job leaves `running`: it no longer counts for its owner.
+local function end_run(pool, job, key)
+  local f = redis.call('HMGET', job, 'state', 'owner', 'handler')
+  if f[1] == 'running' and f[2] and f[3] then
+    count_run(pool, f[2], f[3], -1)
+  end
+  redis.call('ZREM', pool.running, key)
+end
+
 -- Make the job claimable at `score`, holding no lease.
 local function requeue(pool, job, key, score)
+  end_run(pool, job, key)
   redis.call('HSET', job, 'state', 'pending', 'due', fmt(score))
   redis.call('HDEL', job, 'lease_deadline', 'pid', 'rss_bytes', 'cpu_percent')
-  redis.call('ZREM', pool.running, key)
   enqueue(pool, job, key, score)
 end
 
@@ -161,6 +184,7 @@ local function finish(pool, job, notes, key, state, error)
   if redis.call('HGET', job, 'state') == 'pending' then
     dequeue(pool, job, key)
   end
+  end_run(pool, job, key)
   redis.call('HSET', job, 'state', state, 'finished_at', fmt(pool.now))
   if error then
     redis.call('HSET', job, 'error', error)
@@ -171,7 +195,6 @@ local function finish(pool, job, notes, key, state, error)
   redis.call('PEXPIRE', job, pool.retention)
   redis.call('DEL', notes)
   redis.call('HDEL', job, 'notes_acked')
-  redis.call('ZREM', pool.running, key)
   local done = pool['done_' .. state]
   redis.call('ZADD', done, pool.now, key)
   redis.call('ZREMRANGEBYSCORE', done, '-inf', after(pool.now - pool.retention))

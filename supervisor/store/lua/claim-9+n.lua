@@ -149,7 +149,7 @@ for _, key in ipairs(expired) do
   elseif judged_later(tonumber(f[5] or ''), failing, gap, pool.now, ttl, defer) then
     left = left + 1  -- left running for a witness: nothing of it is written
   else
-    redis.call('EXISTS', notes, queue_of(pool, f[4] or ''))  -- read before any write
+    redis.call('EXISTS', notes, queue_of(pool, f[4] or ''), load_key(pool))  -- read first
     recovered = recovered + 1
     local losses
     local counted = loss_counts(tonumber(f[5] or ''), failing)
@@ -209,6 +209,7 @@ local function start_attempt(key, job, f)
   if f[6] then
     redis.call('EXISTS', reserved_of(pool, f[6]))
   end
+  count_run(pool, owner, f[2], 1)  -- the first write: running-load is undeclared
   local token = redis.call('INCR', KEYS[3])
   local attempt = redis.call('HINCRBY', job, 'attempts', 1)
   redis.call('HSET', job, 'state', 'running', 'owner', owner, 'token', token,

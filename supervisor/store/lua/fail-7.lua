@@ -15,6 +15,7 @@ local pool = {pending = KEYS[3], running = KEYS[4], done_failed = KEYS[5],
               done_stopped = KEYS[6], queues = {[ARGV[4]] = KEYS[7]}, reserved = {},
               now = store_now(), retention = tonumber(ARGV[8])}
 local error = ARGV[5]
+redis.call('EXISTS', load_key(pool))  -- undeclared: read before the first write
 local f = redis.call('HMGET', job, 'stop_requested', 'attempts', 'max_attempts')
 
 if f[1] == '1' then

@@ -5,8 +5,8 @@
 -- 6.2 cannot compile one, and Redis checks such a script's writes only as it makes them.
 -- KEYS: 1 sup hash (id -> info JSON), 2 seen zset (id -> last seen ms), 3 running zset
 -- ARGV: 1 key prefix
--- Undeclared keys (found while it runs; built from the prefix): the job hash of each
--- running job, and reserved:<id> of each member.
+-- Undeclared keys (built from the names of declared ones): the running jobs per owner
+-- and handler (running-load, see load_key), and reserved:<id> of each member.
 -- Returns: {OK, store time (ms), {id, info JSON}..., {id, last seen (ms)}...,
 --           {owner, handler, running jobs}..., {id, pending jobs reserved for it}...}
 -- (each list flat)
@@ -16,23 +16,15 @@ local now = store_now()
 local entries = redis.call('HGETALL', KEYS[1])
 local seen = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
 
-local counts, load = {}, {}
-for _, key in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
-  local f = redis.call('HMGET', job_key(prefix, key), 'owner', 'handler', 'state')
-  if f[3] == 'running' and f[1] and f[2] then
-    local slot = f[1] .. '\0' .. f[2]
-    if not counts[slot] then
-      counts[slot] = 0
-      load[#load + 1] = {f[1], f[2], slot}
-    end
-    counts[slot] = counts[slot] + 1
-  end
-end
 local running = {}
-for _, entry in ipairs(load) do
-  running[#running + 1] = entry[1]
-  running[#running + 1] = entry[2]
-  running[#running + 1] = counts[entry[3]]
+local load = redis.call('HGETALL', load_key({running = KEYS[3]}))
+for i = 1, #load, 2 do
+  local nul = string.find(load[i], '\0', 1, true)
+  if nul then
+    running[#running + 1] = string.sub(load[i], 1, nul - 1)
+    running[#running + 1] = string.sub(load[i], nul + 1)
+    running[#running + 1] = tonumber(load[i + 1])
+  end
 end
 
 local inbound = {}

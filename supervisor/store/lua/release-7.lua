@@ -17,6 +17,7 @@ local target = ARGV[8]
 local pool = {pending = KEYS[3], running = KEYS[4], done_stopped = KEYS[5],
               queues = {[ARGV[4]] = KEYS[6]}, reserved = {[target] = KEYS[7]},
               now = store_now(), retention = tonumber(ARGV[6])}
+redis.call('EXISTS', load_key(pool))  -- undeclared: read before the first write
 
 if redis.call('HGET', job, 'stop_requested') == '1' then
   finish(pool, job, notes, key, 'stopped', 'stop requested; released by ' .. ARGV[3])
