@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -105,17 +107,19 @@ def main() -> None:
             return 0
 
         joined = wait_until(lambda: joiner_holds() >= share - 1, 600, "the joiner's share")
-        del joining
-    percent = [100 * seconds / args.seconds for seconds in used]
-    print(f"{args.supervisors} supervisors x capacity {capacity}, {args.jobs} jobs, "
-          f"lease_ttl {args.lease_ttl:g} s")
-    print(f"dispatch {dispatched:.1f} s; every job running {all_running:.1f} s after it")
-    print(f"steady state over {args.seconds:.0f} s: each supervisor "
-          f"{statistics.mean(percent):.1f}% of a core (max {max(percent):.1f}%), "
-          f"redis-server {100 * redis_used / args.seconds:.1f}%")
-    print(f"poolsup status --json: {statistics.median(status_times):.2f} s (median of 3)")
-    print(f"a joining supervisor held its share ({share - 1}+ jobs) {joined:.1f} s after "
-          "it served")
+        percent = [100 * seconds / args.seconds for seconds in used]
+        print(f"{args.supervisors} supervisors x capacity {capacity}, {args.jobs} jobs, "
+              f"lease_ttl {args.lease_ttl:g} s")
+        print(f"dispatch {dispatched:.1f} s; every job running {all_running:.1f} s after it")
+        print(f"steady state over {args.seconds:.0f} s: each supervisor "
+              f"{statistics.mean(percent):.1f}% of a core (max {max(percent):.1f}%), "
+              f"redis-server {100 * redis_used / args.seconds:.1f}%")
+        print(f"poolsup status --json: {statistics.median(status_times):.2f} s (median of 3)")
+        print(f"a joining supervisor held its share ({share - 1}+ jobs) {joined:.1f} s after "
+              "it served", flush=True)
+        for member in [*members, joining]:  # drain them side by side, not one by one
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(member.pid, signal.SIGTERM)
 
 
 if __name__ == "__main__":
