@@ -3,9 +3,11 @@
 from supervisor.client import AsyncClient, Client
 from supervisor.errors import (
     ConfigError,
+    DispatchRefused,
     InvalidJob,
     JobExists,
     JobNotFound,
+    PoolFull,
     PoolsupError,
     StaleToken,
     StoreUnavailable,
@@ -15,9 +17,11 @@ __all__ = [
     "AsyncClient",
     "Client",
     "ConfigError",
+    "DispatchRefused",
     "InvalidJob",
     "JobExists",
     "JobNotFound",
+    "PoolFull",
     "PoolsupError",
     "StaleToken",
     "StoreUnavailable",

@@ -49,10 +49,19 @@ class StoreError(StoreFailure):
     """The store refused the request (out of memory, read-only replica, failover, ...)."""
 
 
-class JobExists(PoolsupError):
-    """A job with this key is already live (pending or running)."""
+class DispatchRefused(PoolsupError):
+    """The store refused to add the job; the message says why."""
 
     exit_code = 3
+
+
+class JobExists(DispatchRefused):
+    """A job with this key is already live (pending or running), or finished within the
+    dispatch's unique window."""
+
+
+class PoolFull(DispatchRefused):
+    """The pool holds `[pool] max_pending` pending jobs already."""
 
 
 class JobNotFound(PoolsupError):

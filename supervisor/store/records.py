@@ -29,6 +29,12 @@ class DispatchRequest:
     run_at: float | None = None
     # The schedule that started the job (for producers' stop_others); None by hand.
     schedule: str | None = None
+    # 0-9: a handler's due jobs are claimed highest priority first, oldest first within one.
+    priority: int = 0
+    # What the handler's max_running_per_group counts; None: no group.
+    group: str | None = None
+    # Refused (JobExists) when the key finished within this many seconds; 0: never.
+    unique_for: float = 0.0
 
 
 @dataclass(frozen=True)
