@@ -19,10 +19,12 @@ than every earlier token of the same key, across re-dispatches too.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
+from supervisor.core.limits import Limits
+from supervisor.errors import DispatchRefused
 from supervisor.store.records import (
     ClaimBatch,
     Completion,
@@ -34,6 +36,7 @@ from supervisor.store.records import (
     Lease,
     Membership,
     Note,
+    Paused,
     PoolSnapshot,
     RenewResult,
     ScheduleBook,
@@ -62,6 +65,27 @@ class Store(Protocol):
         With `fired` (a producer's plan), only while that tick is current, in the same
         atomic step; otherwise nothing changes and `StaleTick` is raised."""
 
+    async def dispatch_each(
+        self, requests: Sequence[DispatchRequest]
+    ) -> list[DispatchRefused | None]:
+        """`dispatch_many`, saying why a request was refused: None where the job was
+        added, else `JobExists` (live, or finished within the request's `unique_for`)
+        or `PoolFull` (the pool holds `max_pending` pending jobs)."""
+
+    async def pause(self, handlers: Sequence[str] = ()) -> None:
+        """No claim starts jobs of `handlers` (none named: of the pool) from now on,
+        until `resume`; running jobs go on."""
+
+    async def resume(self, handlers: Sequence[str] = ()) -> None:
+        """Undo `pause` of those names (a pause of the pool and of a handler are kept
+        apart: resuming the pool leaves a paused handler paused) and wake claimers."""
+
+    async def paused(self) -> Paused: ...
+
+    async def set_max_pending(self, limit: int | None) -> None:
+        """From now on dispatch refuses jobs while `limit` are pending (None: no
+        limit).  Supervisors set it from `[pool] max_pending` as they start."""
+
     async def claim(
         self,
         owner: str,
@@ -71,6 +95,7 @@ class Store(Protocol):
         max_lease_losses: int,
         completing: Sequence[Completion] = (),
         claim_id: str = "",
+        limits: Mapping[str, Limits] | None = None,
     ) -> ClaimBatch:
         """A claim sent again with the `claim_id` of the owner's last claim, because its
         reply was lost, changes nothing: it answers the jobs that claim handed out and
@@ -87,10 +112,14 @@ class Store(Protocol):
         reaches `max_lease_losses` it ends `failed` with an error that says so.
         Then move up to `count` claimable pending jobs (handler in `handlers`) to
         running: first those released for `owner` whose reservation has not run out,
-        then those due now, oldest first (a job reserved for another supervisor is due
-        when its reservation runs out); owner, a new token, attempt + 1, lease
-        deadline = store time + `lease_ttl`, started_at = store time, and the
-        reservation fields cleared.  `count` may be 0 (recovery only)."""
+        then those due now, highest priority first and oldest first within one (a job
+        reserved for another supervisor is due when its reservation runs out); owner, a
+        new token, attempt + 1, lease deadline = store time + `lease_ttl`, started_at =
+        store time, and the reservation fields cleared.  `count` may be 0 (recovery
+        only).  No job of a paused handler starts (none while the pool is paused), nor
+        one that would take its handler past its pool-wide `limits`
+        (core/limits.py startable): the limits are checked and the start counted in the
+        same atomic step."""
 
     async def renew(
         self,

@@ -3,6 +3,7 @@ schedules and events, as frozen values (the Store protocol is in base.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -222,6 +223,8 @@ class JobRecord:
     moved_from: str | None = None
     run_at: float | None = None  # the requested start time, if any (kept once it starts)
     schedule: str | None = None  # the schedule that dispatched it, None if by hand
+    priority: int = 0
+    group: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -249,7 +252,29 @@ class JobRecord:
             "moved_from": self.moved_from,
             "run_at": self.run_at,
             "schedule": self.schedule,
+            "priority": self.priority,
+            "group": self.group,
         }
+
+
+# The name a pause of the whole pool is kept under, among the handlers' names.
+PAUSE_ALL = "*"
+
+
+@dataclass(frozen=True)
+class Paused:
+    """What no claim serves: the whole pool, and these handlers."""
+
+    pool: bool = False
+    handlers: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, names: Iterable[str]) -> Paused:
+        found = set(names)
+        return cls(pool=PAUSE_ALL in found, handlers=tuple(sorted(found - {PAUSE_ALL})))
+
+    def as_json(self) -> dict[str, object]:
+        return {"pool": self.pool, "handlers": list(self.handlers)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -263,6 +288,7 @@ class PoolSnapshot:
     running: tuple[JobRecord, ...]
     store: StoreHealth
     moving: tuple[JobRecord, ...] = ()  # pending jobs whose reservation has not run out
+    paused: Paused = Paused()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -341,3 +367,4 @@ class StoreEvent:
 
     kind: EventKind
     key: str | None = None
+

@@ -20,7 +20,7 @@ from typing import Any, cast
 
 import orjson
 
-from supervisor.errors import JobExists, StoreError
+from supervisor.errors import DispatchRefused, StoreError
 from supervisor.store.records import (
     FIRING_OUTCOMES,
     LIVE_STATES,
@@ -35,6 +35,7 @@ from supervisor.store.redis_connection import RedisClient, translated_errors
 from supervisor.store.redis_keys import PoolKeys
 from supervisor.store.redis_records import milliseconds, seconds
 from supervisor.store.redis_scripts import ScriptArg
+from supervisor.store.refusals import refusal
 
 # Index entries checked after each fired tick, longest unchecked first.
 PRUNE_BATCH = 500
@@ -58,25 +59,37 @@ class RedisDispatch:
         self._run = run
         self._where = where
 
-    async def dispatch_many(
+    async def dispatch_each(
         self, requests: Sequence[DispatchRequest], *, fired: FiredTick | None = None
-    ) -> list[bool]:
+    ) -> list[DispatchRefused | None]:
         if not requests:
             return []
         k = self._keys
-        keys = [k.pending, *k.all_done, k.write_probe, k.schedule(fired.schedule if fired else "")]
+        keys = [k.pending, *k.all_done, k.write_probe, k.schedule(fired.schedule if fired else ""),
+                k.settings]
         args: list[ScriptArg] = [k.channel, *guard_args(fired)]
         for request in requests:
-            keys += [k.job(request.key), k.notes(request.key), k.queue(request.handler),
+            keys += [k.job(request.key), k.notes(request.key),
+                     k.queue(request.handler, request.priority),
                      k.schedule_jobs(request.schedule or "")]
             args += [request.key, request.handler, request.payload, request.max_attempts,
-                     _ms_or_blank(request.run_at), request.schedule or ""]
-        (created,) = await self._run("dispatch", keys, args, subject=requests[0].key)
-        return [bool(flag) for flag in created]
+                     _ms_or_blank(request.run_at), request.schedule or "", request.priority,
+                     request.group or "", milliseconds(request.unique_for)]
+        created, max_pending = await self._run("dispatch", keys, args,
+                                               subject=requests[0].key)
+        limit = None if max_pending is None else int(max_pending)
+        return [refusal(request, int(code), limit)
+                for request, code in zip(requests, created, strict=True)]
+
+    async def dispatch_many(
+        self, requests: Sequence[DispatchRequest], *, fired: FiredTick | None = None
+    ) -> list[bool]:
+        return [refused is None for refused in await self.dispatch_each(requests, fired=fired)]
 
     async def dispatch(self, request: DispatchRequest) -> None:
-        if not (await self.dispatch_many([request]))[0]:
-            raise JobExists(f"job {request.key!r} is already live (pending or running)")
+        (refused,) = await self.dispatch_each([request])
+        if refused is not None:
+            raise refused
 
     async def fire_tick(self, request: TickRequest) -> TickResult:
         k = self._keys

@@ -33,6 +33,11 @@ from supervisor.errors import ConfigError
 from supervisor.store.records import FINISHED_STATES
 
 
+def queue_id(handler: str, priority: int) -> str:
+    """The claim queue of a handler's jobs of one priority (lua/_lib.lua queue_id)."""
+    return f"{handler}:{priority}" if priority > 0 else handler
+
+
 @dataclass(frozen=True)
 class PoolKeys:
     pool: str
@@ -66,10 +71,26 @@ class PoolKeys:
         """string: the version of this key layout the pool was brought up to."""
         return self.prefix + "layout"
 
-    def queue(self, handler: str) -> str:
-        """zset per handler: its pending jobs, scored as in `pending` (lua/_lib.lua builds
-        the same name)."""
-        return f"{self.prefix}queue:{handler}"
+    def queue(self, handler: str, priority: int = 0) -> str:
+        """zset per handler and priority: its pending jobs, scored as in `pending`
+        (lua/_lib.lua queue_id and queue_key build the same name)."""
+        return f"{self.prefix}queue:{queue_id(handler, priority)}"
+
+    def starts(self, handler: str) -> str:
+        """zset per rate-limited handler: the token -> store time (ms) of each start within
+        its rate's period (lua/claim-9+n.lua builds the same name)."""
+        return f"{self.prefix}starts:{handler}"
+
+    @property
+    def settings(self) -> str:
+        """hash: the pool's settings that its store enforces (max_pending)."""
+        return self.prefix + "settings"
+
+    @property
+    def paused(self) -> str:
+        """hash: handler (or "*" for the whole pool) -> when it was paused (store ms);
+        no claim serves them (lua/claim-9+n.lua builds the same name)."""
+        return self.prefix + "paused"
 
     def reserved(self, supervisor_id: str) -> str:
         """zset per supervisor: the pending jobs released for it (moves), key -> when the

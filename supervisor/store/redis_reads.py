@@ -10,7 +10,14 @@ from typing import Any, cast
 from supervisor.errors import JobNotFound, StoreError
 from supervisor.store.members import live_members
 from supervisor.store.policy import HEALTH_GAP, MEMBER_GARBAGE_AFTER
-from supervisor.store.records import JobRecord, JobState, Membership, PoolSnapshot, StoreHealth
+from supervisor.store.records import (
+    JobRecord,
+    JobState,
+    Membership,
+    Paused,
+    PoolSnapshot,
+    StoreHealth,
+)
 from supervisor.store.redis_connection import RedisClient, translated_errors
 from supervisor.store.redis_dispatch import RunScript
 from supervisor.store.redis_keys import PoolKeys
@@ -96,7 +103,8 @@ class RedisReads:
                 pipe.zrange(k.running, 0, -1)
                 # A live reservation scores later than now, as do retries held back.
                 pipe.zrangebyscore(k.pending, f"({milliseconds(now):.3f}", "+inf")
-                health, running_keys, later_keys = await pipe.execute()
+                pipe.hkeys(k.paused)
+                health, running_keys, later_keys, paused = await pipe.execute()
         records = await self._records([key.decode() for key in running_keys])
         running = tuple(r for r in records if r is not None and r.state == "running")
         last_ok, ok_since = (None if value is None else seconds(value) for value in health)
@@ -112,6 +120,7 @@ class RedisReads:
             running=running,
             store=store,
             moving=await self._moving([key.decode() for key in later_keys], now),
+            paused=Paused.of(name.decode() for name in paused),
         )
 
     async def _records(self, keys: Sequence[str]) -> list[JobRecord | None]:

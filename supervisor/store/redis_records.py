@@ -71,4 +71,6 @@ def decode_job(raw: Mapping[bytes, bytes]) -> JobRecord:
         moved_from=text("moved_from"),
         run_at=time("run_at"),
         schedule=text("schedule"),
+        priority=number("priority"),
+        group=text("group"),
     )

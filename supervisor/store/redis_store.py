@@ -17,7 +17,7 @@ command (lua/members-3.lua), so that they work while Redis refuses writes.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
@@ -25,7 +25,8 @@ import anyio
 import anyio.to_thread
 import orjson
 
-from supervisor.errors import ConfigError, StoreError, StoreFailure
+from supervisor.core.limits import Limits
+from supervisor.errors import ConfigError, DispatchRefused, StoreError, StoreFailure
 from supervisor.redaction import redact_url
 from supervisor.store.members import encode_info
 from supervisor.store.policy import (
@@ -49,6 +50,7 @@ from supervisor.store.records import (
     Membership,
     MembershipState,
     Note,
+    Paused,
     PoolSnapshot,
     RenewResult,
     ScheduleBook,
@@ -65,10 +67,11 @@ from supervisor.store.redis_connection import (
 )
 from supervisor.store.redis_dispatch import RedisDispatch, guard_args
 from supervisor.store.redis_events import EventFeed
-from supervisor.store.redis_keys import PoolKeys
+from supervisor.store.redis_keys import PoolKeys, queue_id
 from supervisor.store.redis_reads import RedisReads
 from supervisor.store.redis_records import milliseconds, seconds
 from supervisor.store.redis_scripts import KeysChanged, ScriptArg, Scripts, commands
+from supervisor.store.redis_steering import RedisSteering
 from supervisor.store.witness import FailureWitness
 
 DEFAULT_RETENTION = 86400.0
@@ -113,6 +116,7 @@ class RedisStore:
         self._dispatch = RedisDispatch(self._client, self._keys, self._run, self._where)
         self._reads = RedisReads(self._client, self._keys, self._run, self._where, pool=pool,
                                  retention_ms=self._retention_ms)
+        self._steering = RedisSteering(self._client, self._keys, self._where)
 
     @classmethod
     async def open(
@@ -129,6 +133,23 @@ class RedisStore:
         self, requests: Sequence[DispatchRequest], *, fired: FiredTick | None = None
     ) -> list[bool]:
         return await self._dispatch.dispatch_many(requests, fired=fired)
+
+    async def dispatch_each(
+        self, requests: Sequence[DispatchRequest]
+    ) -> list[DispatchRefused | None]:
+        return await self._dispatch.dispatch_each(requests)
+
+    async def pause(self, handlers: Sequence[str] = ()) -> None:
+        await self._steering.pause(handlers)
+
+    async def resume(self, handlers: Sequence[str] = ()) -> None:
+        await self._steering.resume(handlers)
+
+    async def paused(self) -> Paused:
+        return await self._steering.paused()
+
+    async def set_max_pending(self, limit: int | None) -> None:
+        await self._steering.set_max_pending(limit)
 
     async def fire_tick(self, request: TickRequest) -> TickResult:
         return await self._dispatch.fire_tick(request)
@@ -154,6 +175,7 @@ class RedisStore:
         max_lease_losses: int,
         completing: Sequence[Completion] = (),
         claim_id: str = "",
+        limits: Mapping[str, Limits] | None = None,
     ) -> ClaimBatch:
         k = self._keys
         if not self._layout_checked:
@@ -175,7 +197,8 @@ class RedisStore:
              self._retention_ms, k.channel, completions,
              "" if since is None else milliseconds(since), milliseconds(MIN_FAILING_SPAN),
              milliseconds(MIN_CLAIM_GAP), milliseconds(JUDGE_AFTER_GAP), claim_id,
-             "" if claim_by is None else milliseconds(claim_by), *handlers],
+             "" if claim_by is None else milliseconds(claim_by), _limits_arg(limits or {}),
+             *handlers],
             subject=owner,
         ))
         recovered, next_due, now, claimed, completed, replayed, judged, left = answer
@@ -237,12 +260,12 @@ class RedisStore:
 
     async def fail(self, lease: Lease, error: str, *, final: bool, retry_delay: float) -> JobState:
         k = self._keys
-        handler = await self._handler_of(lease.key)
+        queue = await self._queue_of(lease.key)
         (state,) = await self._run(
             "fail",
             [k.job(lease.key), k.notes(lease.key), k.pending, k.running, k.done("failed"),
-             k.done("stopped"), k.queue(handler)],
-            [lease.key, lease.token, lease.owner, handler, error, "1" if final else "0",
+             k.done("stopped"), k.queue(queue)],
+            [lease.key, lease.token, lease.owner, queue, error, "1" if final else "0",
              milliseconds(retry_delay), self._retention_ms, k.channel],
             subject=lease.key,
         )
@@ -257,12 +280,12 @@ class RedisStore:
         reserve_ttl: float = 0.0,
     ) -> None:
         k = self._keys
-        handler = await self._handler_of(lease.key)
+        queue = await self._queue_of(lease.key)
         await self._run(
             "release",
             [k.job(lease.key), k.notes(lease.key), k.pending, k.running, k.done("stopped"),
-             k.queue(handler), k.reserved(reserve_for or "")],
-            [lease.key, lease.token, lease.owner, handler, max(0.0, milliseconds(delay)),
+             k.queue(queue), k.reserved(reserve_for or "")],
+            [lease.key, lease.token, lease.owner, queue, max(0.0, milliseconds(delay)),
              self._retention_ms, k.channel, reserve_for or "",
              max(0.0, milliseconds(reserve_ttl))],
             subject=lease.key,
@@ -284,16 +307,17 @@ class RedisStore:
             # so they are read first, and the script changes nothing if they moved on.
             with translated_errors(self._where):
                 fields = cast(list[bytes | None], await self._client.hmget(
-                    k.job(key), "handler", "reserved_for"))
-            handler, reserved_for = ("" if value is None else value.decode()
-                                     for value in fields)
+                    k.job(key), "handler", "reserved_for", "priority"))
+            handler, reserved_for, priority = ("" if value is None else value.decode()
+                                               for value in fields)
+            queue = queue_id(handler, int(priority or 0))
             try:
                 (state,) = await self._run(
                     "stop",
                     [k.job(key), k.notes(key), k.pending, k.running, k.done("stopped"),
-                     k.queue(handler), k.reserved(reserved_for),
+                     k.queue(queue), k.reserved(reserved_for),
                      k.schedule(fired.schedule if fired else "")],
-                    [key, self._retention_ms, k.channel, handler, reserved_for,
+                    [key, self._retention_ms, k.channel, queue, reserved_for,
                      *guard_args(fired)],
                     subject=key,
                 )
@@ -403,9 +427,26 @@ class RedisStore:
             subject=lease.key,
         )
 
-    async def _handler_of(self, key: str) -> str:
-        """The job's handler, for the name of its queue ('' for a job that is gone: the
-        script then finds the lease stale before it touches a queue)."""
+    async def _queue_of(self, key: str) -> str:
+        """The job's claim queue (handler, or handler:priority; '' for a job that is
+        gone: the script then finds the lease stale before it touches a queue)."""
         with translated_errors(self._where):
-            handler = await self._client.hget(self._keys.job(key), "handler")
-        return "" if handler is None else cast(bytes, handler).decode()
+            fields = cast(list[bytes | None], await self._client.hmget(
+                self._keys.job(key), "handler", "priority"))
+        handler, priority = fields
+        if handler is None:
+            return ""
+        return queue_id(handler.decode(), int(priority or 0))
+
+
+def _limits_arg(limits: Mapping[str, Limits]) -> str:
+    """The claim script's ARGV of pool-wide limits: {handler: [max_running,
+    max_running_per_group, rate starts, rate period (ms)]}, -1 where none."""
+    if not any(not limit.unlimited for limit in limits.values()):
+        return ""
+    return orjson.dumps({
+        handler: [-1 if limit.max_running is None else limit.max_running,
+                  -1 if limit.max_running_per_group is None else limit.max_running_per_group,
+                  -1 if limit.rate is None else limit.rate.starts,
+                  0 if limit.rate is None else milliseconds(limit.rate.period)]
+        for handler, limit in limits.items() if not limit.unlimited}).decode()

@@ -11,12 +11,13 @@ Ticks are the caller's nominal epoch times, compared exactly (REAL keeps the dou
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 import orjson
 
-from supervisor.errors import StaleTick
+from supervisor.errors import DispatchRefused, StaleTick
 from supervisor.store.records import (
     LIVE_STATES,
     RELEASED,
@@ -27,6 +28,13 @@ from supervisor.store.records import (
     TickRequest,
     TickResult,
 )
+from supervisor.store.refusals import (
+    ADDED,
+    FINISHED_WITHIN_UNIQUE_WINDOW,
+    LIVE,
+    POOL_FULL,
+    refusal,
+)
 from supervisor.store.sqlite_db import Tx
 
 EVENT_KEEP_SECONDS = 60.0
@@ -34,13 +42,43 @@ EVENT_KEEP_SECONDS = 60.0
 
 def insert_job(tx: Tx, request: DispatchRequest, cutoff: float) -> bool:
     """Create the job unless its key is live (False then, and nothing changes)."""
-    if tx.value("job_state", key=request.key, cutoff=cutoff) in LIVE_STATES:
-        return False
+    return admit_job(tx, request, cutoff, pending=None) == ADDED
+
+
+def admit_job(tx: Tx, request: DispatchRequest, cutoff: float, *, pending: int | None) -> int:
+    """Create the job unless its key is live, it finished within the request's unique
+    window, or `pending` (None: no limit) reached the pool's max_pending; a code of
+    refusals.py."""
+    row = tx.row("job_finished_at", key=request.key, cutoff=cutoff)
+    if row is not None and row["state"] in LIVE_STATES:
+        return LIVE
+    if row is not None and request.unique_for > 0 and row["finished_at"] is not None \
+            and tx.now - row["finished_at"] < request.unique_for:
+        return FINISHED_WITHIN_UNIQUE_WINDOW
+    max_pending = tx.value("max_pending") if pending is not None else None
+    if max_pending is not None and pending is not None and pending >= max_pending:
+        return POOL_FULL
     tx.run("insert_job", key=request.key, handler=request.handler, payload=request.payload,
            max_attempts=request.max_attempts, run_at=request.run_at,
-           schedule=request.schedule)
+           schedule=request.schedule, priority=request.priority, job_group=request.group)
     tx.run("drop_notes", key=request.key)
-    return True
+    return ADDED
+
+
+def dispatch_each(tx: Tx, requests: Sequence[DispatchRequest],
+                  cutoff: float) -> list[DispatchRefused | None]:
+    """Each request as `admit_job`, counting the pending jobs once; a wake if any was
+    added."""
+    pending = tx.value("pending_count") if tx.value("max_pending") is not None else None
+    refused: list[DispatchRefused | None] = []
+    for request in requests:
+        code = admit_job(tx, request, cutoff, pending=pending)
+        if code == ADDED and pending is not None:
+            pending += 1
+        refused.append(refusal(request, code, tx.value("max_pending")))
+    if any(refusal is None for refusal in refused):
+        emit_wake(tx)
+    return refused
 
 
 def emit_wake(tx: Tx) -> None:

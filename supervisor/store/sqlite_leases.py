@@ -3,7 +3,10 @@ transaction: claim (start due jobs, recover expired leases), hold, complete, fin
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+import orjson
 
 from supervisor.core.lease_losses import (
     FailingWindow,
@@ -14,10 +17,16 @@ from supervisor.core.lease_losses import (
     recovery,
     write_gap,
 )
+from supervisor.core.limits import Due, Limits, startable
 from supervisor.errors import StaleToken
+from supervisor.store import sqlite_limits
 from supervisor.store.policy import JUDGE_AFTER_GAP, MIN_CLAIM_GAP
 from supervisor.store.records import ClaimedJob, Completion, JobState, Lease, LeaseRecovery
 from supervisor.store.sqlite_db import Tx
+
+# Due jobs looked at beyond `count` when a handler has limits (a group limit may skip
+# some); the Lua claim script looks as far.
+GROUP_SCAN = 200
 
 
 def emit(tx: Tx, kind: str, key: str | None = None) -> None:
@@ -73,25 +82,33 @@ def recover_expired_leases(tx: Tx, max_lease_losses: int, failing: FailingWindow
     return recoveries, len(expired) - len(judged)
 
 
-def start_due_jobs(tx: Tx, owner: str, handler_list: str, count: int,
-                    lease_ttl: float) -> tuple[ClaimedJob, ...]:
+def start_due_jobs(tx: Tx, owner: str, handlers: Sequence[str], count: int,
+                   lease_ttl: float, limits: Mapping[str, Limits]) -> tuple[ClaimedJob, ...]:
     """Up to `count` pending jobs of these handlers -> running: first those reserved
-    for `owner`, then due ones, oldest first."""
-    if count <= 0:
+    for `owner`, then due ones, highest priority first and oldest first within one, as
+    far as the pool-wide limits allow (core/limits.py startable)."""
+    if count <= 0 or not handlers:
         return ()
+    handler_list = orjson.dumps(list(handlers)).decode()
+    limited = any(not limits.get(handler, Limits()).unlimited for handler in handlers)
+    # A group limit may skip jobs: look further down the queue for others.
+    scan = count + (GROUP_SCAN if limited else 0)
+    rows = tx.rows("reserved_keys", owner=owner, handlers=handler_list, count=scan)
+    rows += tx.rows("claimable_keys", handlers=handler_list, count=scan)
     # key -> the deadline of the lease whose expiry put it back, if any (boot clock)
-    expired_at = {row["key"]: row["lease_expired_at"] for row in tx.rows(
-        "reserved_keys", owner=owner, handlers=handler_list, count=count)}
-    if len(expired_at) < count:
-        expired_at.update((row["key"], row["lease_expired_at"]) for row in tx.rows(
-            "claimable_keys", handlers=handler_list, count=count - len(expired_at)))
-    if not expired_at:
+    expired_at = {row["key"]: row["lease_expired_at"] for row in rows}
+    due = list({row["key"]: Due(row["key"], row["handler"], row["job_group"])
+                for row in rows}.values())
+    chosen = startable(due, count, limits, sqlite_limits.usage(tx, limits), tx.boot) \
+        if limited else due[:count]
+    if not chosen:
         return ()
-    first_token = tx.value("take_tokens", n=len(expired_at)) - len(expired_at) + 1
+    sqlite_limits.note_starts(tx, limits, [job.handler for job in chosen])
+    first_token = tx.value("take_tokens", n=len(chosen)) - len(chosen) + 1
     return tuple(
-        claimed_job(tx.row("start_attempt", key=key, owner=owner, token=token,
-                            lease_ttl=lease_ttl), owner, tx, expired)
-        for token, (key, expired) in enumerate(expired_at.items(), start=first_token))
+        claimed_job(tx.row("start_attempt", key=job.key, owner=owner, token=token,
+                            lease_ttl=lease_ttl), owner, tx, expired_at[job.key])
+        for token, job in enumerate(chosen, start=first_token))
 
 
 def held_job(tx: Tx, lease: Lease) -> Any:

@@ -51,6 +51,7 @@ def job_record(row: Any, tx: Tx) -> JobRecord:
         checkpoint=decode_blob(row["checkpoint"]), checkpoint_at=row["checkpoint_at"],
         reserved_for=row["reserved_for"], reserved_until=row["reserved_until"],
         moved_from=row["moved_from"], run_at=row["run_at"], schedule=row["schedule"],
+        priority=row["priority"], group=row["job_group"],
     )
 
 

@@ -31,7 +31,7 @@ from typing import TypeVar
 from supervisor.core.host_boot import BootCheck, check_boot
 from supervisor.errors import ConfigError, StoreUnavailable
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
 MACHINE_ID_FILES = (Path("/etc/machine-id"), Path("/var/lib/dbus/machine-id"))
 MIN_SQLITE_VERSION = (3, 35, 0)  # RETURNING, UPDATE ... FROM, json_each
@@ -214,6 +214,8 @@ def _ensure_schema(conn: sqlite3.Connection, path: Path, pool: str, clocks: Cloc
                 _migrate_6_to_7(conn)
             if version < 8:
                 _migrate_7_to_8(conn)
+            if version < 9:
+                _migrate_8_to_9(conn)
         if version != SCHEMA_VERSION:
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         _check_boot(conn, path, boot_id(), machine_id())
@@ -285,6 +287,22 @@ def _migrate_7_to_8(conn: sqlite3.Connection) -> None:
     """Schema 8: the last gap between the pool's claims."""
     conn.execute("CREATE TABLE claim_gaps (pool TEXT PRIMARY KEY, last_claim REAL NOT NULL, "
                  "gap_start REAL, gap_end REAL) STRICT")
+
+
+def _migrate_8_to_9(conn: sqlite3.Connection) -> None:
+    """Schema 9: priorities and dispatch groups, pauses, max_pending, rate limits."""
+    conn.execute("ALTER TABLE jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0")
+    conn.execute("ALTER TABLE jobs ADD COLUMN job_group TEXT")
+    conn.execute("DROP INDEX jobs_queue_by_handler")
+    conn.execute("CREATE INDEX jobs_queue_by_priority ON jobs (pool, handler, priority, due) "
+                 "WHERE state = 'pending'")
+    conn.execute("CREATE TABLE paused (pool TEXT NOT NULL, name TEXT NOT NULL, "
+                 "since REAL NOT NULL, PRIMARY KEY (pool, name)) STRICT")
+    conn.execute("CREATE TABLE pool_settings (pool TEXT PRIMARY KEY, max_pending INTEGER) "
+                 "STRICT")
+    conn.execute("CREATE TABLE starts (pool TEXT NOT NULL, handler TEXT NOT NULL, "
+                 "at REAL NOT NULL) STRICT")
+    conn.execute("CREATE INDEX starts_by_handler ON starts (pool, handler, at)")
 
 
 def _check_boot(conn: sqlite3.Connection, path: Path, boot: str | None,

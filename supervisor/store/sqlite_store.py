@@ -20,7 +20,7 @@ losses early, never hand its lease out.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from typing import TypeVar
 
 import anyio
@@ -28,13 +28,14 @@ import anyio.to_thread
 import orjson
 
 from supervisor.core.lease_losses import failing_window
+from supervisor.core.limits import Limits
 from supervisor.errors import (
-    JobExists,
+    DispatchRefused,
     JobNotFound,
     StoreFailure,
     SupervisorIdTaken,
 )
-from supervisor.store import sqlite_db, sqlite_dispatch
+from supervisor.store import sqlite_db, sqlite_dispatch, sqlite_limits
 from supervisor.store import sqlite_leases as leases
 from supervisor.store.members import encode_info
 from supervisor.store.policy import (
@@ -48,6 +49,7 @@ from supervisor.store.policy import (
 from supervisor.store.records import (
     ALL_STATES,
     LIVE_STATES,
+    PAUSE_ALL,
     ClaimBatch,
     Completion,
     DispatchRequest,
@@ -59,6 +61,7 @@ from supervisor.store.records import (
     Membership,
     MembershipState,
     Note,
+    Paused,
     PoolSnapshot,
     RenewResult,
     ScheduleBook,
@@ -95,28 +98,48 @@ class SqliteStore:
         return cls(SqliteDatabase(conn, path, pool), pool, retention)
 
     async def dispatch(self, request: DispatchRequest) -> None:
-        def work(tx: Tx) -> None:
-            if not sqlite_dispatch.insert_job(tx, request, self._cutoff(tx)):
-                raise JobExists(f"job {request.key!r} is already live (pending or running)")
-            sqlite_dispatch.emit_wake(tx)
-
-        await self._db.write(work)
+        (refused,) = await self.dispatch_each([request])
+        if refused is not None:
+            raise refused
 
     async def dispatch_many(
         self, requests: Sequence[DispatchRequest], *, fired: FiredTick | None = None
     ) -> list[bool]:
+        return [refused is None for refused in await self.dispatch_each(requests, fired=fired)]
+
+    async def dispatch_each(
+        self, requests: Sequence[DispatchRequest], *, fired: FiredTick | None = None
+    ) -> list[DispatchRefused | None]:
         if not requests:
             return []
 
-        def work(tx: Tx) -> list[bool]:
+        def work(tx: Tx) -> list[DispatchRefused | None]:
             sqlite_dispatch.check_current(tx, fired)
-            cutoff = self._cutoff(tx)
-            created = [sqlite_dispatch.insert_job(tx, request, cutoff) for request in requests]
-            if any(created):
-                sqlite_dispatch.emit_wake(tx)
-            return created
+            return sqlite_dispatch.dispatch_each(tx, requests, self._cutoff(tx))
 
         return await self._db.write(work)
+
+    async def pause(self, handlers: Sequence[str] = ()) -> None:
+        def work(tx: Tx) -> None:
+            for name in handlers or [PAUSE_ALL]:
+                tx.run("pause", name=name)
+
+        await self._db.write(work)
+
+    async def resume(self, handlers: Sequence[str] = ()) -> None:
+        def work(tx: Tx) -> None:
+            for name in handlers or [PAUSE_ALL]:
+                tx.run("resume", name=name)
+            sqlite_dispatch.emit_wake(tx)
+
+        await self._db.write(work)
+
+    async def paused(self) -> Paused:
+        return await self._db.read(
+            lambda tx: Paused.of(row["name"] for row in tx.rows("paused")))
+
+    async def set_max_pending(self, limit: int | None) -> None:
+        await self._db.write(lambda tx: tx.run("set_max_pending", max_pending=limit))
 
     async def fire_tick(self, request: TickRequest) -> TickResult:
         return await self._db.write(
@@ -145,7 +168,9 @@ class SqliteStore:
 
     async def claim(self, owner: str, handlers: Sequence[str], count: int, lease_ttl: float,
                     max_lease_losses: int, completing: Sequence[Completion] = (),
-                    claim_id: str = "") -> ClaimBatch:
+                    claim_id: str = "", limits: Mapping[str, Limits] | None = None,
+                    ) -> ClaimBatch:
+        limits = limits or {}
         handler_list = orjson.dumps(list(handlers)).decode()
         sent_at = self._witness.sending()
         since = self._witness.since(sent_at)
@@ -163,11 +188,15 @@ class SqliteStore:
             recoveries, left = leases.recover_expired_leases(tx, max_lease_losses, failing, gap,
                                                              lease_ttl)
             late = claim_by is not None and tx.boot > claim_by
-            jobs = leases.start_due_jobs(tx, owner, handler_list, 0 if late else count,
-                                         lease_ttl)
+            serves = sqlite_limits.served(tx, handlers)
+            jobs = leases.start_due_jobs(tx, owner, serves, 0 if late else count, lease_ttl,
+                                         limits)
             next_due = tx.value("next_due", handlers=handler_list)
+            waits = [next_due - tx.now] if next_due is not None else []
+            if (slot := sqlite_limits.next_slot_in(tx, limits, serves)) is not None:
+                waits.append(slot)
             return ClaimBatch(jobs=jobs, recovered=len(recoveries), completed=completed,
-                              next_due_in=None if next_due is None else next_due - tx.now,
+                              next_due_in=min(waits, default=None),
                               recoveries=tuple(recoveries), left_to_witness=left)
 
         batch = await self._witnessed(sent_at, self._db.write(work))
@@ -402,7 +431,8 @@ class SqliteStore:
                                 error=error)
         return PoolSnapshot(pool=self.pool, store_time=tx.now,
                             supervisors=read_members(tx).members, counts=counts,
-                            running=running, store=store, moving=moving)
+                            running=running, store=store, moving=moving,
+                            paused=Paused.of(row["name"] for row in tx.rows("paused")))
 
     def _read_counts(self, tx: Tx) -> dict[str, int]:
         counts: dict[str, int] = dict.fromkeys(ALL_STATES, 0)

@@ -142,7 +142,7 @@ async def test_a_version_1_file_is_migrated_with_its_leases_kept(db_path: Path) 
     with sqlite3.connect(db_path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
-        assert {"jobs_queue_by_handler", "jobs_reserved"} <= indexes
+        assert {"jobs_queue_by_priority", "jobs_reserved"} <= indexes
         assert {"checkpoint", "checkpoint_at", *MOVE_COLUMNS} <= _job_columns(conn)
 
 

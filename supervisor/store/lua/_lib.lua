@@ -69,9 +69,18 @@ local function declared_or_built(pool, declared, build, name, what)
   return build(pool.prefix, name)
 end
 
-local function queue_of(pool, handler)
-  return declared_or_built(pool, pool.queues, queue_key, handler,
-                           'the claim queue of handler')
+-- The claim queue of a handler's jobs of one priority: the handler's name for
+-- priority 0, handler:priority for 1 to 9 (handler names have no colon).
+local function queue_id(handler, priority)
+  priority = tonumber(priority or '0') or 0
+  if priority > 0 then
+    return handler .. ':' .. priority
+  end
+  return handler
+end
+
+local function queue_of(pool, id)
+  return declared_or_built(pool, pool.queues, queue_key, id, 'the claim queue')
 end
 
 local function reserved_of(pool, supervisor)
@@ -82,9 +91,9 @@ end
 -- Add the job to the pending zsets (pool-wide, its handler's, and its reservation's if
 -- the hash names one) at `score`.
 local function enqueue(pool, job, key, score)
-  local f = redis.call('HMGET', job, 'handler', 'reserved_for')
+  local f = redis.call('HMGET', job, 'handler', 'reserved_for', 'priority')
   redis.call('ZADD', pool.pending, score, key)
-  redis.call('ZADD', queue_of(pool, f[1]), score, key)
+  redis.call('ZADD', queue_of(pool, queue_id(f[1], f[3])), score, key)
   if f[2] then
     redis.call('ZADD', reserved_of(pool, f[2]), score, key)
   end
@@ -94,9 +103,9 @@ end
 -- or ended).
 local function dequeue(pool, job, key)
   redis.call('ZREM', pool.pending, key)
-  local f = redis.call('HMGET', job, 'handler', 'reserved_for')
+  local f = redis.call('HMGET', job, 'handler', 'reserved_for', 'priority')
   if f[1] then
-    redis.call('ZREM', queue_of(pool, f[1]), key)
+    redis.call('ZREM', queue_of(pool, queue_id(f[1], f[3])), key)
   end
   if f[2] then
     redis.call('ZREM', reserved_of(pool, f[2]), key)
@@ -145,25 +154,34 @@ local function front_score(pool)
   return oldest - 1
 end
 
--- The running jobs per owner and handler, kept by every script that starts or ends a
--- run, so that `members` reads one small hash instead of every running job: the hash
--- named after pool.running, field owner NUL handler -> running jobs.
+-- The running jobs counted, kept by every script that starts or ends a run, so that
+-- `members` and the pool-wide limits read one small hash instead of every running job:
+-- the hash named after pool.running, with fields owner NUL handler (for members),
+-- handler, and handler NUL NUL group (for max_running and max_running_per_group).
 local function load_key(pool)
   return pool.running .. '-load'
 end
 
-local function count_run(pool, owner, handler, delta)
-  local field = owner .. '\0' .. handler
-  if redis.call('HINCRBY', load_key(pool), field, delta) <= 0 then
-    redis.call('HDEL', load_key(pool), field)
+local function add_to(hash, field, delta)
+  if redis.call('HINCRBY', hash, field, delta) <= 0 then
+    redis.call('HDEL', hash, field)
   end
 end
 
--- A running job leaves `running`: it no longer counts for its owner.
+local function count_run(pool, owner, handler, group, delta)
+  local load = load_key(pool)
+  add_to(load, owner .. '\0' .. handler, delta)
+  add_to(load, handler, delta)
+  if group then
+    add_to(load, handler .. '\0\0' .. group, delta)
+  end
+end
+
+-- A running job leaves `running`: it no longer counts.
 local function end_run(pool, job, key)
-  local f = redis.call('HMGET', job, 'state', 'owner', 'handler')
+  local f = redis.call('HMGET', job, 'state', 'owner', 'handler', 'group')
   if f[1] == 'running' and f[2] and f[3] then
-    count_run(pool, f[2], f[3], -1)
+    count_run(pool, f[2], f[3], f[4], -1)
   end
   redis.call('ZREM', pool.running, key)
 end
@@ -223,6 +241,7 @@ end
 -- Create a pending job, replacing a finished record of the same key and dropping the
 -- notes left from it; the caller checked that the key is not live.  `r` is one request:
 -- key, handler, payload, max_attempts, run_at (ms, or nil: now), schedule (or nil),
+-- priority (0-9, or nil: 0), group (or nil),
 -- job and notes (its keys), index (its schedule's job index, if it has one).  Due at
 -- max(now, run_at).  pool needs pending, done_*, queues (the handler's) and now.
 local function create_job(pool, r)
@@ -240,6 +259,12 @@ local function create_job(pool, r)
     'stop_requested', 0, 'created_at', fmt(pool.now), 'due', fmt(due))
   if r.run_at then
     redis.call('HSET', r.job, 'run_at', fmt(r.run_at))
+  end
+  if r.priority and r.priority > 0 then
+    redis.call('HSET', r.job, 'priority', r.priority)
+  end
+  if r.group then
+    redis.call('HSET', r.job, 'group', r.group)
   end
   if r.schedule then
     redis.call('HSET', r.job, 'schedule', r.schedule)

@@ -1,10 +1,11 @@
 -- Complete the jobs of freed slots if asked (each as complete-4 does), recover expired
 -- leases of the pool, then claim up to `count` pending jobs of the
--- given handlers: first those released for this owner whose reservation has not run out
--- (reserved:<owner>), then due ones, oldest first across their queues.
+-- given handlers that are not paused, as far as their pool-wide limits allow: first
+-- those released for this owner whose reservation has not run out (reserved:<owner>),
+-- then due ones, highest priority first, oldest first within one, across their queues.
 -- KEYS: 1 pending zset, 2 running zset, 3 token counter, 4 done:failed, 5 done:stopped,
 --       6 write-probe, 7 reserved:<owner>, 8 health hash, 9 last-claim:<owner>,
---       10... queue:<handler> of each handler in ARGV 15...
+--       10... queue:<handler> of each handler in ARGV 16...
 -- ARGV: 1 key prefix, 2 owner, 3 count, 4 lease ttl (ms), 5 max lease losses (0: no
 --       limit), 6 retention (ms), 7 events channel, 8 the jobs to complete, a JSON
 --       array of [key, token, result text] ('' for none), 9 since when the owner's
@@ -13,10 +14,14 @@
 --       claims of the pool that leaves the leases that ended in it to a witness (ms),
 --       12 for how long after the gap (ms), 13 this claim's id ('' for none), 14 the
 --       store time after which it hands out no job ('' for none: a claim held up that
---       long, by a frozen store, may come after its sender stopped), 15... handlers
---       this owner runs
+--       long, by a frozen store, may come after its sender stopped), 15 the pool-wide
+--       limits of the handlers that have any (JSON, see below; '' for none), 16...
+--       handlers this owner runs
 -- Undeclared keys (found while it runs, so not known to the caller; built from the
--- prefix): the job hash and notes list of each job it completes, recovers or claims, the queue of
+-- prefix): paused (handlers, or '*' for the pool, that no claim serves), the claim
+-- queues of priorities 1-9 (queue:<handler>:<priority>), starts:<handler> (the store
+-- times of a rate-limited handler's starts within its period), running-load, the job
+-- hash and notes list of each job it completes, recovers or claims, the queue of
 -- a recovered job whose handler this owner does not run, and the reservations of
 -- another supervisor that a claimed job's run-out reservation still names.  Each job's
 -- undeclared keys are all read before the first write for that job, so that a key
@@ -53,11 +58,9 @@ local pool = {pending = KEYS[1], running = KEYS[2], done_failed = KEYS[4],
               done_stopped = KEYS[5], queues = {}, reserved = {[owner] = KEYS[7]},
               prefix = prefix, now = store_now(), retention = tonumber(ARGV[6]),
               done_succeeded = prefix .. 'done:succeeded'}
-local FIRST_HANDLER, FIRST_QUEUE = 15, 10
-local queues = {}
+local FIRST_HANDLER, FIRST_QUEUE = 16, 10
 for i = FIRST_HANDLER, #ARGV do
   pool.queues[ARGV[i]] = KEYS[i - FIRST_HANDLER + FIRST_QUEUE]
-  queues[#queues + 1] = KEYS[i - FIRST_HANDLER + FIRST_QUEUE]
 end
 
 refuse_when_full(KEYS[6])
@@ -142,14 +145,14 @@ local expired = redis.call('ZRANGEBYSCORE', pool.running, '-inf', pool.now,
 for _, key in ipairs(expired) do
   local job, notes = job_key(prefix, key), notes_key(prefix, key)
   local f = redis.call('HMGET', job, 'state', 'stop_requested', 'owner', 'handler',
-                       'lease_deadline')
+                       'lease_deadline', 'priority')
   local holder = f[3] or '?'
   if f[1] ~= 'running' then
     redis.call('ZREM', pool.running, key)
   elseif judged_later(tonumber(f[5] or ''), failing, gap, pool.now, ttl, defer) then
     left = left + 1  -- left running for a witness: nothing of it is written
   else
-    redis.call('EXISTS', notes, queue_of(pool, f[4] or ''), load_key(pool))  -- read first
+    redis.call('EXISTS', notes, queue_of(pool, queue_id(f[4] or '', f[6])), load_key(pool))
     recovered = recovered + 1
     local losses
     local counted = loss_counts(tonumber(f[5] or ''), failing)
@@ -181,17 +184,92 @@ if requeued then
   redis.call('PUBLISH', ARGV[7], 'w')
 end
 
--- The `count` oldest due jobs across the queues, ties broken by key as in one zset.
-local function oldest_due()
+-- core/limits.py startable: the pool-wide limits of the handlers that have any, from
+-- ARGV 15: {handler: [max_running, max_running_per_group, rate starts, rate period (ms)]}
+-- (-1 where none); running counts from running-load, starts from starts:<handler>.
+local limits = {}
+if ARGV[15] ~= '' then
+  for handler, l in pairs(cjson.decode(ARGV[15])) do
+    limits[handler] = {max_running = l[1] >= 0 and l[1] or nil,
+                       per_group = l[2] >= 0 and l[2] or nil,
+                       rate = l[3] >= 0 and l[3] or nil, period = l[4]}
+  end
+end
+local load = load_key(pool)
+
+local function starts_key(handler)
+  return prefix .. 'starts:' .. handler
+end
+
+local function running_count(field)
+  return tonumber(redis.call('HGET', load, field) or '0')
+end
+
+-- The start of one more job of `handler` in `group` stays within its limits.
+local function allowed(handler, group)
+  local l = limits[handler]
+  if not l then
+    return true
+  end
+  if l.max_running and running_count(handler) >= l.max_running then
+    return false
+  end
+  if l.per_group and group and running_count(handler .. '\0\0' .. group) >= l.per_group then
+    return false
+  end
+  if l.rate then
+    local starts = starts_key(handler)
+    redis.call('ZREMRANGEBYSCORE', starts, '-inf', pool.now - l.period)
+    if redis.call('ZCARD', starts) >= l.rate then
+      return false
+    end
+  end
+  return true
+end
+
+-- The handlers this claim serves: not paused (one paused pool serves none), each with
+-- its claim queues, highest priority first.
+local paused = {}
+local paused_fields = redis.call('HKEYS', prefix .. 'paused')
+for _, name in ipairs(paused_fields) do
+  paused[name] = true
+end
+if paused['*'] then
+  count = 0
+end
+local serves, handler_queues = {}, {}
+for i = FIRST_HANDLER, #ARGV do
+  local handler = ARGV[i]
+  if not paused[handler] then
+    serves[handler] = true
+    for priority = 9, 0, -1 do
+      handler_queues[#handler_queues + 1] = {handler = handler, priority = priority,
+                                             key = queue_of(pool, queue_id(handler, priority))}
+    end
+  end
+end
+
+-- Due jobs across the queues: highest priority first, then oldest, ties broken by key
+-- as in one zset.  `count` from each queue, more where a group limit may skip some.
+local GROUP_SCAN = 200
+local function due_jobs()
   local due = {}
-  for _, queue in ipairs(queues) do
-    local found = redis.call('ZRANGEBYSCORE', queue, '-inf', pool.now, 'WITHSCORES',
-                             'LIMIT', 0, count)
+  for _, queue in ipairs(handler_queues) do
+    local wanted = count
+    if limits[queue.handler] and limits[queue.handler].per_group then
+      wanted = count + GROUP_SCAN
+    end
+    local found = redis.call('ZRANGEBYSCORE', queue.key, '-inf', pool.now, 'WITHSCORES',
+                             'LIMIT', 0, wanted)
     for i = 1, #found, 2 do
-      due[#due + 1] = {key = found[i], score = tonumber(found[i + 1]), queue = queue}
+      due[#due + 1] = {key = found[i], score = tonumber(found[i + 1]), queue = queue.key,
+                       priority = queue.priority}
     end
   end
   table.sort(due, function(a, b)
+    if a.priority ~= b.priority then
+      return a.priority > b.priority
+    end
     if a.score ~= b.score then
       return a.score < b.score
     end
@@ -209,8 +287,12 @@ local function start_attempt(key, job, f)
   if f[6] then
     redis.call('EXISTS', reserved_of(pool, f[6]))
   end
-  count_run(pool, owner, f[2], 1)  -- the first write: running-load is undeclared
+  count_run(pool, owner, f[2], f[8], 1)  -- the first write: running-load is undeclared
   local token = redis.call('INCR', KEYS[3])
+  if limits[f[2]] and limits[f[2]].rate then
+    redis.call('ZADD', starts_key(f[2]), pool.now, token)
+    redis.call('PEXPIRE', starts_key(f[2]), limits[f[2]].period)
+  end
   local attempt = redis.call('HINCRBY', job, 'attempts', 1)
   redis.call('HSET', job, 'state', 'running', 'owner', owner, 'token', token,
              'started_at', fmt(pool.now), 'lease_deadline', fmt(deadline))
@@ -222,15 +304,11 @@ local function start_attempt(key, job, f)
 end
 
 local FIELDS = {'state', 'handler', 'payload', 'max_attempts', 'checkpoint', 'reserved_for',
-                'lease_expired_at'}
+                'lease_expired_at', 'group', 'priority'}
 
 -- Moves to this owner first.  Only the live reservations are read (their jobs score
 -- later than now), and they are few: each runs out after its reservation ttl.
 if count > 0 then
-  local runs = {}
-  for i = FIRST_HANDLER, #ARGV do
-    runs[ARGV[i]] = true
-  end
   local reserved = KEYS[7]
   for _, key in ipairs(redis.call('ZRANGEBYSCORE', reserved, after(pool.now), '+inf')) do
     if #claimed >= count then
@@ -240,36 +318,46 @@ if count > 0 then
     local f = redis.call('HMGET', job, unpack(FIELDS))
     if f[1] ~= 'pending' or f[6] ~= owner then
       redis.call('ZREM', reserved, key)  -- left behind; never expected
-    elseif runs[f[2]] then
+    elseif serves[f[2]] and allowed(f[2], f[8]) then
       start_attempt(key, job, f)
     end
   end
 end
 
 if count > #claimed then
-  for _, entry in ipairs(oldest_due()) do
+  for _, entry in ipairs(due_jobs()) do
     if #claimed >= count then
       break
     end
     local key = entry.key
     local job = job_key(prefix, key)
     local f = redis.call('HMGET', job, unpack(FIELDS))
-    if f[1] ~= 'pending' or pool.queues[f[2] or ''] ~= entry.queue then
+    if f[1] ~= 'pending' or queue_of(pool, queue_id(f[2], f[9])) ~= entry.queue then
       redis.call('ZREM', entry.queue, key)  -- left behind; never expected
-    else
+    elseif allowed(f[2], f[8]) then
       start_attempt(key, job, f)
     end
   end
 end
 
+-- When a job of these handlers is next due, or a rate-limited one may start.
 local next_due = false
-for _, queue in ipairs(queues) do
-  local later = redis.call('ZRANGEBYSCORE', queue, after(pool.now), '+inf',
+local function due_in(wait)
+  if not next_due or wait < next_due then
+    next_due = wait
+  end
+end
+for _, queue in ipairs(handler_queues) do
+  local later = redis.call('ZRANGEBYSCORE', queue.key, after(pool.now), '+inf',
                            'WITHSCORES', 'LIMIT', 0, 1)
   if later[2] then
-    local wait = tonumber(later[2]) - pool.now
-    if not next_due or wait < next_due then
-      next_due = wait
+    due_in(tonumber(later[2]) - pool.now)
+  end
+  local l = limits[queue.handler]
+  if l and l.rate and queue.priority == 0 then
+    local starts = redis.call('ZRANGE', starts_key(queue.handler), 0, 0, 'WITHSCORES')
+    if starts[2] and redis.call('ZCARD', starts_key(queue.handler)) >= l.rate then
+      due_in(math.max(0, tonumber(starts[2]) + l.period - pool.now))
     end
   end
 end

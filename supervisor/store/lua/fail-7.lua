@@ -3,7 +3,7 @@
 -- KEYS: 1 job hash, 2 notes list, 3 pending zset, 4 running zset,
 --       5 done:failed, 6 done:stopped, 7 queue:<handler> (of the job, as the caller read
 --       it: a held job's handler does not change)
--- ARGV: 1 key, 2 token, 3 owner, 4 handler, 5 error, 6 final ('1' or '0'),
+-- ARGV: 1 key, 2 token, 3 owner, 4 claim queue (handler, or handler:priority), 5 error, 6 final ('1' or '0'),
 --       7 retry delay (ms), 8 retention (ms), 9 events channel
 -- Returns: {OK, state after the call} or {STALE_TOKEN}
 

@@ -19,8 +19,9 @@ local seen = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
 local running = {}
 local load = redis.call('HGETALL', load_key({running = KEYS[3]}))
 for i = 1, #load, 2 do
+  -- owner NUL handler; a handler's own totals (no NUL, or two) are not an owner's
   local nul = string.find(load[i], '\0', 1, true)
-  if nul then
+  if nul and string.sub(load[i], nul + 1, nul + 1) ~= '\0' then
     running[#running + 1] = string.sub(load[i], 1, nul - 1)
     running[#running + 1] = string.sub(load[i], nul + 1)
     running[#running + 1] = tonumber(load[i + 1])

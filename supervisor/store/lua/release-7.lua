@@ -4,7 +4,7 @@
 -- KEYS: 1 job hash, 2 notes list, 3 pending zset, 4 running zset, 5 done:stopped,
 --       6 queue:<handler> (of the job, as the caller read it: a held job's handler does
 --       not change), 7 reserved:<target> (with no target, a name never written)
--- ARGV: 1 key, 2 token, 3 owner, 4 handler, 5 delay (ms; 0: at once, at the front),
+-- ARGV: 1 key, 2 token, 3 owner, 4 claim queue (handler, or handler:priority), 5 delay (ms; 0: at once, at the front),
 --       6 retention (ms), 7 events channel, 8 supervisor to reserve it for ('': none;
 --       the delay then does not apply), 9 reservation ttl (ms)
 -- Returns: {OK, state after the call} or {STALE_TOKEN}

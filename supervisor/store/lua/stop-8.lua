@@ -5,8 +5,8 @@
 --       6 queue:<handler>, 7 reserved:<reserved_for> (a name never written if none):
 --       those of the job as the caller read them just before; 8 schedule:<name> hash
 --       of the plan's tick (a name never written without one)
--- ARGV: 1 key, 2 retention (ms), 3 events channel, 4 handler and 5 reserved_for ('':
---       none), as the caller read them, 6 the plan's tick ('' for none), 7 its owner
+-- ARGV: 1 key, 2 retention (ms), 3 events channel, 4 claim queue (handler, or
+--       handler:priority) and 5 reserved_for ('': none), as the caller read them, 6 the plan's tick ('' for none), 7 its owner
 -- Returns: {OK, state after the call}, {JOB_NOT_FOUND}, {STALE_TICK}, or {KEYS_CHANGED}
 --          (a pending job's handler or reservation is no longer what the caller read:
 --          nothing changed, read again and retry)
@@ -15,13 +15,13 @@ local job, notes, key = KEYS[1], KEYS[2], ARGV[1]
 if not tick_is_current(KEYS[8], ARGV[6], ARGV[7]) then
   return {STALE_TICK}
 end
-local f = redis.call('HMGET', job, 'state', 'handler', 'reserved_for')
+local f = redis.call('HMGET', job, 'state', 'handler', 'reserved_for', 'priority')
 local state = f[1]
 if not state then
   return {JOB_NOT_FOUND}
 end
 if state == 'pending' then
-  if f[2] ~= ARGV[4] or (f[3] or '') ~= ARGV[5] then
+  if queue_id(f[2], f[4]) ~= ARGV[4] or (f[3] or '') ~= ARGV[5] then
     return {KEYS_CHANGED}
   end
   local pool = {pending = KEYS[3], running = KEYS[4], done_stopped = KEYS[5],

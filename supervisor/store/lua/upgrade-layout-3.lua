@@ -32,9 +32,9 @@ end
 local pool = {running = KEYS[3]}
 redis.call('DEL', load_key(pool))
 for _, key in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
-  local f = redis.call('HMGET', job_key(prefix, key), 'state', 'owner', 'handler')
+  local f = redis.call('HMGET', job_key(prefix, key), 'state', 'owner', 'handler', 'group')
   if f[1] == 'running' and f[2] and f[3] then
-    count_run(pool, f[2], f[3], 1)
+    count_run(pool, f[2], f[3], f[4], 1)
   end
 end
 redis.call('SET', KEYS[2], LAYOUT)

@@ -72,9 +72,49 @@ GROUP BY state;
 -- Replaces a finished record of the key (the caller checked that it is not live).
 -- Due at :run_at (wall clock, like every `due`), or now if it is NULL or past.
 INSERT OR REPLACE INTO jobs
-    (pool, key, handler, state, max_attempts, payload, created_at, due, run_at, schedule)
+    (pool, key, handler, state, max_attempts, payload, created_at, due, run_at, schedule,
+     priority, job_group)
 VALUES (:pool, :key, :handler, 'pending', :max_attempts, :payload, :now,
-    max(:now, coalesce(:run_at, :now)), :run_at, :schedule);
+    max(:now, coalesce(:run_at, :now)), :run_at, :schedule, :priority, :job_group);
+
+-- name: job_finished_at
+SELECT state, finished_at FROM jobs
+WHERE pool = :pool AND key = :key AND (finished_at IS NULL OR finished_at >= :cutoff);
+
+-- name: pending_count
+SELECT count(*) FROM jobs INDEXED BY jobs_queue WHERE pool = :pool AND state = 'pending';
+
+-- name: max_pending
+SELECT max_pending FROM pool_settings WHERE pool = :pool;
+
+-- name: set_max_pending
+INSERT INTO pool_settings (pool, max_pending) VALUES (:pool, :max_pending)
+ON CONFLICT (pool) DO UPDATE SET max_pending = :max_pending;
+
+-- name: pause
+INSERT OR IGNORE INTO paused (pool, name, since) VALUES (:pool, :name, :now);
+
+-- name: resume
+DELETE FROM paused WHERE pool = :pool AND name = :name;
+
+-- name: paused
+SELECT name FROM paused WHERE pool = :pool;
+
+-- name: running_counts
+-- Running jobs of the handlers in :handlers, per handler and dispatch group, for
+-- core/limits.py (a crashed supervisor's jobs count until their leases are recovered).
+SELECT handler, job_group, count(*) AS running FROM jobs INDEXED BY jobs_leases
+WHERE pool = :pool AND state = 'running' AND handler IN (SELECT value FROM json_each(:handlers))
+GROUP BY handler, job_group;
+
+-- name: forget_old_starts
+DELETE FROM starts WHERE pool = :pool AND handler = :handler AND at <= :boot - :period;
+
+-- name: recent_starts
+SELECT at FROM starts WHERE pool = :pool AND handler = :handler ORDER BY at;
+
+-- name: note_start
+INSERT INTO starts (pool, handler, at) VALUES (:pool, :handler, :boot);
 
 -- name: claim_gap
 SELECT last_claim, gap_start, gap_end FROM claim_gaps WHERE pool = :pool;
@@ -120,7 +160,7 @@ WHERE pool = :pool AND key = :key;
 -- before any other: their `due` is the end of the reservation, so claimable_keys
 -- leaves them to it until then.  lease_expired_at is read here because start_attempt
 -- clears it and RETURNING shows the row after the update.
-SELECT key, lease_expired_at FROM jobs INDEXED BY jobs_reserved
+SELECT key, handler, job_group, lease_expired_at FROM jobs INDEXED BY jobs_reserved
 WHERE pool = :pool AND state = 'pending' AND reserved_for = :owner AND reserved_until > :now
     AND handler IN (SELECT value FROM json_each(:handlers))
 ORDER BY reserved_until, rowid
@@ -128,10 +168,10 @@ LIMIT :count;
 
 -- name: claimable_keys
 -- The per-handler index, so that a backlog of other handlers' jobs is never scanned.
-SELECT key, lease_expired_at FROM jobs INDEXED BY jobs_queue_by_handler
+SELECT key, handler, job_group, lease_expired_at FROM jobs INDEXED BY jobs_queue_by_priority
 WHERE pool = :pool AND state = 'pending' AND due <= :now
     AND handler IN (SELECT value FROM json_each(:handlers))
-ORDER BY due, rowid
+ORDER BY priority DESC, due, rowid
 LIMIT :count;
 
 -- name: start_attempt

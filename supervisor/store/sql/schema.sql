@@ -52,11 +52,16 @@ CREATE TABLE jobs (
     -- kept once the job starts; and the schedule that dispatched it (NULL by hand).
     run_at REAL,
     schedule TEXT,
+    -- 0-9: a handler's due jobs are claimed highest priority first; the dispatch group
+    -- that max_running_per_group counts (NULL: none).
+    priority INTEGER NOT NULL DEFAULT 0,
+    job_group TEXT,
     UNIQUE (pool, key)
 ) STRICT;
 
 CREATE INDEX jobs_queue ON jobs (pool, due) WHERE state = 'pending';
-CREATE INDEX jobs_queue_by_handler ON jobs (pool, handler, due) WHERE state = 'pending';
+CREATE INDEX jobs_queue_by_priority ON jobs (pool, handler, priority, due)
+    WHERE state = 'pending';
 CREATE INDEX jobs_reserved ON jobs (pool, reserved_for, reserved_until)
     WHERE state = 'pending' AND reserved_for IS NOT NULL;
 CREATE INDEX jobs_leases ON jobs (pool, lease_deadline) WHERE state = 'running';
@@ -146,3 +151,25 @@ CREATE TABLE events (
 
 CREATE INDEX events_by_pool ON events (pool, id);
 CREATE INDEX events_by_age ON events (pool, at);
+
+-- What no claim serves: a handler's name, or '*' for the whole pool; since (wall clock).
+CREATE TABLE paused (
+    pool TEXT NOT NULL,
+    name TEXT NOT NULL,
+    since REAL NOT NULL,
+    PRIMARY KEY (pool, name)
+) STRICT;
+
+-- The pool's settings that the store enforces.
+CREATE TABLE pool_settings (
+    pool TEXT PRIMARY KEY,
+    max_pending INTEGER
+) STRICT;
+
+-- The starts of a rate-limited handler within its rate's period (boot clock, as leases).
+CREATE TABLE starts (
+    pool TEXT NOT NULL,
+    handler TEXT NOT NULL,
+    at REAL NOT NULL
+) STRICT;
+CREATE INDEX starts_by_handler ON starts (pool, handler, at);
