@@ -1,5 +1,5 @@
 """What a job's child does to itself before its handler runs: resource limits, niceness,
-environment, user and group, working directory.
+environment, user and group, working directory, and its sandbox (`sandbox.enforce`).
 
 `prepare` runs in the fork server, once per handler at start: user and group names are
 resolved there (a lookup can be slow, and an unknown name is an error of the handler,
@@ -20,8 +20,9 @@ import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from sandbox import linux
+from sandbox import enforce, linux, policy
 from sandbox.loader import HandlerSpec
+from sandbox.policy import KernelSupport, Plan
 
 MAX_OPEN_FILES = 4096
 # What a job's environment keeps of the fork server's, unless its handler inherits all.
@@ -48,15 +49,35 @@ class Confinement:
     cpu_limit: float | None = None
     identity: Identity | None = None  # None: stay who the fork server is
     reused: bool = False  # its children may run several jobs (max_jobs_per_child > 1)
+    sandbox: Plan = field(default_factory=lambda: Plan(no_new_privs=False))
+    decoys: tuple[str, str] = ("", "")  # what hidden paths are covered with
+    strict: bool = False  # TMPDIR is the scratch directory
     error: str | None = None  # why jobs of this handler cannot run
 
 
-def prepare(spec: HandlerSpec, environ: Mapping[str, str]) -> Confinement:
+@dataclass(frozen=True, kw_only=True)
+class Host:
+    """What the fork server found out once, for every handler's sandbox."""
+
+    kernel: KernelSupport
+    scratch_jobs: str  # where the scratch directories are made
+    decoys: tuple[str, str]
+
+
+def prepare(spec: HandlerSpec, environ: Mapping[str, str], host: Host | None = None
+            ) -> Confinement:
     """Resolve `spec`'s options, in the fork server whose environment is `environ`."""
     try:
         identity, account = _resolve_identity(spec.user, spec.group)
     except ConfinementError as error:
         return Confinement(error=str(error))
+    plan = Plan(no_new_privs=False)
+    if host is not None:
+        problems = policy.requirements(spec.sandbox, host.kernel)
+        if problems:
+            return Confinement(error=f"sandbox {spec.sandbox.profile!r} needs "
+                                     + ", ".join(problems))
+        plan = policy.plan(spec.sandbox, host.kernel, host.scratch_jobs)
     job_environ = dict(environ) if spec.inherit_env else minimal_environment(environ, account)
     job_environ.update(spec.env)
     return Confinement(
@@ -66,6 +87,9 @@ def prepare(spec: HandlerSpec, environ: Mapping[str, str]) -> Confinement:
         cpu_limit=spec.cpu_limit,
         identity=identity,
         reused=spec.max_jobs_per_child > 1,
+        sandbox=plan,
+        decoys=host.decoys if host is not None else ("", ""),
+        strict=spec.sandbox.profile == "strict",
     )
 
 
@@ -150,10 +174,13 @@ def apply(confinement: Confinement, *, server_pid: int) -> None:
         _attempt(what, os.setpriority, os.PRIO_PROCESS, 0, confinement.nice)
     # Empty already: the fork server cleared its own before forking (`clear_environment`).
     os.environ.update(confinement.environ)
+    # While it may still mount: a root supervisor's job switches user after.
+    _attempt("sandbox", enforce.hide, confinement.sandbox, confinement.decoys)
     if confinement.identity is not None:
         _switch_identity(confinement.identity, server_pid)
     if confinement.cwd is not None:
         _attempt(f"cannot change to directory {confinement.cwd}", os.chdir, confinement.cwd)
+    _attempt("sandbox", enforce.confine, confinement.sandbox)
 
 
 def renew(confinement: Confinement, *, cwd_fd: int) -> None:
