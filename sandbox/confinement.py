@@ -64,6 +64,24 @@ class Host:
     decoys: tuple[str, str]
 
 
+def prepare_all(
+    specs: Mapping[str, HandlerSpec], environ: Mapping[str, str], scratch_jobs: str,
+    decoys: tuple[str, str],
+) -> dict[str, Confinement]:
+    """Every handler's confinement, on this kernel as `enforce.probe` finds it."""
+    host = Host(kernel=enforce.probe(), scratch_jobs=scratch_jobs, decoys=decoys)
+    return {name: prepare(spec, environ, host) for name, spec in specs.items()}
+
+
+def sandbox_notes(confinements: Mapping[str, Confinement]) -> dict[str, str]:
+    """Per handler, what its sandbox could not enforce here (the supervisor logs it)."""
+    return {
+        name: "; ".join(settings.sandbox.missing)
+        for name, settings in confinements.items()
+        if settings.sandbox.missing
+    }
+
+
 def prepare(spec: HandlerSpec, environ: Mapping[str, str], host: Host | None = None
             ) -> Confinement:
     """Resolve `spec`'s options, in the fork server whose environment is `environ`."""

@@ -32,7 +32,7 @@ import traceback
 from collections import deque
 from typing import Any, NoReturn
 
-from sandbox import child, confinement, descriptors, enforce, linux, proctree, protocol
+from sandbox import child, confinement, descriptors, linux, proctree, protocol
 from sandbox.confinement import Confinement
 from sandbox.jobs import Jobs
 from sandbox.loader import LoadedHandler, parse_handler_table, preload
@@ -224,18 +224,13 @@ class ForkServer:
         self._fork_ahead()
 
     def _make_scratch(self, job_id: str, handler: str) -> str:
-        if self._scratch is None:
-            return ""
         identity = self._confinements[handler].identity
         owner = None if identity is None else (identity.uid, identity.gid)
-        return self._scratch.make(job_id, owner)
+        return self._scratch.make(job_id, owner) if self._scratch is not None else ""
 
     def _remove_scratch(self, job_id: str) -> None:
-        if self._scratch is not None:
-            try:
-                self._scratch.remove(job_id)
-            except OSError as exc:
-                _log(f"cannot remove the scratch directory of {job_id}: {exc}")
+        if self._scratch is not None and (problem := self._scratch.remove(job_id)):
+            _log(problem)
 
     def _hand_over(self, handler: str, scratch: str, fds: list[int]
                    ) -> tuple[WarmChild, bool]:
@@ -414,13 +409,8 @@ def main(argv: list[str] | None = None) -> int:
     idle_limit = float(os.environ.pop(IDLE_LIMIT_VARIABLE, IDLE_LIMIT))
     specs = parse_handler_table(args.handlers or _read_fd(args.handlers_fd))
     scratch = ScratchRoot()
-    host = confinement.Host(
-        kernel=enforce.probe(), scratch_jobs=scratch.jobs, decoys=scratch.decoys
-    )
-    confinements = {
-        name: confinement.prepare(spec, os.environ, host) for name, spec in specs.items()
-    }
-    notes = _sandbox_notes(confinements)
+    confinements = confinement.prepare_all(specs, os.environ, scratch.jobs, scratch.decoys)
+    notes = confinement.sandbox_notes(confinements)
     handlers = preload(specs)  # handler files see our environment as they are imported
     confinement.clear_environment()
     child.open_job_stdio()  # our own too: not opened again in every child
@@ -431,19 +421,6 @@ def main(argv: list[str] | None = None) -> int:
         _log(f"memory not locked, swapping may delay fences: {exc}")
     ForkServer(control, handlers, confinements, parent_pid, idle_limit, scratch, notes).serve()
     return 0
-
-
-def _sandbox_notes(confinements: dict[str, Confinement]) -> dict[str, str]:
-    """Per handler, what its sandbox could not enforce here; said once, in the log (and
-    by the supervisor in `status`)."""
-    notes = {
-        name: "; ".join(settings.sandbox.missing)
-        for name, settings in confinements.items()
-        if settings.sandbox.missing
-    }
-    for name, note in notes.items():
-        _log(f"handler {name}: its sandbox cannot {note}")
-    return notes
 
 
 def _read_fd(fd: int) -> str:

@@ -11,6 +11,7 @@ decoys `sandbox.hiding` covers hidden paths with.
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import shutil
 import tempfile
@@ -20,7 +21,12 @@ from sandbox import hiding
 
 class ScratchRoot:
     def __init__(self, parent: str | None = None) -> None:
-        self.path = tempfile.mkdtemp(prefix="poolsup-", dir=parent)
+        """Named after this process; what a fork server that is gone (killed) left is
+        removed first."""
+        directory = parent or tempfile.gettempdir()
+        for stale in glob.glob(os.path.join(glob.escape(directory), "poolsup-*-*")):
+            _remove_if_orphaned(stale)
+        self.path = tempfile.mkdtemp(prefix=f"poolsup-{os.getpid()}-", dir=directory)
         os.chmod(self.path, 0o711)  # a job of another user reaches its own directory
         self.jobs = os.path.join(self.path, "jobs")
         os.mkdir(self.jobs, 0o711)
@@ -38,13 +44,30 @@ class ScratchRoot:
         self._by_job[job_id] = path
         return path
 
-    def remove(self, job_id: str) -> None:
+    def remove(self, job_id: str) -> str | None:
+        """Remove `job_id`'s directory; what went wrong, if something did."""
         path = self._by_job.pop(job_id, None)
         if path is not None:
-            _remove(path)
+            try:
+                _remove(path)
+            except OSError as error:
+                return f"cannot remove the scratch directory of {job_id}: {error}"
+        return None
 
     def close(self) -> None:
         _remove(self.path)
+
+
+def _remove_if_orphaned(path: str) -> None:
+    pid = os.path.basename(path).split("-")[1]
+    try:
+        if not pid.isdigit() or os.stat(path).st_uid != os.geteuid():
+            return
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        _remove(path)
+    except OSError:
+        pass
 
 
 def _remove(path: str) -> None:
