@@ -13,7 +13,7 @@ import socket
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from types import TracebackType
 from typing import Any
 
@@ -32,7 +32,7 @@ _ASSIGNMENT_SIZE = 4096
 _SANDBOX_FILES = frozenset({__file__, job_io.__file__})
 
 
-def become_job_process(*, server_pid: int, keep_fd: int, devnull_fd: int) -> None:
+def become_job_process(*, server_pid: int, keep_fds: Collection[int], devnull_fd: int) -> None:
     """Right after fork: a session and process group of its own, clean signals and fds.
 
     The fork server blocked SIGTERM across fork; it stays blocked until the job's own
@@ -51,8 +51,11 @@ def become_job_process(*, server_pid: int, keep_fd: int, devnull_fd: int) -> Non
     signal.signal(signal.SIGINT, signal.default_int_handler)
     os.dup2(devnull_fd, 0)
     # 1 and 2 stay (the fork server's) until the job's output replaces them.
-    os.closerange(3, keep_fd)
-    os.closerange(keep_fd + 1, os.sysconf("SC_OPEN_MAX"))
+    low = 3
+    for fd in sorted(keep_fds):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, os.sysconf("SC_OPEN_MAX"))
 
 
 def wait_for_job(
@@ -74,6 +77,9 @@ def wait_for_job(
         return 0
     name, scratch = protocol.read_assignment(data)
     handler = handlers[name]
+    for other, settings in confinements.items():  # their Landlock rulesets
+        if other != name:
+            settings.sandbox.close()
     if handler.spec.max_jobs_per_child > 1:
         return _run_jobs(assignment, fds, name, scratch, handler, confinements[name],
                          server_pid)

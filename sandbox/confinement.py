@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from sandbox import enforce, linux, policy
 from sandbox.loader import HandlerSpec
-from sandbox.policy import KernelSupport, Plan
+from sandbox.policy import KernelSupport
 
 MAX_OPEN_FILES = 4096
 # What a job's environment keeps of the fork server's, unless its handler inherits all.
@@ -49,8 +49,7 @@ class Confinement:
     cpu_limit: float | None = None
     identity: Identity | None = None  # None: stay who the fork server is
     reused: bool = False  # its children may run several jobs (max_jobs_per_child > 1)
-    sandbox: Plan = field(default_factory=lambda: Plan(no_new_privs=False))
-    decoys: tuple[str, str] = ("", "")  # what hidden paths are covered with
+    sandbox: enforce.Enforcement = enforce.NONE
     strict: bool = False  # TMPDIR is the scratch directory
     error: str | None = None  # why jobs of this handler cannot run
 
@@ -76,9 +75,9 @@ def prepare_all(
 def sandbox_notes(confinements: Mapping[str, Confinement]) -> dict[str, str]:
     """Per handler, what its sandbox could not enforce here (the supervisor logs it)."""
     return {
-        name: "; ".join(settings.sandbox.missing)
+        name: "; ".join(settings.sandbox.plan.missing)
         for name, settings in confinements.items()
-        if settings.sandbox.missing
+        if settings.sandbox.plan.missing
     }
 
 
@@ -89,13 +88,17 @@ def prepare(spec: HandlerSpec, environ: Mapping[str, str], host: Host | None = N
         identity, account = _resolve_identity(spec.user, spec.group)
     except ConfinementError as error:
         return Confinement(error=str(error))
-    plan = Plan(no_new_privs=False)
+    sandbox = enforce.NONE
     if host is not None:
         problems = policy.requirements(spec.sandbox, host.kernel)
         if problems:
             return Confinement(error=f"sandbox {spec.sandbox.profile!r} needs "
                                      + ", ".join(problems))
         plan = policy.plan(spec.sandbox, host.kernel, host.scratch_jobs)
+        try:
+            sandbox = enforce.Enforcement(plan, host.decoys)
+        except OSError as error:
+            return Confinement(error=f"sandbox: {error.strerror or error}")
     job_environ = dict(environ) if spec.inherit_env else minimal_environment(environ, account)
     job_environ.update(spec.env)
     return Confinement(
@@ -105,8 +108,7 @@ def prepare(spec: HandlerSpec, environ: Mapping[str, str], host: Host | None = N
         cpu_limit=spec.cpu_limit,
         identity=identity,
         reused=spec.max_jobs_per_child > 1,
-        sandbox=plan,
-        decoys=host.decoys if host is not None else ("", ""),
+        sandbox=sandbox,
         strict=spec.sandbox.profile == "strict",
     )
 
@@ -193,12 +195,12 @@ def apply(confinement: Confinement, *, server_pid: int) -> None:
     # Empty already: the fork server cleared its own before forking (`clear_environment`).
     os.environ.update(confinement.environ)
     # While it may still mount: a root supervisor's job switches user after.
-    _attempt("sandbox", enforce.hide, confinement.sandbox, confinement.decoys)
+    _attempt("sandbox", confinement.sandbox.hide)
     if confinement.identity is not None:
         _switch_identity(confinement.identity, server_pid)
     if confinement.cwd is not None:
         _attempt(f"cannot change to directory {confinement.cwd}", os.chdir, confinement.cwd)
-    _attempt("sandbox", enforce.confine, confinement.sandbox)
+    _attempt("sandbox", confinement.sandbox.confine)
 
 
 def renew(confinement: Confinement, *, cwd_fd: int) -> None:

@@ -1,5 +1,5 @@
-"""Carrying out a sandbox `Plan` in a job's child, and finding out what this kernel can
-enforce (`probe`, in the fork server and in `poolsup check`).
+"""Carrying out a sandbox `Plan` in a job's child (`Enforcement`), and finding out what
+this kernel can enforce (`probe`, in the fork server and in `poolsup check`).
 
 `hide` runs first, while the child still has the privileges it started with (a root
 supervisor's job switches user after it); `confine` last, just before the handler:
@@ -9,36 +9,67 @@ child is confined once, for its handler.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 
-from sandbox import hiding, landlock, seccomp
+from sandbox import landlock, seccomp
+from sandbox.hiding import Hider
 from sandbox.policy import KernelSupport, Plan
 
 _PR_SET_NO_NEW_PRIVS, _PR_GET_SECCOMP = 38, 21
 _libc = ctypes.CDLL(None, use_errno=True)
+_libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
+                        ctypes.c_ulong]
 
 
-def hide(plan: Plan, decoys: tuple[str, str]) -> None:
-    if plan.hidden:
-        hiding.hide(plan.hidden, decoys)
+class Enforcement:
+    """A `Plan` made ready in the fork server, once per handler: the Landlock ruleset
+    built (its fd is kept open for the children), the filter compiled, the decoys'
+    mounts and the capabilities to keep worked out; so that a job's child only makes
+    the few system calls that confine it."""
+
+    def __init__(self, plan: Plan, decoys: tuple[str, str]) -> None:
+        self.plan = plan
+        self._hider = Hider(plan.hidden, decoys) if plan.hidden else None
+        self.ruleset_fd: int | None = None
+        rules = plan.landlock
+        if rules is not None:
+            ruleset = landlock.Ruleset(fs=rules.fs, net=rules.net, scoped=rules.scoped)
+            for path, access in rules.paths:
+                ruleset.allow_path(path, access)
+            for port in rules.ports:
+                ruleset.allow_port(port, landlock.CONNECT_TCP)
+            self.ruleset_fd = ruleset.detach()
+        sockets = plan.seccomp_sockets
+        self._filter = seccomp.Filter(seccomp.program(sockets)) if sockets is not None else None
+
+    def hide(self) -> None:
+        """In the job's child, while it still has the privileges it started with."""
+        if self._hider is not None:
+            self._hider.hide()
+
+    def confine(self) -> None:
+        """In the job's child, last: no_new_privs, the Landlock domain, the filter.
+        Raises OSError naming the step that failed."""
+        if self.plan.no_new_privs and _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            number = ctypes.get_errno()
+            raise OSError(number, f"no_new_privs: {os.strerror(number)}")
+        if self.ruleset_fd is not None:
+            landlock.restrict_self(self.ruleset_fd)
+            self.close()
+        if self._filter is not None:
+            self._filter.install()
+
+    def close(self) -> None:
+        """In a job's child: the ruleset's fd is no longer needed (or not its handler's)."""
+        if self.ruleset_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.ruleset_fd)
+            self.ruleset_fd = None
 
 
-def confine(plan: Plan) -> None:
-    """Raises OSError naming the step that failed."""
-    if plan.no_new_privs and _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        number = ctypes.get_errno()
-        raise OSError(number, f"no_new_privs: {os.strerror(number)}")
-    rules = plan.landlock
-    if rules is not None:
-        ruleset = landlock.Ruleset(fs=rules.fs, net=rules.net, scoped=rules.scoped)
-        for path, access in rules.paths:
-            ruleset.allow_path(path, access)
-        for port in rules.ports:
-            ruleset.allow_port(port, landlock.CONNECT_TCP)
-        ruleset.enforce()
-    if plan.seccomp_sockets is not None:
-        seccomp.install(seccomp.program(plan.seccomp_sockets))
+NONE = Enforcement(Plan(no_new_privs=False), ("", ""))
 
 
 def probe() -> KernelSupport:

@@ -307,8 +307,11 @@ class ForkServer:
         """In the child: wait for a job and run it; never returns to the server loop."""
         code = 1
         try:
+            kept = [assignment.fileno(), *(settings.sandbox.ruleset_fd
+                                            for settings in self._confinements.values()
+                                            if settings.sandbox.ruleset_fd is not None)]
             child.become_job_process(
-                server_pid=self._pid, keep_fd=assignment.fileno(), devnull_fd=self._devnull
+                server_pid=self._pid, keep_fds=kept, devnull_fd=self._devnull
             )
             code = child.wait_for_job(
                 assignment, self._handlers, self._confinements, self._pid

@@ -23,7 +23,15 @@ _CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH, _CAP_FOWNER = 1, 2, 3
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 _SYS_CAPGET, _SYS_CAPSET = 125, 126
 
+# Typed, on an instance of their own: they run in every job's child (see landlock.py).
 _libc = ctypes.CDLL(None, use_errno=True)
+_libc.unshare.argtypes = [ctypes.c_int]
+_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
+                        ctypes.c_void_p]
+_libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
+                        ctypes.c_ulong]
+_libc.syscall.argtypes = [ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+_DAC_CAPABILITIES = (_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH, _CAP_FOWNER)
 
 
 def _check(result: int, what: str) -> None:
@@ -52,56 +60,67 @@ def make_decoys(directory: str) -> tuple[str, str]:
     return file, folder
 
 
-def hide(paths: Iterable[str], decoys: tuple[str, str]) -> None:
-    """In a job's child, before it drops privileges: cover `paths` (those that exist)
-    in a mount namespace of its own. Raises OSError."""
-    uid, gid = os.geteuid(), os.getegid()
-    privileged = uid == 0
-    _check(_libc.unshare(_CLONE_NEWNS | (0 if privileged else _CLONE_NEWUSER)), "unshare")
-    if not privileged:
-        _write("/proc/self/setgroups", "deny")
-        _write("/proc/self/uid_map", f"{uid} {uid} 1")
-        _write("/proc/self/gid_map", f"{gid} {gid} 1")
-    # Or, where / is shared, the decoys would show in the supervisor's namespace too.
-    _check(_libc.mount(None, b"/", None, _MS_REC | _MS_SLAVE, None), "mount --make-rslave /")
-    file, folder = decoys
-    for path in paths:
-        try:
-            is_dir = os.path.isdir(path)
-            if not is_dir and not os.path.lexists(path):
+class Hider:
+    """Made in the fork server, for the paths a handler's jobs must not see; `hide` runs
+    in each job's child, before it drops privileges."""
+
+    def __init__(self, paths: Iterable[str], decoys: tuple[str, str]) -> None:
+        self._paths = [(path, path.encode()) for path in paths]
+        self._decoys = (decoys[0].encode(), decoys[1].encode())
+        uid, gid = os.geteuid(), os.getegid()
+        self._privileged = uid == 0
+        self._maps = (
+            ("/proc/self/setgroups", b"deny"),
+            ("/proc/self/uid_map", f"{uid} {uid} 1".encode()),
+            ("/proc/self/gid_map", f"{gid} {gid} 1".encode()),
+        )
+        self._header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+        self._caps = (_CapData * 2)()  # none at all, in a user namespace of its own
+        if self._privileged:  # all we have but those that read past file modes
+            _check(_libc.syscall(_SYS_CAPGET, ctypes.byref(self._header), self._caps),
+                   "capget")
+            for cap in _DAC_CAPABILITIES:
+                word, bit = divmod(cap, 32)
+                mask = ~(1 << bit) & 0xFFFFFFFF
+                self._caps[word].effective &= mask
+                self._caps[word].permitted &= mask
+                self._caps[word].inheritable &= mask
+
+    def hide(self) -> None:
+        """Cover the paths that exist, in a mount namespace of this process's own.
+        Raises OSError."""
+        flags = _CLONE_NEWNS | (0 if self._privileged else _CLONE_NEWUSER)
+        _check(_libc.unshare(flags), "unshare")
+        if not self._privileged:
+            for path, text in self._maps:
+                _write(path, text)
+        # Or, where / is shared, the decoys would show in the supervisor's namespace too.
+        _check(_libc.mount(None, b"/", None, _MS_REC | _MS_SLAVE, None),
+               "mount --make-rslave /")
+        file, folder = self._decoys
+        for path, encoded in self._paths:
+            try:
+                is_dir = os.path.isdir(path)
+                if not is_dir and not os.path.lexists(path):
+                    continue
+            except OSError:
                 continue
-        except OSError:
-            continue
-        source = folder if is_dir else file
-        _check(_libc.mount(source.encode(), path.encode(), None, _MS_BIND, None),
-               f"cannot hide {path}")
-    if privileged:
-        for cap in (_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH, _CAP_FOWNER):
-            _check(_libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0), "cannot drop a capability")
-        _drop_capabilities(keep_all_but=(_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH, _CAP_FOWNER))
-    else:
-        _drop_capabilities(keep_all_but=None)
+            _check(_libc.mount(folder if is_dir else file, encoded, None, _MS_BIND, None),
+                   f"cannot hide {path}")
+        if self._privileged:
+            for cap in _DAC_CAPABILITIES:
+                _check(_libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0), "cannot drop a capability")
+        _check(_libc.syscall(_SYS_CAPSET, ctypes.byref(self._header), self._caps), "capset")
 
 
-def _drop_capabilities(keep_all_but: tuple[int, ...] | None) -> None:
-    """Clear the effective, permitted and inheritable sets (`keep_all_but` None), or
-    only the capabilities it names."""
-    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
-    data = (_CapData * 2)()
-    if keep_all_but is not None:
-        _check(_libc.syscall(_SYS_CAPGET, ctypes.byref(header), data), "capget")
-        for cap in keep_all_but:
-            word, bit = divmod(cap, 32)
-            mask = ~(1 << bit) & 0xFFFFFFFF
-            data[word].effective &= mask
-            data[word].permitted &= mask
-            data[word].inheritable &= mask
-    _check(_libc.syscall(_SYS_CAPSET, ctypes.byref(header), data), "capset")
+def hide(paths: Iterable[str], decoys: tuple[str, str]) -> None:
+    """`Hider(paths, decoys).hide()`, in one go."""
+    Hider(paths, decoys).hide()
 
 
-def _write(path: str, text: str) -> None:
+def _write(path: str, text: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
     try:
-        os.write(fd, text.encode())
+        os.write(fd, text)
     finally:
         os.close(fd)

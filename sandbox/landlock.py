@@ -135,10 +135,22 @@ class Ruleset:
 
     def enforce(self) -> None:
         try:
-            _check(
-                _syscall(ctypes.c_long(_SYS_RESTRICT_SELF), ctypes.c_int(self._fd),
-                         ctypes.c_uint32(0)),
-                "landlock_restrict_self",
-            )
+            restrict_self(self._fd)
         finally:
             os.close(self._fd)
+
+    def detach(self) -> int:
+        """The ruleset's fd, for `restrict_self` in processes forked later (made once,
+        enforced by every job's child: that costs one system call)."""
+        return self._fd
+
+
+# Typed, on an instance of its own: it runs in every job's child, where converting
+# untyped arguments would touch pages of ctypes that then have to be copied.
+_restrict = ctypes.CDLL(None, use_errno=True).syscall
+_restrict.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_uint32]
+_restrict.restype = ctypes.c_long
+
+
+def restrict_self(ruleset_fd: int) -> None:
+    _check(_restrict(_SYS_RESTRICT_SELF, ruleset_fd, 0), "landlock_restrict_self")

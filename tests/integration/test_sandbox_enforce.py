@@ -48,8 +48,10 @@ def in_sandbox(spec: SandboxSpec, tmp_path: Path, body: Callable[[], object],
                 os.setgid(uid)
                 os.setuid(uid)
                 _libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE, as a process started as uid is
-            enforce.hide(decided, decoys)
-            enforce.confine(decided)
+            # Made where the fork server would make it: as the user jobs start as.
+            enforcement = enforce.Enforcement(decided, decoys)
+            enforcement.hide()
+            enforcement.confine()
             try:
                 answer = f"ok {body()!r}"
             except OSError as error:
