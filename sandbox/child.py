@@ -13,7 +13,7 @@ import socket
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from types import TracebackType
 from typing import Any
 
@@ -32,7 +32,7 @@ _ASSIGNMENT_SIZE = 4096
 _SANDBOX_FILES = frozenset({__file__, job_io.__file__})
 
 
-def become_job_process(*, server_pid: int, keep_fd: int, devnull_fd: int) -> None:
+def become_job_process(*, server_pid: int, keep_fds: Collection[int], devnull_fd: int) -> None:
     """Right after fork: a session and process group of its own, clean signals and fds.
 
     The fork server blocked SIGTERM across fork; it stays blocked until the job's own
@@ -51,8 +51,11 @@ def become_job_process(*, server_pid: int, keep_fd: int, devnull_fd: int) -> Non
     signal.signal(signal.SIGINT, signal.default_int_handler)
     os.dup2(devnull_fd, 0)
     # 1 and 2 stay (the fork server's) until the job's output replaces them.
-    os.closerange(3, keep_fd)
-    os.closerange(keep_fd + 1, os.sysconf("SC_OPEN_MAX"))
+    low = 3
+    for fd in sorted(keep_fds):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, os.sysconf("SC_OPEN_MAX"))
 
 
 def wait_for_job(
@@ -65,40 +68,52 @@ def wait_for_job(
     handler wants, then run the job (or, for a handler with max_jobs_per_child > 1,
     jobs one after another: `_run_jobs`); return the exit code.
 
-    The hand-over is one packet: the handler's name, with the job's control and output
-    sockets attached. End of stream means there will be no job.
+    The hand-over is one packet: the handler's name and the job's scratch directory
+    (`protocol.assignment`), with the job's control and output sockets attached. End
+    of stream means there will be no job.
     """
     data, fds, _, _ = socket.recv_fds(assignment, _ASSIGNMENT_SIZE, 2)
     if len(fds) != 2:
         return 0
-    name = data.decode()
+    name, scratch = protocol.read_assignment(data)
     handler = handlers[name]
+    for other, settings in confinements.items():  # their Landlock rulesets
+        if other != name:
+            settings.sandbox.close()
     if handler.spec.max_jobs_per_child > 1:
-        return _run_jobs(assignment, fds, name, handler, confinements[name], server_pid)
+        return _run_jobs(assignment, fds, name, scratch, handler, confinements[name],
+                         server_pid)
     assignment.close()
     setup_error = _confine(confinements[name], server_pid)
-    return _run_job(fds, name, handler, setup_error)
+    return _run_job(fds, name, scratch, handler, setup_error, confinements[name].strict)
 
 
 def _run_job(
     fds: list[int],
     name: str,
+    scratch: str,
     handler: LoadedHandler,
     setup_error: str | None,
+    strict: bool,
     traces: JobTraces | None = None,
 ) -> int:
     control_fd, output_fd = fds
     os.dup2(output_fd, 1)
     os.dup2(output_fd, 2)
     os.close(output_fd)
+    if scratch:
+        os.environ["POOLSUP_JOB_SCRATCH"] = scratch
+        if strict:  # where temporary files can be written
+            os.environ["TMPDIR"] = scratch
     return main(control_fd, name, handler.function, handler.error, handler.spec,
-                setup_error=setup_error, traces=traces)
+                setup_error=setup_error, traces=traces, scratch=scratch)
 
 
 def _run_jobs(
     assignment: socket.socket,
     fds: list[int],
     name: str,
+    scratch: str,
     handler: LoadedHandler,
     settings: Confinement,
     server_pid: int,
@@ -120,7 +135,7 @@ def _run_jobs(
         if number > 1:
             setup_error = _renew(settings, pristine.cwd_fd)
         traces = JobTraces()
-        code = _run_job(fds, name, handler, setup_error, traces)
+        code = _run_job(fds, name, scratch, handler, setup_error, settings.strict, traces)
         if number == handler.spec.max_jobs_per_child:
             break
         stop_seen = traces.stop_seen  # before `close`, whose end of stream reads as a stop
@@ -138,18 +153,19 @@ def _run_jobs(
         if retire is not None:
             break
         open_job_stdio()
-        next_fds = _next_assignment(assignment)
-        if next_fds is None:
+        following = _next_assignment(assignment)
+        if following is None:
             return 0
-        fds = next_fds
+        fds, scratch = following
     return code
 
 
-def _next_assignment(assignment: socket.socket) -> list[int] | None:
-    """Report the last job done, wait for the next; None if there will be none."""
+def _next_assignment(assignment: socket.socket) -> tuple[list[int], str] | None:
+    """Report the last job done, wait for the next (its fds and scratch directory);
+    None if there will be none."""
     try:
         assignment.send(protocol.CHILD_DONE)
-        _, fds, _, _ = socket.recv_fds(assignment, _ASSIGNMENT_SIZE, 2)
+        data, fds, _, _ = socket.recv_fds(assignment, _ASSIGNMENT_SIZE, 2)
     except OSError:
         return None
     if len(fds) != 2:
@@ -157,7 +173,7 @@ def _next_assignment(assignment: socket.socket) -> list[int] | None:
         return None
     # A SIGTERM pending now (blocked) is the new job's: a child whose last job was
     # signalled gets no next job (the fork server retires it).
-    return fds
+    return fds, protocol.read_assignment(data)[1]
 
 
 def _renew(settings: Confinement, cwd_fd: int) -> str | None:
@@ -205,6 +221,7 @@ def main(
     *,
     setup_error: str | None = None,
     traces: JobTraces | None = None,
+    scratch: str = "",
 ) -> int:
     """Run one job; return the process exit code. With `traces`, note there what the
     job leaves in this process, for a child that runs another job after it.
@@ -241,6 +258,7 @@ def main(
         inbox=inbox,
         checkpoint=start.get("checkpoint"),
         save_checkpoint=channel.save_checkpoint,
+        scratch=scratch,
     )
     guard = StopGuard(job, inbox)
     wakeup_fd = guard.install()

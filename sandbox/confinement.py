@@ -1,5 +1,5 @@
 """What a job's child does to itself before its handler runs: resource limits, niceness,
-environment, user and group, working directory.
+environment, user and group, working directory, and its sandbox (`sandbox.enforce`).
 
 `prepare` runs in the fork server, once per handler at start: user and group names are
 resolved there (a lookup can be slow, and an unknown name is an error of the handler,
@@ -20,8 +20,9 @@ import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from sandbox import linux
+from sandbox import enforce, linux, policy
 from sandbox.loader import HandlerSpec
+from sandbox.policy import KernelSupport
 
 MAX_OPEN_FILES = 4096
 # What a job's environment keeps of the fork server's, unless its handler inherits all.
@@ -48,15 +49,56 @@ class Confinement:
     cpu_limit: float | None = None
     identity: Identity | None = None  # None: stay who the fork server is
     reused: bool = False  # its children may run several jobs (max_jobs_per_child > 1)
+    sandbox: enforce.Enforcement = enforce.NONE
+    strict: bool = False  # TMPDIR is the scratch directory
     error: str | None = None  # why jobs of this handler cannot run
 
 
-def prepare(spec: HandlerSpec, environ: Mapping[str, str]) -> Confinement:
+@dataclass(frozen=True, kw_only=True)
+class Host:
+    """What the fork server found out once, for every handler's sandbox."""
+
+    kernel: KernelSupport
+    scratch_jobs: str  # where the scratch directories are made
+    decoys: tuple[str, str]
+
+
+def prepare_all(
+    specs: Mapping[str, HandlerSpec], environ: Mapping[str, str], scratch_jobs: str,
+    decoys: tuple[str, str],
+) -> dict[str, Confinement]:
+    """Every handler's confinement, on this kernel as `enforce.probe` finds it."""
+    host = Host(kernel=enforce.probe(), scratch_jobs=scratch_jobs, decoys=decoys)
+    return {name: prepare(spec, environ, host) for name, spec in specs.items()}
+
+
+def sandbox_notes(confinements: Mapping[str, Confinement]) -> dict[str, str]:
+    """Per handler, what its sandbox could not enforce here (the supervisor logs it)."""
+    return {
+        name: "; ".join(settings.sandbox.plan.missing)
+        for name, settings in confinements.items()
+        if settings.sandbox.plan.missing
+    }
+
+
+def prepare(spec: HandlerSpec, environ: Mapping[str, str], host: Host | None = None
+            ) -> Confinement:
     """Resolve `spec`'s options, in the fork server whose environment is `environ`."""
     try:
         identity, account = _resolve_identity(spec.user, spec.group)
     except ConfinementError as error:
         return Confinement(error=str(error))
+    sandbox = enforce.NONE
+    if host is not None:
+        problems = policy.requirements(spec.sandbox, host.kernel)
+        if problems:
+            return Confinement(error=f"sandbox {spec.sandbox.profile!r} needs "
+                                     + ", ".join(problems))
+        plan = policy.plan(spec.sandbox, host.kernel, host.scratch_jobs)
+        try:
+            sandbox = enforce.Enforcement(plan, host.decoys)
+        except OSError as error:
+            return Confinement(error=f"sandbox: {error.strerror or error}")
     job_environ = dict(environ) if spec.inherit_env else minimal_environment(environ, account)
     job_environ.update(spec.env)
     return Confinement(
@@ -66,6 +108,8 @@ def prepare(spec: HandlerSpec, environ: Mapping[str, str]) -> Confinement:
         cpu_limit=spec.cpu_limit,
         identity=identity,
         reused=spec.max_jobs_per_child > 1,
+        sandbox=sandbox,
+        strict=spec.sandbox.profile == "strict",
     )
 
 
@@ -150,10 +194,13 @@ def apply(confinement: Confinement, *, server_pid: int) -> None:
         _attempt(what, os.setpriority, os.PRIO_PROCESS, 0, confinement.nice)
     # Empty already: the fork server cleared its own before forking (`clear_environment`).
     os.environ.update(confinement.environ)
+    # While it may still mount: a root supervisor's job switches user after.
+    _attempt("sandbox", confinement.sandbox.hide)
     if confinement.identity is not None:
         _switch_identity(confinement.identity, server_pid)
     if confinement.cwd is not None:
         _attempt(f"cannot change to directory {confinement.cwd}", os.chdir, confinement.cwd)
+    _attempt("sandbox", confinement.sandbox.confine)
 
 
 def renew(confinement: Confinement, *, cwd_fd: int) -> None:

@@ -115,12 +115,15 @@ class Job:
         inbox: Inbox,
         checkpoint: Any = None,
         save_checkpoint: Callable[[bytes], None] | None = None,
+        scratch: str = "",
     ) -> None:
         self.key = key
         self.payload = payload
         self.attempt = attempt
         self.token = token
         self.checkpoint = checkpoint  # what an earlier attempt of this key saved, or None
+        # A private directory for this job alone, removed with all in it when it ends.
+        self.scratch = scratch
         self._inbox = inbox
         self._send_checkpoint = save_checkpoint
         self._stop_aware = False

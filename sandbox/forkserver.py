@@ -36,6 +36,7 @@ from sandbox import child, confinement, descriptors, linux, proctree, protocol
 from sandbox.confinement import Confinement
 from sandbox.jobs import Jobs
 from sandbox.loader import LoadedHandler, parse_handler_table, preload
+from sandbox.scratch import ScratchRoot
 from sandbox.spares import IDLE_LIMIT, IDLE_LIMIT_VARIABLE, IdleChildren, WarmChild
 
 _LOOP_TICK = 0.5  # seconds between checks that the parent is still there
@@ -54,8 +55,12 @@ class ForkServer:
         confinements: dict[str, Confinement],
         parent_pid: int,
         idle_limit: float = IDLE_LIMIT,
+        scratch: ScratchRoot | None = None,
+        sandbox_notes: dict[str, str] | None = None,
     ) -> None:
         self._control = control
+        self._scratch = scratch
+        self._sandbox_notes = sandbox_notes or {}
         self._handlers = handlers
         self._confinements = confinements
         self._parent_pid = parent_pid
@@ -80,7 +85,8 @@ class ForkServer:
             name: handler.error or self._confinements[name].error
             for name, handler in self._handlers.items()
         }
-        self._send({"ev": protocol.EV_READY, "pid": self._pid, "handlers": errors})
+        self._send({"ev": protocol.EV_READY, "pid": self._pid, "handlers": errors,
+                    "sandbox": self._sandbox_notes})
         while not self._should_exit():
             for key, mask in self._selector.select(self._select_timeout()):
                 # Before a late fence message could extend one.
@@ -190,7 +196,12 @@ class ForkServer:
                 raise SpawnRefused("its lease ran out before the spawn: not started")
             if job_id in self._jobs:
                 raise SpawnRefused(f"job {job_id!r} is already running")
-            taker, reused = self._hand_over(name, fds)
+            scratch = self._make_scratch(job_id, name)
+            try:
+                taker, reused = self._hand_over(name, scratch, fds)
+            except BaseException:
+                self._remove_scratch(job_id)
+                raise
         except (SpawnRefused, OSError) as exc:
             self._send({"ev": protocol.EV_SPAWN_FAILED, "job": job_id, "error": str(exc)})
             return
@@ -212,13 +223,23 @@ class ForkServer:
         self._send({"ev": protocol.EV_SPAWNED, "job": job_id, "pid": taker.pid})
         self._fork_ahead()
 
-    def _hand_over(self, handler: str, fds: list[int]) -> tuple[WarmChild, bool]:
+    def _make_scratch(self, job_id: str, handler: str) -> str:
+        identity = self._confinements[handler].identity
+        owner = None if identity is None else (identity.uid, identity.gid)
+        return self._scratch.make(job_id, owner) if self._scratch is not None else ""
+
+    def _remove_scratch(self, job_id: str) -> None:
+        if self._scratch is not None and (problem := self._scratch.remove(job_id)):
+            _log(problem)
+
+    def _hand_over(self, handler: str, scratch: str, fds: list[int]
+                   ) -> tuple[WarmChild, bool]:
         """Give the job to a child that ran one of `handler` and waits for the next, else
         to the warm child (forking one if there is none): that child, and whether it
         ran a job before. Its assignment socket is left open."""
         while (idle := self._idle.take(handler)) is not None:
             try:
-                socket.send_fds(idle.assignment, [handler.encode()], fds)
+                socket.send_fds(idle.assignment, [protocol.assignment(handler, scratch)], fds)
             except OSError:
                 idle.assignment.close()  # it died waiting; reaped as a leftover
                 continue
@@ -227,7 +248,7 @@ class ForkServer:
             warm = self._warm or self._fork_warm_child()
             self._warm = None
             try:
-                socket.send_fds(warm.assignment, [handler.encode()], fds)
+                socket.send_fds(warm.assignment, [protocol.assignment(handler, scratch)], fds)
             except OSError:
                 warm.assignment.close()
                 continue  # reaped and killed as a leftover
@@ -286,8 +307,11 @@ class ForkServer:
         """In the child: wait for a job and run it; never returns to the server loop."""
         code = 1
         try:
+            kept = [assignment.fileno(), *(settings.sandbox.ruleset_fd
+                                            for settings in self._confinements.values()
+                                            if settings.sandbox.ruleset_fd is not None)]
             child.become_job_process(
-                server_pid=self._pid, keep_fd=assignment.fileno(), devnull_fd=self._devnull
+                server_pid=self._pid, keep_fds=kept, devnull_fd=self._devnull
             )
             code = child.wait_for_job(
                 assignment, self._handlers, self._confinements, self._pid
@@ -333,10 +357,14 @@ class ForkServer:
         for event in self._jobs.release_held(()):
             self._send(event)
         self._flush()
+        if self._scratch is not None:
+            self._scratch.close()
 
     # -- events to the supervisor
 
     def _send(self, event: dict[str, Any]) -> None:
+        if event.get("ev") == protocol.EV_EXITED:
+            self._remove_scratch(event["job"])  # its processes are gone
         self._outbox.append(protocol.encode(event))
         self._flush()
 
@@ -383,7 +411,9 @@ def main(argv: list[str] | None = None) -> int:
     control = socket.socket(fileno=args.control_fd)
     idle_limit = float(os.environ.pop(IDLE_LIMIT_VARIABLE, IDLE_LIMIT))
     specs = parse_handler_table(args.handlers or _read_fd(args.handlers_fd))
-    confinements = {name: confinement.prepare(spec, os.environ) for name, spec in specs.items()}
+    scratch = ScratchRoot()
+    confinements = confinement.prepare_all(specs, os.environ, scratch.jobs, scratch.decoys)
+    notes = confinement.sandbox_notes(confinements)
     handlers = preload(specs)  # handler files see our environment as they are imported
     confinement.clear_environment()
     child.open_job_stdio()  # our own too: not opened again in every child
@@ -392,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
         linux.lock_memory()  # a fence must not wait for its enforcer to be swapped in
     except OSError as exc:
         _log(f"memory not locked, swapping may delay fences: {exc}")
-    ForkServer(control, handlers, confinements, parent_pid, idle_limit).serve()
+    ForkServer(control, handlers, confinements, parent_pid, idle_limit, scratch, notes).serve()
     return 0
 
 

@@ -102,3 +102,13 @@ def wipe_startup_environment() -> None:
     start, end = int(fields[_ENV_START]), int(fields[_ENV_END])  # fields 50 and 51
     if 0 < start < end:
         ctypes.memset(start, 0, end - start)
+
+
+def hide_startup_environment() -> None:
+    """Keep the environment, but out of /proc/PID/environ: every variable copied to the
+    heap (setenv), then the block the process was started with zeroed. For a process
+    whose environment may hold secrets (POOLSUP_STORE's password) and that other
+    processes of its user can read /proc of."""
+    for name, value in os.environ.items():
+        os.putenv(name, value)
+    wipe_startup_environment()

@@ -15,6 +15,8 @@ from typing import Any
 
 import orjson
 
+from sandbox.policy import SandboxSpec
+
 
 @dataclass(frozen=True, kw_only=True)
 class HandlerSpec:
@@ -31,6 +33,7 @@ class HandlerSpec:
     user: str | None = None
     group: str | None = None
     max_jobs_per_child: int = 1  # jobs one child runs one after another (sandbox.reuse)
+    sandbox: SandboxSpec = field(default_factory=SandboxSpec)
 
 
 def parse_handler_table(text: str) -> dict[str, HandlerSpec]:
@@ -57,6 +60,17 @@ def _spec(entry: dict[str, Any]) -> HandlerSpec:
         user=entry.get("user"),
         group=entry.get("group"),
         max_jobs_per_child=max(1, int(entry.get("max_jobs_per_child") or 1)),
+        sandbox=_sandbox(entry.get("sandbox") or {}),
+    )
+
+
+def _sandbox(entry: dict[str, Any]) -> SandboxSpec:
+    network = entry.get("network", "all")
+    return SandboxSpec(
+        profile=str(entry.get("profile", "default")),
+        writable=tuple(str(path) for path in entry.get("writable", ())),
+        hidden=tuple(str(path) for path in entry.get("hidden", ())),
+        network=network if isinstance(network, str) else tuple(int(p) for p in network),
     )
 
 

@@ -96,6 +96,17 @@ EV_PONG = "pong"
 # server: its job is over and it is clean for the next (sandbox.reuse).
 CHILD_DONE = b"done"
 
+
+def assignment(handler: str, scratch: str) -> bytes:
+    """What the fork server hands a child with a job's sockets: the handler's name and
+    the job's scratch directory."""
+    return f"{handler}\0{scratch}".encode()
+
+
+def read_assignment(data: bytes) -> tuple[str, str]:
+    handler, _, scratch = data.decode().partition("\0")
+    return handler, scratch
+
 MSG_START = "start"
 MSG_STOP = "stop"
 MSG_NOTIFY = "notify"

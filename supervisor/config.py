@@ -17,6 +17,7 @@ from supervisor.core.ticks import Cadence
 from supervisor.errors import ConfigError
 from supervisor.pool.cadence import cadence_of, cron_problem
 from supervisor.redaction import redact_url
+from supervisor.sandbox_config import SandboxConfig, protected_paths, read_sandbox
 from supervisor.sizes import describe
 from supervisor.sizes import parse_duration as parse_duration
 from supervisor.sizes import parse_size as parse_size
@@ -45,6 +46,9 @@ class HandlerConfig:
     group: str | None = None
     # Jobs one child may run one after another (1: a fresh process per job).
     max_jobs_per_child: int = 1
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    # What its sandbox hides besides `sandbox.hidden`: the config file and SQLite store.
+    protected: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,7 +133,10 @@ def load_config(
     supervisor = _read_supervisor(root.table("supervisor"))
     handlers_table = root.table("handlers")
     handlers = {
-        name: _read_handler(handlers_table.table(handlers_table.table_name(name, "handler")), base)
+        name: _read_handler(
+            handlers_table.table(handlers_table.table_name(name, "handler")), base,
+            protected_paths(absolute, pool.store),
+        )
         for name in handlers_table.data
     }
     if require_handlers and not handlers:
@@ -214,8 +221,8 @@ def _read_metrics(t: TomlTable) -> MetricsConfig:
     return MetricsConfig(host=host.strip("[]"), port=int(port))
 
 
-def _read_handler(t: TomlTable, base: Path) -> HandlerConfig:
-    t.only(*_keys(HandlerConfig, skip="name"))
+def _read_handler(t: TomlTable, base: Path, protected: tuple[Path, ...]) -> HandlerConfig:
+    t.only(*[key for key in _keys(HandlerConfig, skip="name") if key != "protected"])
     timeout = t.seconds("timeout", 300.0, low=0)
     env = t.table("env")
     for name, value in env.data.items():
@@ -239,6 +246,8 @@ def _read_handler(t: TomlTable, base: Path) -> HandlerConfig:
         user=t.string("user", None),
         group=t.string("group", None),
         max_jobs_per_child=t.integer("max_jobs_per_child", 1, low=1),
+        sandbox=read_sandbox(t, base),
+        protected=protected,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import time
@@ -11,6 +12,8 @@ import anyio
 import click
 import orjson
 
+from sandbox import linux
+from supervisor.cli.sandbox_report import check_sandboxes, kernel_lines
 from supervisor.cli.schedules import plan_command, schedules_command
 from supervisor.cli.status import render_status_text
 from supervisor.cli.support import (
@@ -46,6 +49,11 @@ def run(config_path: str | None, log_level: str, log_format: str) -> None:
     from supervisor.service.daemon import serve
 
     config = read_config(config_path, require_handlers=True)
+    check_sandboxes(config)
+    # A job can read /proc/PID/environ of any process of its user (Landlock's ptrace
+    # rule covers only attaching), and ours may hold the store's password.
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        linux.hide_startup_environment()
     # Until the supervisor's own handler is in place, a reload request must not kill it.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     with logging_to_stderr(log_level, log_format):
@@ -62,6 +70,7 @@ def check(config_path: str | None) -> None:
     from supervisor.pool.producers import sandboxed_code
 
     config = read_config(config_path, require_handlers=True)
+    kernel = check_sandboxes(config)
     code = sandboxed_code(config)
 
     async def import_handlers() -> dict[str, str | None]:
@@ -77,6 +86,8 @@ def check(config_path: str | None) -> None:
     if broken:
         sys.exit(2)
     schedules = f", {len(config.schedules)} schedule(s)" if config.schedules else ""
+    for line in kernel_lines(kernel):
+        click.echo(line)
     click.echo(f"ok: pool {config.pool.name}, {len(config.handlers)} handler(s){schedules}")
 
 

@@ -116,6 +116,8 @@ class ForkServerClient:
         self._children: dict[str, Child] = {}
         self._ready = anyio.Event()
         self.handler_errors: dict[str, str | None] = {}
+        # Per handler, what its sandbox could not enforce on this host (sandbox.policy).
+        self.sandbox_notes: dict[str, str] = {}
         self.alive = True
         self._closing = False
         self._send_lock = anyio.Lock()
@@ -272,6 +274,7 @@ class ForkServerClient:
         kind = event.get("ev")
         if kind == protocol.EV_READY:
             self.handler_errors = dict(event.get("handlers") or {})
+            self.sandbox_notes = dict(event.get("sandbox") or {})
             self._ready.set()
             return
         if kind == protocol.EV_PONG:

@@ -56,6 +56,8 @@ class ForkServers:
             if error:
                 last_line = error.strip().splitlines()[-1] if error.strip() else "?"
                 log.error("handler %s cannot run; its jobs will fail: %s", name, last_line)
+        for name, note in server.sandbox_notes.items():
+            log.warning("handler %s: its sandbox cannot %s on this host", name, note)
         return server
 
     async def _generation(

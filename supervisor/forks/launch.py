@@ -44,6 +44,12 @@ def handler_table(handlers: Mapping[str, HandlerConfig]) -> dict[str, dict[str, 
             "user": handler.user,
             "group": handler.group,
             "max_jobs_per_child": handler.max_jobs_per_child,
+            "sandbox": {
+                "profile": handler.sandbox.profile,
+                "writable": [str(path) for path in handler.sandbox.writable],
+                "hidden": [str(path) for path in (*handler.protected, *handler.sandbox.hidden)],
+                "network": handler.sandbox.network,
+            },
         }
         for name, handler in handlers.items()
     }

@@ -82,9 +82,11 @@ def test_guarantee_5_daemons_die_with_their_fork_server_before_the_retry(
     assert all(not alive(pid) for pid in daemons(pid_file).values())
 
 
+# Sandboxed ("default"), a job cannot signal its fork server (tests/integration/
+# test_sandbox.py); "off", it can, and must then spend its own attempts only.
 KILLERS = {
-    "kills": {"path": "hostile_kills_fork_server.py", "max_attempts": 1},
-    "kills3": {"path": "hostile_kills_fork_server.py", "max_attempts": 3},
+    "kills": {"path": "hostile_kills_fork_server.py", "max_attempts": 1, "sandbox": "off"},
+    "kills3": {"path": "hostile_kills_fork_server.py", "max_attempts": 3, "sandbox": "off"},
     "sleeps": {"path": "edges.py", "function": "sleeps", "max_attempts": 1},
     "normal": {"path": "basic.py", "function": "echo"},
 }

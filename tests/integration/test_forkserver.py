@@ -787,7 +787,7 @@ def test_environment_is_minimal_plus_the_handler_table(limited: ForkServerHarnes
     environ = found["environ"]
     assert set(environ) <= {
         "PATH", "LANG", "LANGUAGE", "TZ", "HOME", "USER", "LOGNAME", "FROM_TABLE",
-        "POOLSUP_JOB_KEY", "POOLSUP_JOB_TOKEN", "POOLSUP_JOB_ATTEMPT",
+        "POOLSUP_JOB_KEY", "POOLSUP_JOB_TOKEN", "POOLSUP_JOB_ATTEMPT", "POOLSUP_JOB_SCRATCH",
     } | {name for name in environ if name.startswith("LC_")}
     assert environ["FROM_TABLE"] == "yes"
     assert environ["POOLSUP_JOB_KEY"] == "k-env"

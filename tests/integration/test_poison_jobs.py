@@ -11,8 +11,9 @@ from supervisor.core.leases import MAX_LEASE_LOSSES
 from tests.helpers.pool import SupervisorProcess, finished, wait_for
 from tests.integration.conftest import Pool
 
+# "off": sandboxed, a job cannot signal its supervisor (tests/integration/test_sandbox.py).
 HANDLERS = {"poison": {"path": "hostile_kills_supervisor.py", "function": "run",
-                       "max_attempts": 1}}
+                       "max_attempts": 1, "sandbox": "off"}}
 HOST_DOWN = 2.0  # the host reboots: nobody writes to the store meanwhile
 MAX_ROUNDS = MAX_LEASE_LOSSES + 3
 

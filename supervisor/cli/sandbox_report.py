@@ -1,0 +1,45 @@
+"""What `poolsup check` says of the sandbox: what this kernel enforces, and which
+handlers ask for more than it can give (a configuration error, exit 2)."""
+
+from __future__ import annotations
+
+from sandbox.enforce import probe
+from sandbox.policy import KernelSupport, SandboxSpec, requirements
+from supervisor.config import Config
+from supervisor.errors import ConfigError
+
+_LANDLOCK_FEATURES = ((1, "file rules"), (4, "TCP ports"), (6, "signal and abstract socket scopes"))
+
+
+def kernel_lines(kernel: KernelSupport) -> list[str]:
+    """One line per mechanism, as `check` prints them."""
+    if kernel.landlock_abi:
+        features = ", ".join(name for abi, name in _LANDLOCK_FEATURES if kernel.landlock_abi >= abi)
+        landlock = f"Landlock ABI {kernel.landlock_abi} ({features})"
+    else:
+        landlock = "no Landlock"
+    return [
+        f"sandbox: {landlock}",
+        "sandbox: seccomp filter "
+        + ("yes" if kernel.seccomp else "no (this architecture or kernel)"),
+        "sandbox: mount namespaces to hide paths "
+        + ("yes" if kernel.namespaces else f"no ({kernel.namespaces_error})"),
+    ]
+
+
+def check_sandboxes(config: Config, kernel: KernelSupport | None = None) -> KernelSupport:
+    """Raise ConfigError naming the first handler whose sandbox this kernel cannot give."""
+    kernel = kernel or probe()
+    for name, handler in config.handlers.items():
+        spec = SandboxSpec(
+            profile=handler.sandbox.profile,
+            hidden=tuple(str(path) for path in (*handler.protected, *handler.sandbox.hidden)),
+            network=handler.sandbox.network,
+        )
+        problems = requirements(spec, kernel)
+        if problems:
+            raise ConfigError(
+                f"{config.path}: [handlers.{name}] sandbox {handler.sandbox.profile!r} "
+                f"needs {', '.join(problems)}"
+            )
+    return kernel
