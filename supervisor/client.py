@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from types import TracebackType
@@ -200,6 +200,17 @@ class AsyncClient:
         """What applying a producer's plan would change now; changes nothing."""
         return await plan_diff(await self._opened(), schedule, plan)
 
+    async def pause(self, handlers: Sequence[str] = ()) -> None:
+        """No supervisor claims jobs of `handlers` (none: of the pool) until `resume`."""
+        await (await self._opened()).pause(self._known_handlers(handlers))
+
+    async def resume(self, handlers: Sequence[str] = ()) -> None:
+        await (await self._opened()).resume(self._known_handlers(handlers))
+
+    def _known_handlers(self, handlers: Sequence[str]) -> list[str]:
+        """`handlers`, each checked against the config's when it has handlers."""
+        return [self._resolve_handler(handler) for handler in handlers]
+
     async def close(self) -> None:
         if self._store is not None:
             await self._store.close()
@@ -249,6 +260,12 @@ class Client:
 
     def schedules(self) -> list[dict[str, Any]]:
         return self._call(self._async.schedules)
+
+    def pause(self, handlers: Sequence[str] = ()) -> None:
+        self._call(self._async.pause, handlers)
+
+    def resume(self, handlers: Sequence[str] = ()) -> None:
+        self._call(self._async.resume, handlers)
 
     def close(self) -> None:
         try:

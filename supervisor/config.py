@@ -13,6 +13,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeVar
 
+from supervisor.core.limits import Limits, Rate
 from supervisor.core.ticks import Cadence
 from supervisor.errors import ConfigError
 from supervisor.pool.cadence import cadence_of, cron_problem
@@ -49,6 +50,8 @@ class HandlerConfig:
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     # What its sandbox hides besides `sandbox.hidden`: the config file and SQLite store.
     protected: tuple[Path, ...] = ()
+    # Pool-wide, enforced by the store at claim time (core/limits.py).
+    limits: Limits = field(default_factory=Limits)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,6 +61,7 @@ class PoolConfig:
     retention: float = 86400.0
     max_payload: int = 1048576
     max_result: int = 1048576  # bytes of a handler's JSON result; larger fails the attempt
+    max_pending: int | None = None  # dispatch refused while this many jobs are pending
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -187,6 +191,7 @@ def _read_pool(t: TomlTable, base: Path, environ: Mapping[str, str]) -> PoolConf
         retention=t.seconds("retention", 86400.0, low=0, above=True),
         max_payload=t.size("max_payload", 1048576),
         max_result=t.size("max_result", 1048576),
+        max_pending=t.integer("max_pending", None, low=1),
     )
 
 
@@ -222,7 +227,9 @@ def _read_metrics(t: TomlTable) -> MetricsConfig:
 
 
 def _read_handler(t: TomlTable, base: Path, protected: tuple[Path, ...]) -> HandlerConfig:
-    t.only(*[key for key in _keys(HandlerConfig, skip="name") if key != "protected"])
+    t.only(*[key for key in _keys(HandlerConfig, skip="name")
+             if key not in ("protected", "limits")],
+           "max_running", "max_running_per_group", "rate_limit")
     timeout = t.seconds("timeout", 300.0, low=0)
     env = t.table("env")
     for name, value in env.data.items():
@@ -247,8 +254,21 @@ def _read_handler(t: TomlTable, base: Path, protected: tuple[Path, ...]) -> Hand
         group=t.string("group", None),
         max_jobs_per_child=t.integer("max_jobs_per_child", 1, low=1),
         sandbox=read_sandbox(t, base),
+        limits=_read_limits(t),
         protected=protected,
     )
+
+
+def _read_limits(t: TomlTable) -> Limits:
+    rate = t.string("rate_limit", None)
+    try:
+        parsed = None if rate is None else Rate.parse(rate)
+    except ConfigError:
+        raise t.fail("rate_limit", 'must be "N/s", "N/m" or "N/h" with N a whole number '
+                     f"above 0 (got {describe(rate)})") from None
+    return Limits(max_running=t.integer("max_running", None, low=1),
+                  max_running_per_group=t.integer("max_running_per_group", None, low=1),
+                  rate=parsed)
 
 
 def _read_schedule(

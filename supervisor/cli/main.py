@@ -13,6 +13,7 @@ import click
 import orjson
 
 from sandbox import linux
+from supervisor.cli.pausing import pause_command, resume_command
 from supervisor.cli.sandbox_report import check_sandboxes, kernel_lines
 from supervisor.cli.schedules import plan_command, schedules_command
 from supervisor.cli.status import render_status_text
@@ -236,4 +237,6 @@ def job(config_path: str | None, key: str, as_json: bool) -> None:
 
 main.add_command(schedules_command)
 main.add_command(plan_command)
+main.add_command(pause_command)
+main.add_command(resume_command)
 

@@ -51,6 +51,7 @@ def render_status_json(snapshot: PoolSnapshot) -> dict[str, Any]:
             for record in snapshot.moving
         ],
         "counts": {state: snapshot.counts.get(state, 0) for state in ALL_STATES},
+        "paused": snapshot.paused.as_json(),
         "running": [
             {
                 "key": record.key,
@@ -88,6 +89,11 @@ def render_status_text(status: dict[str, Any]) -> str:
         lines.append(f"store: {store['state']} ({store['error']})")
     counts = status["counts"]
     lines.append("jobs: " + ", ".join(f"{counts[state]} {state}" for state in ALL_STATES))
+    paused = status["paused"]
+    if paused["pool"]:
+        lines.append("paused: the whole pool (poolsup resume to go on)")
+    if paused["handlers"]:
+        lines.append("paused handlers: " + ", ".join(paused["handlers"]))
     if status.get("schedules"):
         lines.append(summary_line(status["schedules"]))
     lines.append("")

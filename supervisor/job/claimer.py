@@ -11,13 +11,14 @@ import itertools
 import logging
 import math
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import anyio
 
 from sandbox.protocol import fence_clock
 from supervisor.core.claiming import wait_before_claim
 from supervisor.core.leases import MAX_LEASE_LOSSES
+from supervisor.core.limits import Limits
 from supervisor.doorbell import Doorbell
 from supervisor.errors import StoreFailure, StoreUnavailable
 from supervisor.job.results import PendingResult, PendingResults, answer
@@ -42,6 +43,7 @@ class Claimer:
         registry: Registry,
         owner: str,
         handlers: Sequence[str],
+        limits: Mapping[str, Limits],
         capacity: int,
         lease_ttl: float,
         start_job: Callable[[ClaimedJob, float], None],
@@ -55,6 +57,7 @@ class Claimer:
         self._registry = registry
         self._owner = owner
         self.handlers = list(handlers)
+        self.limits = dict(limits)  # pool-wide, enforced by the store; replaced by a reload
         self._capacity = capacity
         self._lease_ttl = lease_ttl
         self._start_job = start_job
@@ -125,7 +128,7 @@ class Claimer:
                 batch = await self._store.claim(
                     self._owner, self.handlers, free, self._lease_ttl, MAX_LEASE_LOSSES,
                     completing=[result.completion for result in carried],
-                    claim_id=self._claim_id)
+                    claim_id=self._claim_id, limits=self.limits)
             except StoreFailure as error:
                 answer(carried, failure=error)
                 raise

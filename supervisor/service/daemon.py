@@ -16,7 +16,7 @@ import anyio.abc
 from supervisor.config import Config
 from supervisor.core.stats import percentile
 from supervisor.doorbell import Doorbell
-from supervisor.errors import PoolsupError
+from supervisor.errors import PoolsupError, StoreFailure
 from supervisor.forks.fork_servers import ForkServers
 from supervisor.job.lease_keeper import LeaseKeeper
 from supervisor.job.results import PendingResults
@@ -106,8 +106,19 @@ class Supervisor:
                 log.info("stopped before serving; nothing ran")
                 signals_group.cancel_scope.cancel()
                 return
+            await self._apply_pool_settings()
             await self._serve_registered()
             signals_group.cancel_scope.cancel()
+
+    async def _apply_pool_settings(self) -> None:
+        """Hand the store the [pool] settings it enforces; the last supervisor to start
+        sets them for the pool."""
+        limit = self.config.pool.max_pending
+        try:
+            await self.life.services.store.set_max_pending(limit)
+        except StoreFailure as error:
+            log.warning("could not set the pool's max_pending (%s) in the store: %s",
+                        "none" if limit is None else limit, error.message)
 
     async def _serve_registered(self) -> None:
         life = self.life

@@ -57,6 +57,7 @@ class Metrics:
         self.store_errors: Any = _OFF
         self.schedule_ticks: Any = _OFF
         self.loop_restarts: Any = _OFF
+        self.paused: Any = _OFF
         self._server: Any = None
 
     @property
@@ -112,6 +113,9 @@ class Metrics:
         self.loop_restarts = prom.Counter(
             "poolsup_loop_restarts", "Background loops restarted after an unexpected "
             "exception, by loop", ["loop"], registry=registry)
+        self.paused = prom.Gauge(
+            "poolsup_paused", "1 while no supervisor claims jobs of this handler (\"*\": the "
+            "whole pool), read every 5 s", ["handler"], registry=registry)
         about = prom.Info("poolsup_supervisor", "This supervisor", registry=registry)
         about.info({"id": supervisor})
         self._server, _thread = prom.start_http_server(port, host, registry=registry)

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 
 import anyio
 import anyio.abc
 
-from supervisor.config import Config, load_config
+from supervisor.config import Config, HandlerConfig, load_config
+from supervisor.core.limits import Limits
 from supervisor.core.outcome import StopReason
 from supervisor.doorbell import Doorbell
 from supervisor.errors import ConfigError, StoreFailure
@@ -32,6 +33,7 @@ from supervisor.service.metrics import metrics
 from supervisor.service.sd_notify import ServiceEnvironment
 from supervisor.service.store_failures import StoreFailures
 from supervisor.service.systemd import ServiceReporter
+from supervisor.store.records import PAUSE_ALL
 
 log = logging.getLogger("poolsup")
 
@@ -69,7 +71,8 @@ class Serving:
                                   lease_ttl=settings.lease_ttl, draining=life.shutdown)
         self.claimer = Claimer(
             store=self._store, registry=self._registry, owner=settings.id,
-            handlers=list(config.handlers), capacity=settings.capacity,
+            handlers=list(config.handlers), limits=handler_limits(config.handlers),
+            capacity=settings.capacity,
             lease_ttl=settings.lease_ttl, start_job=self.starter.start,
             spawn_ready=fork_servers.ready, spawn_possible=lambda: fork_servers.spawn_possible,
             wakeup=life.claims_wanted, failures=life.claim_failures, results=life.results,
@@ -153,6 +156,7 @@ class Serving:
                                           schedules=fresh.schedules)
         self.starter.handlers = fresh.handlers
         self.claimer.handlers = list(fresh.handlers)
+        self.claimer.limits = handler_limits(fresh.handlers)
         self.scheduler.reload(fresh.schedules, fresh.handlers)
         self._life.membership.update("update the handlers", handlers=tuple(fresh.handlers),
                                      rebalance=rebalanced(fresh))
@@ -165,12 +169,16 @@ class Serving:
                                         self._life.give_up)
 
     async def _count_jobs(self) -> None:
-        """The pool's jobs by state, for metrics."""
+        """The pool's jobs by state and its pauses, for metrics."""
         while True:
             with suppress(StoreFailure):  # the loops that need the store report it
                 counts = await self._store.counts()
                 for state, count in counts.items():
                     metrics.jobs.labels(state).set(count)
+                paused = await self._store.paused()
+                metrics.paused.labels(PAUSE_ALL).set(int(paused.pool))
+                for handler in self.config.handlers:
+                    metrics.paused.labels(handler).set(int(handler in paused.handlers))
             await anyio.sleep(JOB_COUNT_INTERVAL)
 
     async def _listen(self) -> None:
@@ -200,3 +208,9 @@ class Serving:
 def rebalanced(config: Config) -> tuple[str, ...]:
     """The handlers whose jobs rebalancing may move, for the membership entry."""
     return tuple(name for name, handler in config.handlers.items() if handler.rebalance)
+
+
+def handler_limits(handlers: Mapping[str, HandlerConfig]) -> dict[str, Limits]:
+    """The pool-wide limits of the handlers that have any, for the claims."""
+    return {name: handler.limits for name, handler in handlers.items()
+            if not handler.limits.unlimited}
