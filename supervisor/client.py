@@ -135,15 +135,20 @@ class AsyncClient:
         handler: str | None = None,
         max_attempts: int | None = None,
         run_at: float | None = None,
+        priority: int = 0,
+        group: str | None = None,
+        unique_for: float = 0.0,
     ) -> dict[str, Any]:
         """Add a job.  Raises `JobExists` if the key is live.  With `run_at` (epoch
         seconds) it is not started before that time by the store's clock."""
         return await self._dispatch(key, encode_payload(payload, self._max_payload),
-                                    handler=handler, max_attempts=max_attempts, run_at=run_at)
+                                    handler=handler, max_attempts=max_attempts, run_at=run_at,
+                                    priority=priority, group=group, unique_for=unique_for)
 
     async def _dispatch(
         self, key: str, payload_json: bytes, *, handler: str | None, max_attempts: int | None,
-        run_at: float | None,
+        run_at: float | None, priority: int = 0, group: str | None = None,
+        unique_for: float = 0.0,
     ) -> dict[str, Any]:
         name = self._resolve_handler(handler)
         if max_attempts is None:
@@ -153,7 +158,7 @@ class AsyncClient:
             validate_max_attempts(max_attempts)
         request = DispatchRequest(
             key=validate_key(key), handler=name, payload=payload_json, max_attempts=max_attempts,
-            run_at=check_run_at(run_at),
+            run_at=check_run_at(run_at), priority=priority, group=group, unique_for=unique_for,
         )
         store = await self._opened()
         await store.dispatch(request)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from supervisor.config import (
     parse_size,
     resolve_config_path,
 )
+from supervisor.core.limits import Limits, Rate
 from supervisor.errors import ConfigError
 
 MINIMAL = """\
@@ -438,3 +440,30 @@ def test_parse_duration_takes_numbers_but_not_bools() -> None:
         parse_duration(True, where="d")
     with pytest.raises(ConfigError, match=r"finite"):
         parse_duration(float("inf"), where="d")
+
+
+def test_pool_wide_limits_and_max_pending_are_read(tmp_path: Path) -> None:
+    text = MINIMAL.replace('name = "media"', 'name = "media"\nmax_pending = 1000') + (
+        'max_running = 8\nmax_running_per_group = 2\nrate_limit = "20/s"\n')
+
+    config = load(write(tmp_path, text))
+
+    assert config.pool.max_pending == 1000
+    assert config.handlers["thumbnail"].limits == Limits(
+        max_running=8, max_running_per_group=2, rate=Rate(20, 1.0))
+    assert load(write(tmp_path, MINIMAL)).handlers["thumbnail"].limits.unlimited
+
+
+@pytest.mark.parametrize(("line", "named"), [
+    ('rate_limit = "5/d"', r'rate_limit must be "N/s", "N/m" or "N/h" .*\(got "5/d"\)'),
+    ('rate_limit = "0/s"', r"rate_limit must be"),
+    ("max_running = 0", r"max_running must be"),
+    ("max_running_per_group = -1", r"max_running_per_group must be"),
+])
+def test_a_bad_limit_names_what_is_wrong(tmp_path: Path, line: str, named: str) -> None:
+    assert re.search(named, error_for(tmp_path, MINIMAL + line + "\n"))
+
+
+def test_a_bad_max_pending_names_what_is_wrong(tmp_path: Path) -> None:
+    text = MINIMAL.replace('name = "media"', 'name = "media"\nmax_pending = 0')
+    assert "max_pending must be" in error_for(tmp_path, text)

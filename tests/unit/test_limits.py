@@ -16,7 +16,8 @@ dues = st.lists(st.builds(Due, key=st.uuids().map(str), handler=st.sampled_from(
                           group=st.sampled_from(GROUPS)), max_size=30)
 limits = st.builds(Limits, max_running=st.none() | st.integers(1, 5),
                    max_running_per_group=st.none() | st.integers(1, 3),
-                   rate=st.none() | st.builds(Rate, st.integers(1, 5), st.sampled_from([1.0, 60.0])))
+                   rate=st.none() | st.builds(Rate, st.integers(1, 5),
+                                              st.sampled_from([1.0, 60.0])))
 
 
 def fresh_usage() -> Usage:
