@@ -13,6 +13,7 @@ import anyio
 import anyio.from_thread
 import orjson
 
+from supervisor.cli.limit_view import limit_view
 from supervisor.cli.schedule_view import schedule_views
 from supervisor.cli.status import render_status_json
 from supervisor.config import Config, HandlerConfig, ScheduleConfig, load_config
@@ -192,8 +193,20 @@ class AsyncClient:
         await (await self._opened()).notify(key, payload_json)
 
     async def status(self) -> dict[str, Any]:
-        status = render_status_json(await (await self._opened()).snapshot())
+        store = await self._opened()
+        snapshot = await store.snapshot()
+        status = render_status_json(snapshot)
         status["schedules"] = await self.schedules()
+        status["limits"] = {}
+        for name, handler in self._handlers.items():
+            if handler.limits.unlimited:
+                continue
+            starts = None
+            if handler.limits.rate is not None:
+                now, starts = await store.starts_within(name, handler.limits.rate.period)
+            running = [record for record in snapshot.running if record.handler == name]
+            status["limits"][name] = limit_view(handler.limits, running, starts,
+                                                now if starts is not None else 0.0)
         return status
 
     async def schedules(self) -> list[dict[str, Any]]:

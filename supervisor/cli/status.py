@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from supervisor.cli.limit_view import limit_line
 from supervisor.cli.schedule_view import summary_line
 from supervisor.core.rebalance import shares
 from supervisor.pool.rebalancer import member_load, takes_work
@@ -94,6 +95,8 @@ def render_status_text(status: dict[str, Any]) -> str:
         lines.append("paused: the whole pool (poolsup resume to go on)")
     if paused["handlers"]:
         lines.append("paused handlers: " + ", ".join(paused["handlers"]))
+    for handler, view in status.get("limits", {}).items():
+        lines.append(limit_line(handler, view))
     if status.get("schedules"):
         lines.append(summary_line(status["schedules"]))
     lines.append("")

@@ -82,6 +82,10 @@ class Store(Protocol):
 
     async def paused(self) -> Paused: ...
 
+    async def starts_within(self, handler: str, period: float) -> tuple[float, list[float]]:
+        """The store time now, and the store times of the starts of `handler` (a
+        rate-limited one; the others' starts are not kept) within the last `period`."""
+
     async def set_max_pending(self, limit: int | None) -> None:
         """From now on dispatch refuses jobs while `limit` are pending (None: no
         limit).  Supervisors set it from `[pool] max_pending` as they start."""

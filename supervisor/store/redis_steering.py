@@ -42,6 +42,15 @@ class RedisSteering:
             names = cast(list[bytes], await self._client.hkeys(self._keys.paused))
         return Paused.of(name.decode() for name in names)
 
+    async def starts_within(self, handler: str, period: float) -> tuple[float, list[float]]:
+        with translated_errors(self._where):
+            (seconds_now, micros) = await self._client.time()
+            now = seconds_now + micros / 1e6
+            found = cast(list[tuple[bytes, float]], await self._client.zrangebyscore(
+                self._keys.starts(handler), f"({milliseconds(now - period):.3f}", "+inf",
+                withscores=True))
+        return now, [float(score) / 1000 for _member, score in found]
+
     async def set_max_pending(self, limit: int | None) -> None:
         with translated_errors(self._where):
             if limit is None:

@@ -151,6 +151,9 @@ class RedisStore:
     async def set_max_pending(self, limit: int | None) -> None:
         await self._steering.set_max_pending(limit)
 
+    async def starts_within(self, handler: str, period: float) -> tuple[float, list[float]]:
+        return await self._steering.starts_within(handler, period)
+
     async def fire_tick(self, request: TickRequest) -> TickResult:
         return await self._dispatch.fire_tick(request)
 

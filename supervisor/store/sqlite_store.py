@@ -138,6 +138,13 @@ class SqliteStore:
         return await self._db.read(
             lambda tx: Paused.of(row["name"] for row in tx.rows("paused")))
 
+    async def starts_within(self, handler: str, period: float) -> tuple[float, list[float]]:
+        def work(tx: Tx) -> tuple[float, list[float]]:
+            starts = [row["at"] for row in tx.rows("recent_starts", handler=handler)]
+            return tx.boot, [at for at in starts if at > tx.boot - period]
+
+        return await self._db.read(work)
+
     async def set_max_pending(self, limit: int | None) -> None:
         await self._db.write(lambda tx: tx.run("set_max_pending", max_pending=limit))
 

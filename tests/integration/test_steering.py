@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from supervisor import Client
 from tests.helpers.pool import lifetimes, read_ledger, wait_for
 from tests.integration.conftest import Pool
 
@@ -67,12 +68,18 @@ def test_max_running_per_group_limits_each_group(pool: Pool, ledger: Path) -> No
 
 def test_a_rate_limit_holds_in_every_second(pool: Pool) -> None:
     for name in ("a", "b"):
-        pool.start(pool.config({"echo": {**ECHO, "rate_limit": "5/s"}}, file=f"{name}.toml",
-                               id=name, capacity=4))
+        config = pool.config({"echo": {**ECHO, "rate_limit": "5/s"}}, file=f"{name}.toml",
+                             id=name, capacity=4)
+        pool.start(config)
     client = pool.client()
     keys = [f"r{n}" for n in range(30)]
     for key in keys:
         client.dispatch(key, {}, handler="echo")
+    with Client.from_config(config) as configured:
+        limited = wait_for(lambda: configured.status()["limits"]["echo"]["at_limit"]
+                           and configured.status()["limits"]["echo"], 10,
+                           message="status to say the rate holds jobs back")
+    assert limited["rate_limit"] == "5/s" and limited["starts_in_period"] == 5
 
     wait_for(lambda: all_succeeded(client, keys), 60, message="every job to succeed")
     starts = sorted(client.job(key)["started_at"] for key in keys)
