@@ -25,6 +25,9 @@ from tests.chaos.ledger import ProcessFate, Run
 
 FINISHED = ("succeeded", "failed", "stopped")
 LONG = "long"
+# The kind of job whose handler has `max_running` = LIMITED_MAX_RUNNING (check 9).
+LIMITED = "limited"
+LIMITED_MAX_RUNNING = 2
 # Handler exits that are not a failure: a move or a drain released the job.
 RELEASES = ("stop:rebalance", "stop:drain")
 
@@ -258,9 +261,25 @@ def check_schedule_ticks(history: History) -> list[Violation]:
     return violations
 
 
+def check_max_running(history: History) -> list[Violation]:
+    """8. Never more than max_running processes of the limited handler alive at once
+    (proven lives only: from a start to its proven end)."""
+    lives = sorted((run.started, proven_end(run, history.fates), run)
+                   for run in history.runs if history.kinds.get(run.key) == LIMITED)
+    violations = []
+    for started, _end, run in lives:
+        alive = [other for begin, end, other in lives if begin <= started < end]
+        if len(alive) > LIMITED_MAX_RUNNING:
+            violations.append(Violation("max_running", (
+                f"{len(alive)} {LIMITED} jobs alive at once (limit {LIMITED_MAX_RUNNING}) "
+                f"when {_who(run)} of {run.key} started: "
+                + ", ".join(f"{other.key} {_who(other)}" for other in alive))))
+    return violations
+
+
 CHECKS: tuple[Callable[[History], list[Violation]], ...] = (
     check_tokens, check_outcomes, check_long_running, check_notes, check_leftovers,
-    check_drains, check_checkpoints, check_schedule_ticks,
+    check_drains, check_checkpoints, check_schedule_ticks, check_max_running,
 )
 
 

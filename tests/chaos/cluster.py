@@ -16,6 +16,7 @@ from typing import Any
 import psutil
 import redis
 
+from tests.chaos.checker import LIMITED, LIMITED_MAX_RUNNING
 from tests.chaos.plan import supervisor_ids
 from tests.helpers.pool import SupervisorProcess, write_pool
 from tests.helpers.redis_server import RedisServer
@@ -43,6 +44,7 @@ def handlers() -> dict[str, dict[str, Any]]:
         "stoppable": job("stoppable", timeout=0, rebalance=False, max_attempts=5),
         "checkpointing": job("checkpointing", timeout=60, max_attempts=10),
         "long": job("long_running", timeout=0, max_attempts=100),
+        LIMITED: job("short", timeout=30, max_attempts=5, max_running=LIMITED_MAX_RUNNING),
     }
 
 

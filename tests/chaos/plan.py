@@ -22,7 +22,7 @@ FAULT_WEIGHTS = {"kill_supervisor": 4, "freeze_supervisor": 3, "freeze_group": 2
 
 # Kind of job -> weight among the dispatches after the first long-running ones.
 KIND_WEIGHTS = {"short": 35, "cpu": 8, "failing": 8, "fail_for_good": 5, "stoppable": 10,
-                "checkpointing": 12, "long": 4}
+                "checkpointing": 12, "long": 4, "limited": 8}
 LONG_AT_START = 4
 MAX_LIVE_LONG = 6
 QUIET_BEFORE_STOP = 3.0  # no note goes to a key this close to its stop
@@ -123,6 +123,8 @@ def plan_work(rng: random.Random, seconds: float, run_id: str) -> list[Work]:
 def _payload(rng: random.Random, kind: str) -> dict[str, Any]:
     if kind == "short":
         return {"seconds": round(rng.uniform(0.05, 1.5), 3)}
+    if kind == "limited":  # long enough that the limit holds jobs back
+        return {"seconds": round(rng.uniform(0.5, 2.5), 3)}
     if kind == "cpu":
         return {"seconds": round(rng.uniform(0.5, 3.0), 3)}
     if kind == "checkpointing":
