@@ -8,7 +8,11 @@ so a scrape never waits for the event loop and the loop never waits for a scrape
 from __future__ import annotations
 
 import logging
+import socket
+import threading
 from typing import Any
+
+from supervisor.service.health import health
 
 log = logging.getLogger("poolsup.metrics")
 
@@ -118,8 +122,8 @@ class Metrics:
             "whole pool), read every 5 s", ["handler"], registry=registry)
         about = prom.Info("poolsup_supervisor", "This supervisor", registry=registry)
         about.info({"id": supervisor})
-        self._server, _thread = prom.start_http_server(port, host, registry=registry)
-        log.info("metrics on http://%s:%d/metrics", host, port)
+        self._server = serve_http(host, port, prom.make_wsgi_app(registry))
+        log.info("metrics on http://%s:%d/metrics (and /healthz, /readyz)", host, port)
 
     def close(self) -> None:
         if self._server is not None:
@@ -129,3 +133,31 @@ class Metrics:
 
 
 metrics = Metrics()
+
+
+def serve_http(host: str, port: int, metrics_app: Any) -> Any:
+    """A threaded HTTP server on host:port for /metrics, /healthz and /readyz, serving
+    from a daemon thread of its own."""
+    from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+    from prometheus_client.exposition import ThreadingWSGIServer
+
+    class Server(ThreadingWSGIServer):
+        address_family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+
+    class QuietHandler(WSGIRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    def app(environ: dict[str, Any], start_response: Any) -> Any:
+        path = environ.get("PATH_INFO", "")
+        if path in ("/healthz", "/readyz"):
+            problem = health.liveness() if path == "/healthz" else health.readiness()
+            status = "200 OK" if problem is None else "503 Service Unavailable"
+            start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
+            return [("ok" if problem is None else problem).encode() + b"\n"]
+        return metrics_app(environ, start_response)
+
+    server = make_server(host, port, app, Server, handler_class=QuietHandler)
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+    return server

@@ -28,6 +28,7 @@ from supervisor.pool.membership import Membership
 from supervisor.pool.producers import sandboxed_code
 from supervisor.pool.rebalancer import Rebalancer
 from supervisor.pool.scheduler import Scheduler
+from supervisor.service.health import check_in, health
 from supervisor.service.loops import supervised
 from supervisor.service.metrics import metrics
 from supervisor.service.sd_notify import ServiceEnvironment
@@ -106,12 +107,18 @@ class Serving:
         }
         if metrics.on:
             loops["job counts"] = self._count_jobs
+            loops["health check-in"] = lambda: check_in(lambda: self.fork_servers.current)
+            health.store_failing = lambda: any(
+                failures.failing for failures in (self._life.keeper.failures,
+                                                  self._life.claim_failures))
+            health.serving = True
         self._background.start_soon(supervised, "lease keeper", self._life.keeper.run,
                                     lease_keeper_died, name="lease keeper")
         for name, loop in loops.items():
             self._background.start_soon(supervised, name, loop, name=name)
 
     async def drain(self) -> None:
+        health.draining = True
         self.service.stopping()
         self.claimer.stop()
         self.rebalancer.stop()

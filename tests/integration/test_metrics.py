@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -12,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.helpers.pool import finished, wait_for
 from tests.helpers.redis_server import free_port
 from tests.integration.conftest import Pool
+from tests.integration.test_fork_server_death import fork_server_of
 
 HANDLERS = {
     "echo": {"path": "outcomes.py", "function": "async_echo"},
@@ -97,3 +100,44 @@ def test_metrics_without_prometheus_client_is_a_config_error(pool: Pool, tmp_pat
     assert result.returncode == 2
     assert "[metrics]" in result.stderr and "pip install 'poolsup[metrics]'" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def probe(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
+            return answer.status, answer.read().decode().strip()
+    except urllib.error.HTTPError as refused:
+        return refused.code, refused.read().decode().strip()
+
+
+def test_health_endpoints_follow_the_fork_server(pool: Pool) -> None:
+    port = free_port()
+    supervisor = pool.start(with_metrics(pool.config(HANDLERS, lease_ttl=2), port))
+
+    wait_for(lambda: probe(port, "/readyz") == (200, "ok"), 10, message="ready")
+    assert probe(port, "/healthz") == (200, "ok")
+    assert probe(port, "/metrics")[0] == 200
+    fork_server = fork_server_of(supervisor)
+    fork_server.suspend()  # what the watchdog would not ping through either
+    try:
+        wait_for(lambda: probe(port, "/healthz") == (503, "the fork server did not answer"),
+                 10, message="healthz to fail")
+        assert probe(port, "/readyz")[0] == 503
+    finally:
+        fork_server.resume()
+    wait_for(lambda: probe(port, "/healthz") == (200, "ok"), 10, message="alive again")
+
+
+def test_readyz_says_draining(pool: Pool) -> None:
+    port = free_port()
+    supervisor = pool.start(with_metrics(pool.config(HANDLERS, lease_ttl=2, drain_timeout=10),
+                                         port))
+    client = pool.client()
+    client.dispatch("long", {"seconds": 8}, handler="sleeps")
+    wait_for(lambda: client.job("long")["state"] == "running", 20, message="the job to run")
+    wait_for(lambda: probe(port, "/readyz") == (200, "ok"), 10, message="ready")
+
+    supervisor.signal(signal.SIGTERM)
+
+    assert wait_for(lambda: probe(port, "/readyz")[1] == "draining", 5,
+                    message="readyz to say draining")
