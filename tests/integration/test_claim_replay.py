@@ -62,7 +62,7 @@ async def test_the_jobs_of_a_claim_whose_reply_was_lost_are_started(
         pass
 
     claimer = Claimer(store=lossy, registry=Registry(slot_freed=wakeup.ring),  # type: ignore[arg-type]
-                      owner="sup-a", handlers=["h"], capacity=2, lease_ttl=30.0,
+                      owner="sup-a", handlers=["h"], limits={}, capacity=2, lease_ttl=30.0,
                       start_job=lambda claimed, sent_at: started.append((claimed, sent_at)),
                       spawn_ready=ready, spawn_possible=lambda: True, wakeup=wakeup,
                       failures=StoreFailures("claim"), results=PendingResults(wakeup.ring))
@@ -118,7 +118,7 @@ async def test_a_lost_reply_to_a_claim_carrying_a_result_loses_neither(
         pass
 
     claimer = Claimer(store=lossy, registry=registry,  # type: ignore[arg-type]
-                      owner="sup-a", handlers=["h"], capacity=1, lease_ttl=30.0,
+                      owner="sup-a", handlers=["h"], limits={}, capacity=1, lease_ttl=30.0,
                       start_job=start_job, spawn_ready=ready, spawn_possible=lambda: True,
                       wakeup=wakeup, failures=StoreFailures("claim"), results=results)
     settler = Settler(store, registry, StoreFailures("storing outcomes"),
