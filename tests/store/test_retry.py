@@ -8,9 +8,10 @@ import pytest
 
 from supervisor.errors import DispatchRefused, JobExists, JobNotFound
 from supervisor.store.base import Store
-from supervisor.store.records import JobState
+from supervisor.store.records import DispatchRequest, JobState
 from tests.store.conftest import Connect
 from tests.store.support import (
+    HANDLER,
     LONG_TTL,
     SHORT_TTL,
     claim,
@@ -156,3 +157,16 @@ async def test_job_end_hints_come_when_the_job_ends(store: Store) -> None:
         with anyio.fail_after(2.0):
             while (await store.job("k")).state != "succeeded":
                 await anext(hints)
+
+
+async def test_a_retried_job_of_a_schedule_is_among_its_live_jobs_again(store: Store) -> None:
+    await store.dispatch(DispatchRequest(key="k", handler=HANDLER, payload=b"{}", max_attempts=1,
+                                         schedule="feeds"))
+    job = await claim_one(store)
+    await store.fail(job.lease, "boom", final=True, retry_delay=0.0)
+    assert await store.live_keys_of_schedule("feeds") == []  # drops the index entry
+
+    await store.retry("k")
+
+    assert await store.live_keys_of_schedule("feeds") == ["k"]
+    assert (await store.job("k")).schedule == "feeds"
