@@ -11,7 +11,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 python="${PYTHON:-python}"
 status=0
-for script in throughput.py latency.py renewal.py many_jobs.py peers.py; do
+for script in throughput.py latency.py renewal.py many_jobs.py peers.py bulk_dispatch.py; do
     echo "== bench/$script ($(date -u +%Y-%m-%dT%H:%M:%SZ))"
     if ! "$python" "bench/$script"; then
         echo "!! bench/$script failed" >&2

@@ -11,6 +11,7 @@ from supervisor.errors import (
     PoolsupError,
     StaleToken,
     StoreUnavailable,
+    WaitTimedOut,
 )
 
 __all__ = [
@@ -25,4 +26,5 @@ __all__ = [
     "PoolsupError",
     "StaleToken",
     "StoreUnavailable",
+    "WaitTimedOut",
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from types import TracebackType
@@ -13,6 +13,7 @@ import anyio
 import anyio.from_thread
 import orjson
 
+from supervisor.bulk import dispatch_chunks, item_fields
 from supervisor.cli.limit_view import limit_view
 from supervisor.cli.schedule_view import schedule_views
 from supervisor.cli.status import render_status_json
@@ -20,9 +21,12 @@ from supervisor.config import Config, HandlerConfig, ScheduleConfig, load_config
 from supervisor.core.plans import Plan, PlanDiff
 from supervisor.core.validation import (
     DEFAULT_MAX_PAYLOAD,
+    validate_group,
     validate_key,
     validate_max_attempts,
     validate_payload_size,
+    validate_priority,
+    validate_unique_for,
 )
 from supervisor.errors import InvalidJob, UsageError
 from supervisor.pool.plan_apply import plan_diff
@@ -30,6 +34,7 @@ from supervisor.run_at import check_run_at
 from supervisor.store import open_store
 from supervisor.store.base import Store
 from supervisor.store.records import FINISHED_STATES, DispatchRequest, JobState
+from supervisor.waiting import wait_for_end
 
 T = TypeVar("T")
 
@@ -115,54 +120,93 @@ class AsyncClient:
         return handler
 
     async def dispatch_json(
-        self,
-        key: str,
-        payload_json: bytes,
-        *,
-        handler: str | None = None,
-        max_attempts: int | None = None,
-        run_at: float | None = None,
+        self, key: str, payload_json: bytes, *, handler: str | None = None,
+        max_attempts: int | None = None, run_at: float | None = None, priority: int = 0,
+        group: str | None = None, unique_for: float = 0.0,
     ) -> dict[str, Any]:
         """Dispatch with the payload given as JSON text (checked: invalid JSON never
         reaches the store)."""
-        return await self._dispatch(key, parse_payload(payload_json, self._max_payload),
-                                    handler=handler, max_attempts=max_attempts, run_at=run_at)
+        return await self._dispatch(self.dispatch_request(
+            key, parse_payload(payload_json, self._max_payload), handler=handler,
+            max_attempts=max_attempts, run_at=run_at, priority=priority, group=group,
+            unique_for=unique_for))
 
     async def dispatch(
-        self,
-        key: str,
-        payload: Any = None,
-        *,
-        handler: str | None = None,
-        max_attempts: int | None = None,
-        run_at: float | None = None,
-        priority: int = 0,
-        group: str | None = None,
-        unique_for: float = 0.0,
+        self, key: str, payload: Any = None, *, handler: str | None = None,
+        max_attempts: int | None = None, run_at: float | None = None, priority: int = 0,
+        group: str | None = None, unique_for: float = 0.0,
     ) -> dict[str, Any]:
         """Add a job.  Raises `JobExists` if the key is live.  With `run_at` (epoch
-        seconds) it is not started before that time by the store's clock."""
-        return await self._dispatch(key, encode_payload(payload, self._max_payload),
-                                    handler=handler, max_attempts=max_attempts, run_at=run_at,
-                                    priority=priority, group=group, unique_for=unique_for)
+        seconds) it is not started before that time by the store's clock; `priority`
+        0-9 (higher first within its handler), `group` (what max_running_per_group
+        counts), `unique_for` (refused if the key finished within that many seconds)."""
+        return await self._dispatch(self.dispatch_request(
+            key, encode_payload(payload, self._max_payload), handler=handler,
+            max_attempts=max_attempts, run_at=run_at, priority=priority, group=group,
+            unique_for=unique_for))
 
-    async def _dispatch(
+    def dispatch_request(
         self, key: str, payload_json: bytes, *, handler: str | None, max_attempts: int | None,
         run_at: float | None, priority: int = 0, group: str | None = None,
         unique_for: float = 0.0,
-    ) -> dict[str, Any]:
+    ) -> DispatchRequest:
+        """A checked request (raises `InvalidJob`/`UsageError`); the payload is valid JSON."""
         name = self._resolve_handler(handler)
         if max_attempts is None:
             known = self._handlers.get(name)
             max_attempts = known.max_attempts if known else HANDLER_DEFAULT
         else:
             validate_max_attempts(max_attempts)
-        request = DispatchRequest(
+        return DispatchRequest(
             key=validate_key(key), handler=name, payload=payload_json, max_attempts=max_attempts,
-            run_at=check_run_at(run_at), priority=priority, group=group, unique_for=unique_for,
+            run_at=check_run_at(run_at), priority=validate_priority(priority),
+            group=validate_group(group), unique_for=validate_unique_for(unique_for),
         )
+
+    async def _dispatch(self, request: DispatchRequest) -> dict[str, Any]:
         store = await self._opened()
         await store.dispatch(request)
+        return (await store.job(request.key)).to_json()
+
+    async def dispatch_many(self, items: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Add many jobs, one store round trip per DISPATCH_CHUNK of them.  Each item is a
+        dict with `key` and, as `dispatch` takes them, `payload`, `handler`, `priority`,
+        `group`, `run_at`, `max_attempts`, `unique_for`.  Every item is checked first: a
+        bad one raises `InvalidJob` naming it, and nothing is added.  Returns a result per
+        item, in order: {"key", "added": True}, or {"key", "added": False, "error"}."""
+        requests = []
+        for index, item in enumerate(items):
+            try:
+                requests.append(self.item_request(item))
+            except UsageError as error:
+                raise InvalidJob(f"item {index}: {error.message}") from None
+        return await self.dispatch_requests(requests)
+
+    def item_request(self, item: object) -> DispatchRequest:
+        """The checked request of one `dispatch_many` item."""
+        fields = item_fields(item)
+        return self.dispatch_request(
+            fields["key"], encode_payload(fields.get("payload"), self._max_payload),
+            handler=fields.get("handler"), max_attempts=fields.get("max_attempts"),
+            run_at=fields.get("run_at"), priority=fields.get("priority", 0),
+            group=fields.get("group"), unique_for=fields.get("unique_for", 0.0))
+
+    async def dispatch_requests(self, requests: Sequence[DispatchRequest]
+                                ) -> list[dict[str, Any]]:
+        """Checked requests (`item_request`) added as `dispatch_many` does."""
+        return await dispatch_chunks(await self._opened(), requests)
+
+    async def wait(self, key: str, timeout: float | None = None) -> dict[str, Any]:
+        """The job's record (as `job`) once it has succeeded, failed or stopped.  Raises
+        `JobNotFound`, or `TimeoutError` (`WaitTimedOut`) when `timeout` seconds pass
+        first: the job goes on."""
+        return (await wait_for_end(await self._opened(), key, timeout)).to_json()
+
+    async def retry(self, key: str) -> dict[str, Any]:
+        """Run a failed or stopped job again: same handler and payload, attempts from 1.
+        Raises `JobExists` (live), `DispatchRefused` (succeeded), `JobNotFound`."""
+        store = await self._opened()
+        await store.retry(key)
         return (await store.job(key)).to_json()
 
     async def job(self, key: str) -> dict[str, Any]:
@@ -260,6 +304,15 @@ class Client:
 
     def dispatch(self, key: str, payload: Any = None, **options: Any) -> dict[str, Any]:
         return self._call(self._async.dispatch, key, payload, **options)
+
+    def dispatch_many(self, items: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        return self._call(self._async.dispatch_many, list(items))
+
+    def wait(self, key: str, timeout: float | None = None) -> dict[str, Any]:
+        return self._call(self._async.wait, key, timeout)
+
+    def retry(self, key: str) -> dict[str, Any]:
+        return self._call(self._async.retry, key)
 
     def job(self, key: str) -> dict[str, Any]:
         return self._call(self._async.job, key)

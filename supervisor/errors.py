@@ -70,6 +70,24 @@ class JobNotFound(PoolsupError):
     exit_code = 4
 
 
+class JobFailed(PoolsupError):
+    """The job failed."""
+
+    exit_code = 5
+
+
+class JobStopped(PoolsupError):
+    """The job was stopped."""
+
+    exit_code = 6
+
+
+class WaitTimedOut(PoolsupError, TimeoutError):
+    """The job is still live (pending or running) when the wait ran out; it goes on."""
+
+    exit_code = 7
+
+
 class StaleToken(PoolsupError):
     """The lease token is stale: another claim owns the job now."""
 

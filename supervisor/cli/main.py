@@ -13,6 +13,8 @@ import click
 import orjson
 
 from sandbox import linux
+from supervisor.cli.dispatching import dispatch_command
+from supervisor.cli.outcomes import retry_command, wait_command
 from supervisor.cli.pausing import pause_command, resume_command
 from supervisor.cli.sandbox_report import check_sandboxes, kernel_lines
 from supervisor.cli.schedules import plan_command, schedules_command
@@ -25,8 +27,6 @@ from supervisor.cli.support import (
     with_client,
 )
 from supervisor.client import AsyncClient, parse_payload
-from supervisor.errors import UsageError
-from supervisor.run_at import format_time, run_at_from
 from supervisor.service.log_format import LOG_FORMATS
 from supervisor.service.logs import logging_to_stderr
 from supervisor.store.records import ALL_STATES
@@ -90,48 +90,6 @@ def check(config_path: str | None) -> None:
     for line in kernel_lines(kernel):
         click.echo(line)
     click.echo(f"ok: pool {config.pool.name}, {len(config.handlers)} handler(s){schedules}")
-
-
-@main.command()
-@config_option
-@click.argument("key")
-@click.option("--handler", "-H", default=None, help="handler name (optional with one handler)")
-@click.option("--payload", default=None, help="JSON payload")
-@click.option("--payload-file", type=click.File("rb"), default=None,
-              help="read the JSON payload from a file, or - for stdin")
-@click.option("--max-attempts", type=int, default=None)
-@click.option("--in", "in_seconds", default=None, metavar="SECONDS",
-              help="start no sooner than this many seconds from now")
-@click.option("--at", "at_time", default=None, metavar="TIME",
-              help="start no sooner than this ISO 8601 time (local time without an offset)")
-@click.option("--json", "as_json", is_flag=True, help="print the job record as JSON")
-@reports_errors
-def dispatch(
-    config_path: str | None, key: str, handler: str | None, payload: str | None,
-    payload_file: Any, max_attempts: int | None, in_seconds: str | None, at_time: str | None,
-    as_json: bool,
-) -> None:
-    """Add a job.  Exit 3 if the key is already live."""
-    if payload is not None and payload_file is not None:
-        raise UsageError("give --payload or --payload-file, not both")
-    run_at = run_at_from(in_seconds, at_time, now=time.time())
-    text: bytes = b"null"
-    if payload is not None:
-        text = payload.encode()
-    elif payload_file is not None:
-        text = payload_file.read()
-
-    async def action(client: AsyncClient) -> dict[str, Any]:
-        data = parse_payload(text, client.max_payload)
-        return await client.dispatch_json(key, data, handler=handler, max_attempts=max_attempts,
-                                          run_at=run_at)
-
-    record = with_client(config_path, action)
-    if as_json:
-        print_json(record)
-    else:
-        when = "" if run_at is None else f", not before {format_time(run_at)}"
-        click.echo(f"dispatched {record['key']} ({record['handler']}{when})")
 
 
 @main.command()
@@ -235,6 +193,9 @@ def job(config_path: str | None, key: str, as_json: bool) -> None:
         click.echo(f"{name + ':':<16}{'' if value is None else value}")
 
 
+main.add_command(dispatch_command)
+main.add_command(wait_command)
+main.add_command(retry_command)
 main.add_command(schedules_command)
 main.add_command(plan_command)
 main.add_command(pause_command)

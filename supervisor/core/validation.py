@@ -1,10 +1,13 @@
-"""Validation of what users hand in: job keys and payloads."""
+"""Validation of what users hand in: job keys, payloads and dispatch options."""
 
 from __future__ import annotations
+
+import math
 
 from supervisor.errors import InvalidJob
 
 MAX_KEY_LENGTH = 256
+MAX_PRIORITY = 9
 DEFAULT_MAX_PAYLOAD = 1024 * 1024
 
 
@@ -23,6 +26,29 @@ def validate_payload_size(payload: bytes, limit: int = DEFAULT_MAX_PAYLOAD) -> b
 
 
 def validate_max_attempts(value: int) -> int:
-    if value < 1:
-        raise InvalidJob(f"max_attempts must be at least 1 (got {value})")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidJob(f"max_attempts must be an integer of at least 1 (got {value!r})")
     return value
+
+
+def validate_priority(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_PRIORITY:
+        raise InvalidJob(f"priority must be an integer 0-{MAX_PRIORITY} (got {value!r})")
+    return value
+
+
+def validate_group(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 1 <= len(value) <= MAX_KEY_LENGTH \
+            or not value.isprintable():
+        raise InvalidJob(f"group must be 1-{MAX_KEY_LENGTH} printable characters "
+                         f"(got {value!r})")
+    return value
+
+
+def validate_unique_for(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not math.isfinite(value) or value < 0:
+        raise InvalidJob(f"unique_for must be 0 or more seconds (got {value!r})")
+    return float(value)

@@ -185,6 +185,20 @@ class Store(Protocol):
         With `fired` (a producer's plan), only while that tick is current, in the same
         atomic step; otherwise nothing changes and `StaleTick` is raised."""
 
+    async def retry(self, key: str) -> None:
+        """A failed or stopped job -> pending, claimable at once, with its handler,
+        payload, max_attempts and checkpoint: attempts and lease losses from 0, the
+        error, result, stop request and finish time cleared (a new claim gives it a new
+        token, as always).  Raises `JobExists` if the key is live, `DispatchRefused`
+        if it succeeded (dispatch it again to run it anew), `JobNotFound` if unknown."""
+
+    def job_ends(self, key: str) -> AbstractAsyncContextManager[AsyncIterator[StoreEvent]]:
+        """Hints (`wake`) that the job may have ended: read its record after entering
+        (no hint comes for an end before that) and again at each hint.  On Redis a hint
+        comes when a script ends the job, and after a lost connection comes back; a
+        hint may still be lost, so readers also read now and then.  On SQLite, a hint
+        every `sqlite_events.JOB_END_POLL` seconds."""
+
     async def notify(self, key: str, payload: bytes) -> None:
         """Queue a message for the job (kept until it runs).  Raises `JobNotFound`;
         a finished job raises `JobNotFound` too."""

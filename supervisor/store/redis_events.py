@@ -1,8 +1,10 @@
 """Change hints from a pool's pub/sub channel, on a subscription that heals itself.
 
 Scripts publish `w` (a job became claimable), `s:<key>` (stop requested for a running
-job) and `n:<key>` (a notification was queued).  Hints are lost while the connection
-is down; after every reconnect the feed yields a `wake`, so the reader looks again.
+job) and `n:<key>` (a notification was queued) on the pool's channel, and a job's final
+state on its own `ended:<key>` channel when it ends (read by `job_ends`, for `wait`).
+Hints are lost while the connection is down; after every reconnect the feed yields a
+`wake`, so the reader looks again.
 A subscription Redis refuses (an ACL user without the channel) is no lost connection:
 it is raised as a StoreError, as a script's refusal would be.
 """
@@ -10,6 +12,7 @@ it is raised as a StoreError, as a script's refusal would be.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -43,15 +46,22 @@ def parse_event(data: bytes) -> StoreEvent | None:
     return None
 
 
+def ended_hint(_data: bytes) -> StoreEvent:
+    """Any message on a job's `ended` channel: look at the job again."""
+    return StoreEvent("wake")
+
+
 class EventFeed:
     """An endless async iterator of StoreEvent that never raises for a lost connection:
     it reconnects with backoff, forever, and yields a `wake` after each reconnect."""
 
     def __init__(
-        self, client: RedisClient, channel: str, *, where: str, probe_after: float = PROBE_AFTER
+        self, client: RedisClient, channel: str, *, where: str, probe_after: float = PROBE_AFTER,
+        parse: Callable[[bytes], StoreEvent | None] = parse_event,
     ) -> None:
         self._client = client
         self._channel = channel
+        self._parse = parse
         self._where = where
         self._probe_after = probe_after
         self._pubsub: PubSub | None = None
@@ -93,7 +103,7 @@ class EventFeed:
             return None
         self._probing = False
         if message["type"] == "message":
-            return parse_event(message["data"])
+            return self._parse(message["data"])
         return None
 
     async def _subscribe(self) -> None:
@@ -129,3 +139,18 @@ class EventFeed:
     async def _close(pubsub: PubSub) -> None:
         with anyio.CancelScope(shield=True), contextlib.suppress(*DROPPED):
             await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+
+@contextlib.asynccontextmanager
+async def open_feed(
+    client: RedisClient, channel: str, *, where: str,
+    parse: Callable[[bytes], StoreEvent | None] = parse_event,
+) -> AsyncIterator[AsyncIterator[StoreEvent]]:
+    """A feed of `channel`, subscribed on entering, closed on leaving."""
+    feed = EventFeed(client, channel, where=where, parse=parse)
+    await feed.start()
+    try:
+        yield feed
+    finally:
+        with anyio.CancelScope(shield=True):
+            await feed.aclose()

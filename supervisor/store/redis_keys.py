@@ -135,6 +135,11 @@ class PoolKeys:
         """pub/sub channel of change hints: `w`, `s:<key>`, `n:<key>`."""
         return self.prefix + "events"
 
+    def ended(self, key: str) -> str:
+        """pub/sub channel per job: the job's final state, published when it ends (for
+        `wait`; lua/_lib.lua ended_channel builds the same name from `running`'s)."""
+        return f"{self.prefix}ended:{key}"
+
     def done(self, state: str) -> str:
         """zset per finished state: key -> finished_at (store ms)."""
         assert state in FINISHED_STATES, state

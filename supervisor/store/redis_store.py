@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from typing import Any, cast
 
 import anyio
@@ -66,10 +66,11 @@ from supervisor.store.redis_connection import (
     translated_errors,
 )
 from supervisor.store.redis_dispatch import RedisDispatch, guard_args
-from supervisor.store.redis_events import EventFeed
+from supervisor.store.redis_events import ended_hint, open_feed
 from supervisor.store.redis_keys import PoolKeys, queue_id
 from supervisor.store.redis_reads import RedisReads
 from supervisor.store.redis_records import milliseconds, seconds
+from supervisor.store.redis_retry import retry_job
 from supervisor.store.redis_scripts import KeysChanged, ScriptArg, Scripts, commands
 from supervisor.store.redis_steering import RedisSteering
 from supervisor.store.witness import FailureWitness
@@ -386,15 +387,15 @@ class RedisStore:
     async def snapshot(self) -> PoolSnapshot:
         return await self._reads.snapshot()
 
-    @asynccontextmanager
-    async def events(self) -> AsyncIterator[AsyncIterator[StoreEvent]]:
-        feed = EventFeed(self._client, self._keys.channel, where=self._where)
-        await feed.start()
-        try:
-            yield feed
-        finally:
-            with anyio.CancelScope(shield=True):
-                await feed.aclose()
+    def events(self) -> AbstractAsyncContextManager[AsyncIterator[StoreEvent]]:
+        return open_feed(self._client, self._keys.channel, where=self._where)
+
+    def job_ends(self, key: str) -> AbstractAsyncContextManager[AsyncIterator[StoreEvent]]:
+        return open_feed(self._client, self._keys.ended(key), where=self._where,
+                         parse=ended_hint)
+
+    async def retry(self, key: str) -> None:
+        await retry_job(self._client, self._keys, self._run, self._where, key)
 
     async def ping(self) -> None:
         with translated_errors(self._where):

@@ -17,6 +17,7 @@ from supervisor.store.sqlite_db import SqliteDatabase
 EVENT_POLL_INTERVAL = 0.01
 EVENT_QUERY_INTERVAL = 1.0  # read the events table at least this often, changed or not
 RECENT_WRITE_NS = 50_000_000
+JOB_END_POLL = 0.2  # `job_ends`: a hint this often (a read of one row by the waiter)
 
 
 class EventPoller:
@@ -71,3 +72,14 @@ class EventPoller:
                 batch = (StoreEvent(row["kind"], row["key"]) for row in rows)
                 self._ready.extend(dict.fromkeys(batch))
         return self._ready.popleft()
+
+
+class JobEndPoll:
+    """`job_ends` on SQLite: a `wake` every JOB_END_POLL seconds, endless."""
+
+    def __aiter__(self) -> JobEndPoll:
+        return self
+
+    async def __anext__(self) -> StoreEvent:
+        await anyio.sleep(JOB_END_POLL)
+        return StoreEvent("wake")

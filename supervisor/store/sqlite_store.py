@@ -35,7 +35,7 @@ from supervisor.errors import (
     StoreFailure,
     SupervisorIdTaken,
 )
-from supervisor.store import sqlite_db, sqlite_dispatch, sqlite_limits
+from supervisor.store import sqlite_db, sqlite_dispatch, sqlite_limits, sqlite_retry
 from supervisor.store import sqlite_leases as leases
 from supervisor.store.members import encode_info
 from supervisor.store.policy import (
@@ -72,7 +72,7 @@ from supervisor.store.records import (
     TickResult,
 )
 from supervisor.store.sqlite_db import SqliteDatabase, Tx
-from supervisor.store.sqlite_events import EventPoller
+from supervisor.store.sqlite_events import EventPoller, JobEndPoll
 from supervisor.store.sqlite_records import job_record, read_members, stats_params
 from supervisor.store.sqlite_schema import BUSY_RETRY_PAUSES, BUSY_TIMEOUT_MS, open_connection
 from supervisor.store.witness import FailureWitness
@@ -331,6 +331,9 @@ class SqliteStore:
 
         return await self._db.write(work)
 
+    async def retry(self, key: str) -> None:
+        await self._db.write(lambda tx: sqlite_retry.retry_job(tx, key, self._cutoff(tx)))
+
     async def notify(self, key: str, payload: bytes) -> None:
         def work(tx: Tx) -> None:
             state = tx.value("job_state", key=key, cutoff=self._cutoff(tx))
@@ -414,6 +417,10 @@ class SqliteStore:
 
     def events(self) -> contextlib.AbstractAsyncContextManager[AsyncIterator[StoreEvent]]:
         return self._subscribe()
+
+    @contextlib.asynccontextmanager
+    async def job_ends(self, key: str) -> AsyncIterator[AsyncIterator[StoreEvent]]:
+        yield JobEndPoll()
 
     @contextlib.asynccontextmanager
     async def _subscribe(self) -> AsyncIterator[AsyncIterator[StoreEvent]]:

@@ -61,3 +61,11 @@ def listens(job):
 
 def crashes(job):
     os._exit(7)
+
+
+def fails_until_file(job):
+    """Fails for good until the file named in the payload exists, then returns it."""
+    path = job.payload["path"]
+    if not os.path.exists(path):
+        raise Fail(f"no file {path}")
+    return {"found": path, "attempt": job.attempt}

@@ -162,3 +162,16 @@ async def test_max_pending_refuses_dispatches_once_reached(store: Store) -> None
         await store.dispatch(job("d"))
     await store.set_max_pending(None)
     await store.dispatch(job("d"))
+
+
+async def test_a_retried_job_keeps_its_priority_and_group(store: Store) -> None:
+    await store.dispatch(job("again", priority=8, group="tenant-a"))
+    (held,) = (await claim(store, 1)).jobs
+    await store.fail(held.lease, "boom", final=True, retry_delay=0)
+    await store.dispatch(job("plain"))
+
+    await store.retry("again")
+
+    assert await keys_claimed(store, 2) == ["again", "plain"]
+    record = await store.job("again")
+    assert (record.priority, record.group, record.attempts) == (8, "tenant-a", 1)

@@ -194,6 +194,12 @@ local function requeue(pool, job, key, score)
   enqueue(pool, job, key, score)
 end
 
+-- The channel on which the end of job `key` is announced, one per job so that only its
+-- waiters hear it (`poolsup wait`; redis_keys.py PoolKeys.ended builds the same name).
+local function ended_channel(pool, key)
+  return string.sub(pool.running, 1, -(#'running' + 1)) .. 'ended:' .. key
+end
+
 -- End the job in a final state: keep its record for the retention period, list it in
 -- done_<state>, drop its notifications.  `error` may be nil (left as it is) or false
 -- (cleared).  Only a pending job is dequeued (its handler's queue and reservation must
@@ -216,6 +222,7 @@ local function finish(pool, job, notes, key, state, error)
   local done = pool['done_' .. state]
   redis.call('ZADD', done, pool.now, key)
   redis.call('ZREMRANGEBYSCORE', done, '-inf', after(pool.now - pool.retention))
+  redis.call('PUBLISH', ended_channel(pool, key), state)
 end
 
 -- running -> succeeded with `result`, if `token` of `owner` still holds the job's

@@ -233,6 +233,14 @@ UPDATE jobs SET state = 'pending', attempts = attempts - :refund,
     lease_deadline = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
 WHERE pool = :pool AND key = :key;
 
+-- name: retry_job
+-- A failed or stopped job -> pending, claimable now, attempts and losses from 0
+-- (sqlite_retry.py); handler, payload, max_attempts and checkpoint kept.
+UPDATE jobs SET state = 'pending', attempts = 0, lease_losses = 0, stop_requested = 0,
+    error = NULL, result = NULL, started_at = NULL, finished_at = NULL, supervisor = NULL,
+    due = :now, lease_expired_at = NULL
+WHERE pool = :pool AND key = :key AND state IN ('failed', 'stopped');
+
 -- name: reserve_job
 -- A released job (a move) is held for :reserved_for until its `due`.
 UPDATE jobs SET reserved_for = :reserved_for, reserved_until = due, moved_from = :moved_from

@@ -1,0 +1,38 @@
+"""Waiting for a job to end, without polling the store on Redis.
+
+The order is what makes it safe: subscribe to the job's end hints first, then read its
+record.  A job that ended before the subscription shows in that read; one that ends
+after it sends a hint.  Hints can still be lost (a dropped connection; the feed yields a
+hint after it reconnects, but a message published while it was down is gone), so the
+record is also read every SAFETY_REREAD seconds without one.
+"""
+
+from __future__ import annotations
+
+import anyio
+
+from supervisor.errors import WaitTimedOut
+from supervisor.store.base import Store
+from supervisor.store.records import FINISHED_STATES, JobRecord
+
+SAFETY_REREAD = 5.0
+
+
+async def wait_for_end(
+    store: Store, key: str, timeout: float | None, *, reread_every: float = SAFETY_REREAD
+) -> JobRecord:
+    """The job's record once it is succeeded, failed or stopped.  Raises `JobNotFound`
+    for an unknown key, `WaitTimedOut` (a TimeoutError) when `timeout` seconds pass
+    first; the job goes on."""
+    state = "live"
+    with anyio.move_on_after(timeout):
+        async with store.job_ends(key) as hints:
+            record = await store.job(key)
+            while record.state not in FINISHED_STATES:
+                state = record.state
+                with anyio.move_on_after(reread_every):
+                    await anext(hints)
+                record = await store.job(key)
+            return record
+    raise WaitTimedOut(f"job {key!r} is still {state} after {timeout:g} s "
+                       f"(the wait ran out; the job goes on)")
