@@ -8,11 +8,9 @@ from supervisor.errors import StoreError
 from supervisor.store.redis_connection import RedisClient, translated_errors
 from supervisor.store.redis_dispatch import RunScript
 from supervisor.store.redis_keys import PoolKeys, queue_id
-from supervisor.store.redis_scripts import KeysChanged
+from supervisor.store.redis_scripts import KEYS_CHANGED_RETRIES, KeysChanged
 from supervisor.store.retry_rules import refuse_retry
 
-# Tries before a job whose handler or schedule keeps changing is an error.
-KEYS_CHANGED_RETRIES = 10
 RETRIED = "retried"
 
 

@@ -50,6 +50,10 @@ class KeysChanged(Exception):
     job's: the script changed nothing; read them again and retry."""
 
 
+# Tries before a job whose declared keys keep changing is an error.
+KEYS_CHANGED_RETRIES = 10
+
+
 def error_for(status: Status, subject: str) -> PoolsupError | KeysChanged:
     """The exception for a script's non-OK status; `subject` is the key or id it was about."""
     match status:

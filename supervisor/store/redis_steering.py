@@ -1,5 +1,5 @@
-"""The Redis store's steering of the pool: pauses and the settings the store enforces
-(RedisStore delegates here).
+"""The Redis store's steering of the pool: stops, pauses and the settings the store
+enforces (RedisStore delegates here).
 
 A pause is a field of the pool's `paused` hash (a handler, or "*" for the whole pool),
 which every claim reads in the same atomic step as it hands out jobs, so no supervisor
@@ -12,17 +12,50 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import cast
 
-from supervisor.store.records import PAUSE_ALL, Paused
+from supervisor.errors import StoreError
+from supervisor.store.records import PAUSE_ALL, FiredTick, JobState, Paused
 from supervisor.store.redis_connection import RedisClient, translated_errors
-from supervisor.store.redis_keys import PoolKeys
+from supervisor.store.redis_dispatch import RunScript, guard_args
+from supervisor.store.redis_keys import PoolKeys, queue_id
 from supervisor.store.redis_records import milliseconds
+from supervisor.store.redis_scripts import KEYS_CHANGED_RETRIES, KeysChanged
 
 
 class RedisSteering:
-    def __init__(self, client: RedisClient, keys: PoolKeys, where: str) -> None:
+    def __init__(self, client: RedisClient, keys: PoolKeys, run: RunScript, where: str, *,
+                 retention_ms: int) -> None:
         self._client = client
         self._keys = keys
+        self._run = run
         self._where = where
+        self._retention_ms = retention_ms
+
+    async def stop(self, key: str, *, fired: FiredTick | None = None) -> JobState:
+        k = self._keys
+        for _ in range(KEYS_CHANGED_RETRIES):
+            # A pending job leaves its queue and reservation: their names are declared,
+            # so they are read first, and the script changes nothing if they moved on.
+            with translated_errors(self._where):
+                fields = cast(list[bytes | None], await self._client.hmget(
+                    k.job(key), "handler", "reserved_for", "priority"))
+            handler, reserved_for, priority = ("" if value is None else value.decode()
+                                               for value in fields)
+            queue = queue_id(handler, int(priority or 0))
+            try:
+                (state,) = await self._run(
+                    "stop",
+                    [k.job(key), k.notes(key), k.pending, k.running, k.done("stopped"),
+                     k.queue(queue), k.reserved(reserved_for),
+                     k.schedule(fired.schedule if fired else "")],
+                    [key, self._retention_ms, k.channel, queue, reserved_for,
+                     *guard_args(fired)],
+                    subject=key,
+                )
+            except KeysChanged:
+                continue
+            return cast(JobState, state.decode())
+        raise StoreError(f"job {key!r}: its claim queue or reservation changed on each of "
+                         f"{KEYS_CHANGED_RETRIES} tries to stop it")
 
     async def pause(self, handlers: Sequence[str] = ()) -> None:
         names = list(handlers) or [PAUSE_ALL]

@@ -26,7 +26,7 @@ import anyio.to_thread
 import orjson
 
 from supervisor.core.limits import Limits
-from supervisor.errors import ConfigError, DispatchRefused, StoreError, StoreFailure
+from supervisor.errors import ConfigError, DispatchRefused, StoreFailure
 from supervisor.redaction import redact_url
 from supervisor.store.members import encode_info
 from supervisor.store.policy import (
@@ -38,7 +38,6 @@ from supervisor.store.policy import (
 )
 from supervisor.store.records import (
     ClaimBatch,
-    ClaimedJob,
     Completion,
     DispatchRequest,
     FiredTick,
@@ -46,7 +45,6 @@ from supervisor.store.records import (
     JobState,
     JobStats,
     Lease,
-    LeaseRecovery,
     Membership,
     MembershipState,
     Note,
@@ -59,25 +57,24 @@ from supervisor.store.records import (
     TickRequest,
     TickResult,
 )
+from supervisor.store.redis_claims import claim_batch, limits_arg
 from supervisor.store.redis_connection import (
     SOCKET_TIMEOUT,
     RedisClient,
     connect,
     translated_errors,
 )
-from supervisor.store.redis_dispatch import RedisDispatch, guard_args
+from supervisor.store.redis_dispatch import RedisDispatch
 from supervisor.store.redis_events import ended_hint, open_feed
 from supervisor.store.redis_keys import PoolKeys, queue_id
 from supervisor.store.redis_reads import RedisReads
 from supervisor.store.redis_records import milliseconds, seconds
 from supervisor.store.redis_retry import retry_job
-from supervisor.store.redis_scripts import KeysChanged, ScriptArg, Scripts, commands
+from supervisor.store.redis_scripts import ScriptArg, Scripts, commands
 from supervisor.store.redis_steering import RedisSteering
 from supervisor.store.witness import FailureWitness
 
 DEFAULT_RETENTION = 86400.0
-# stop: tries before a job whose queue or reservation keeps changing is an error.
-KEYS_CHANGED_RETRIES = 10
 # 2: pending jobs are also in one claim queue per handler; 3: the running jobs are
 # counted per owner and handler in running-load (lua/upgrade-layout-3.lua).
 LAYOUT = 3
@@ -87,12 +84,6 @@ def _key_tokens(flat: list[bytes]) -> frozenset[tuple[str, int]]:
     """A script's {key, token, key, token, ...} answer as (key, token) pairs."""
     return frozenset((key.decode(), int(token)) for key, token in zip(flat[::2], flat[1::2],
                                                                        strict=True))
-
-
-def _recoveries(judged: list[list[Any]]) -> tuple[LeaseRecovery, ...]:
-    return tuple(LeaseRecovery(key.decode(), holder.decode(), bool(counted), int(losses),
-                               outcome.decode())
-                 for key, holder, counted, losses, outcome in judged)
 
 
 def _optional(value: float | None) -> ScriptArg:
@@ -117,7 +108,8 @@ class RedisStore:
         self._dispatch = RedisDispatch(self._client, self._keys, self._run, self._where)
         self._reads = RedisReads(self._client, self._keys, self._run, self._where, pool=pool,
                                  retention_ms=self._retention_ms)
-        self._steering = RedisSteering(self._client, self._keys, self._where)
+        self._steering = RedisSteering(self._client, self._keys, self._run, self._where,
+                                       retention_ms=self._retention_ms)
 
     @classmethod
     async def open(
@@ -201,34 +193,12 @@ class RedisStore:
              self._retention_ms, k.channel, completions,
              "" if since is None else milliseconds(since), milliseconds(MIN_FAILING_SPAN),
              milliseconds(MIN_CLAIM_GAP), milliseconds(JUDGE_AFTER_GAP), claim_id,
-             "" if claim_by is None else milliseconds(claim_by), _limits_arg(limits or {}),
+             "" if claim_by is None else milliseconds(claim_by), limits_arg(limits or {}),
              *handlers],
             subject=owner,
         ))
-        recovered, next_due, now, claimed, completed, replayed, judged, left = answer
-        self._witness.answered(sent_at, seconds(now), reported=True, hold=lease_ttl)
-        jobs = tuple(
-            ClaimedJob(
-                key=key.decode(),
-                handler=handler.decode(),
-                payload=payload,
-                token=int(token),
-                attempt=int(attempt),
-                max_attempts=int(max_attempts),
-                lease_deadline=seconds(deadline),
-                owner=owner,
-                has_notes=bool(has_notes),
-                checkpoint=checkpoint,
-                lease_expired_at=None if expired_at is None else seconds(expired_at),
-            )
-            for (key, handler, payload, token, attempt, max_attempts, deadline, has_notes,
-                 checkpoint, expired_at) in claimed
-        )
-        next_due_in = None if next_due is None else max(0.0, seconds(next_due))
-        return ClaimBatch(jobs=jobs, recovered=int(recovered), next_due_in=next_due_in,
-                          completed=tuple(bool(done) for done in completed),
-                          replayed=bool(replayed), left_to_witness=int(left),
-                          recoveries=_recoveries(judged))
+        self._witness.answered(sent_at, seconds(answer[2]), reported=True, hold=lease_ttl)
+        return claim_batch(answer, owner)
 
     async def renew(
         self,
@@ -305,31 +275,7 @@ class RedisStore:
         await self._end_lease("finish-stopped", lease, "stopped", [reason, self._retention_ms])
 
     async def stop(self, key: str, *, fired: FiredTick | None = None) -> JobState:
-        k = self._keys
-        for _ in range(KEYS_CHANGED_RETRIES):
-            # A pending job leaves its queue and reservation: their names are declared,
-            # so they are read first, and the script changes nothing if they moved on.
-            with translated_errors(self._where):
-                fields = cast(list[bytes | None], await self._client.hmget(
-                    k.job(key), "handler", "reserved_for", "priority"))
-            handler, reserved_for, priority = ("" if value is None else value.decode()
-                                               for value in fields)
-            queue = queue_id(handler, int(priority or 0))
-            try:
-                (state,) = await self._run(
-                    "stop",
-                    [k.job(key), k.notes(key), k.pending, k.running, k.done("stopped"),
-                     k.queue(queue), k.reserved(reserved_for),
-                     k.schedule(fired.schedule if fired else "")],
-                    [key, self._retention_ms, k.channel, queue, reserved_for,
-                     *guard_args(fired)],
-                    subject=key,
-                )
-            except KeysChanged:
-                continue
-            return cast(JobState, state.decode())
-        raise StoreError(f"job {key!r}: its claim queue or reservation changed on each of "
-                         f"{KEYS_CHANGED_RETRIES} tries to stop it")
+        return await self._steering.stop(key, fired=fired)
 
     async def notify(self, key: str, payload: bytes) -> None:
         k = self._keys
@@ -442,15 +388,3 @@ class RedisStore:
             return ""
         return queue_id(handler.decode(), int(priority or 0))
 
-
-def _limits_arg(limits: Mapping[str, Limits]) -> str:
-    """The claim script's ARGV of pool-wide limits: {handler: [max_running,
-    max_running_per_group, rate starts, rate period (ms)]}, -1 where none."""
-    if not any(not limit.unlimited for limit in limits.values()):
-        return ""
-    return orjson.dumps({
-        handler: [-1 if limit.max_running is None else limit.max_running,
-                  -1 if limit.max_running_per_group is None else limit.max_running_per_group,
-                  -1 if limit.rate is None else limit.rate.starts,
-                  0 if limit.rate is None else milliseconds(limit.rate.period)]
-        for handler, limit in limits.items() if not limit.unlimited}).decode()

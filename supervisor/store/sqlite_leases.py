@@ -21,7 +21,14 @@ from supervisor.core.limits import Due, Limits, startable
 from supervisor.errors import StaleToken
 from supervisor.store import sqlite_limits
 from supervisor.store.policy import JUDGE_AFTER_GAP, MIN_CLAIM_GAP
-from supervisor.store.records import ClaimedJob, Completion, JobState, Lease, LeaseRecovery
+from supervisor.store.records import (
+    ClaimBatch,
+    ClaimedJob,
+    Completion,
+    JobState,
+    Lease,
+    LeaseRecovery,
+)
 from supervisor.store.sqlite_db import Tx
 
 # Due jobs looked at beyond `count` when a handler has limits (a group limit may skip
@@ -80,6 +87,23 @@ def recover_expired_leases(tx: Tx, max_lease_losses: int, failing: FailingWindow
     if judged:
         emit(tx, "wake")
     return recoveries, len(expired) - len(judged)
+
+
+def claim(tx: Tx, owner: str, handlers: Sequence[str], count: int, lease_ttl: float,
+          max_lease_losses: int, failing: FailingWindow | None,
+          limits: Mapping[str, Limits]) -> ClaimBatch:
+    """A claim's recoveries and starts (Store.claim), with the time until the next due
+    job or free rate slot of these handlers."""
+    gap = note_claim(tx)
+    recoveries, left = recover_expired_leases(tx, max_lease_losses, failing, gap, lease_ttl)
+    serves = sqlite_limits.served(tx, handlers)
+    jobs = start_due_jobs(tx, owner, serves, count, lease_ttl, limits)
+    next_due = tx.value("next_due", handlers=orjson.dumps(list(handlers)).decode())
+    waits = [next_due - tx.now] if next_due is not None else []
+    if (slot := sqlite_limits.next_slot_in(tx, limits, serves)) is not None:
+        waits.append(slot)
+    return ClaimBatch(jobs=jobs, recovered=len(recoveries), next_due_in=min(waits, default=None),
+                      recoveries=tuple(recoveries), left_to_witness=left)
 
 
 def start_due_jobs(tx: Tx, owner: str, handlers: Sequence[str], count: int,

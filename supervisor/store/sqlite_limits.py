@@ -1,6 +1,6 @@
-"""The SQLite store's pool-wide limits and pauses at claim time, inside the claim's
-transaction: what the pool uses of each limited handler's limits (core/limits.py), the
-starts a rate limit counts, and which handlers no claim serves."""
+"""The SQLite store's pool-wide limits and pauses, as steps of a transaction: pausing
+and resuming, and at claim time what the pool uses of each limited handler's limits
+(core/limits.py), the starts a rate limit counts, and which handlers no claim serves."""
 
 from __future__ import annotations
 
@@ -9,17 +9,39 @@ from collections.abc import Mapping, Sequence
 import orjson
 
 from supervisor.core.limits import Limits, Usage, next_rate_slot
-from supervisor.store.records import PAUSE_ALL
+from supervisor.store import sqlite_dispatch
+from supervisor.store.records import PAUSE_ALL, Paused
 from supervisor.store.sqlite_db import Tx
+
+
+def pause(tx: Tx, handlers: Sequence[str]) -> None:
+    for name in handlers or [PAUSE_ALL]:
+        tx.run("pause", name=name)
+
+
+def resume(tx: Tx, handlers: Sequence[str]) -> None:
+    for name in handlers or [PAUSE_ALL]:
+        tx.run("resume", name=name)
+    sqlite_dispatch.emit_wake(tx)
+
+
+def paused(tx: Tx) -> Paused:
+    return Paused.of(row["name"] for row in tx.rows("paused"))
+
+
+def starts_within(tx: Tx, handler: str, period: float) -> tuple[float, list[float]]:
+    """The store time (boot clock) and the handler's starts within `period` before it."""
+    starts = [row["at"] for row in tx.rows("recent_starts", handler=handler)]
+    return tx.boot, [at for at in starts if at > tx.boot - period]
 
 
 def served(tx: Tx, handlers: Sequence[str]) -> list[str]:
     """The handlers a claim serves: none while the pool is paused, else those not
     paused."""
-    paused = {row["name"] for row in tx.rows("paused")}
-    if PAUSE_ALL in paused:
+    names = paused(tx)
+    if names.pool:
         return []
-    return [handler for handler in handlers if handler not in paused]
+    return [handler for handler in handlers if handler not in names.handlers]
 
 
 def usage(tx: Tx, limits: Mapping[str, Limits]) -> Usage:

@@ -1,4 +1,5 @@
-"""The SQLite store's rows as the store's values: job records, members, stats."""
+"""The SQLite store's rows as the store's values: job records, members, stats, the
+snapshot `status` shows; and membership entries written."""
 
 from __future__ import annotations
 
@@ -6,9 +7,19 @@ from typing import Any
 
 import orjson
 
-from supervisor.store.members import live_members
-from supervisor.store.records import JobRecord, JobStats, Membership
+from supervisor.errors import SupervisorIdTaken
+from supervisor.store.members import encode_info, live_members
+from supervisor.store.records import (
+    ALL_STATES,
+    JobRecord,
+    JobStats,
+    Membership,
+    PoolSnapshot,
+    StoreHealth,
+    SupervisorInfo,
+)
 from supervisor.store.sqlite_db import Tx
+from supervisor.store.sqlite_limits import paused
 
 
 def read_members(tx: Tx) -> Membership:
@@ -23,17 +34,9 @@ def read_members(tx: Tx) -> Membership:
     return Membership(store_time=tx.now, members=live_members(entries, running, inbound))
 
 
-
-
-
-
-
-
 def stats_params(stats: JobStats | None) -> dict[str, Any]:
     stats = stats or JobStats()
     return {"pid": stats.pid, "rss_bytes": stats.rss_bytes, "cpu_percent": stats.cpu_percent}
-
-
 
 
 def job_record(row: Any, tx: Tx) -> JobRecord:
@@ -57,3 +60,39 @@ def job_record(row: Any, tx: Tx) -> JobRecord:
 
 def decode_blob(blob: bytes | None) -> Any:
     return None if blob is None else orjson.loads(blob)
+
+
+def register(tx: Tx, info: SupervisorInfo, pool: str) -> None:
+    """Write the membership entry; another instance's entry seen within its lease ttl
+    keeps the id."""
+    entry = tx.row("supervisor_entry", id=info.id)
+    if entry is not None and entry["instance"] != info.instance:
+        silent_for = tx.boot - entry["last_seen"]
+        if silent_for < entry["lease_ttl"]:
+            raise SupervisorIdTaken(
+                f"supervisor id {info.id!r} is taken by a live instance of pool "
+                f"{pool!r} (seen {silent_for:.1f} s ago)")
+    tx.run("upsert_supervisor", id=info.id, instance=info.instance,
+           info=encode_info(info).decode(), lease_ttl=info.lease_ttl)
+
+
+def read_counts(tx: Tx, cutoff: float) -> dict[str, int]:
+    counts: dict[str, int] = dict.fromkeys(ALL_STATES, 0)
+    for row in tx.rows("state_counts", cutoff=cutoff):
+        counts[row["state"]] += row["n"]
+    return counts
+
+
+def read_snapshot(tx: Tx, pool: str, cutoff: float, error: str | None) -> PoolSnapshot:
+    """What `status` shows; `error`: why the snapshot's tidying write failed, if it did."""
+    running = tuple(job_record(row, tx) for row in tx.rows("running_jobs"))
+    moving = tuple(job_record(row, tx) for row in tx.rows("moving_jobs"))
+    health = tx.row("health")
+    if error is None:
+        store = StoreHealth(state="ok", since=health["ok_since"] if health else tx.now)
+    else:
+        store = StoreHealth(state="failing", since=health["last_ok"] if health else tx.now,
+                            error=error)
+    return PoolSnapshot(pool=pool, store_time=tx.now, supervisors=read_members(tx).members,
+                        counts=read_counts(tx, cutoff), running=running, store=store,
+                        moving=moving, paused=paused(tx))

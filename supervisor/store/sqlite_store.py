@@ -20,12 +20,12 @@ losses early, never hand its lease out.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from typing import TypeVar
 
 import anyio
 import anyio.to_thread
-import orjson
 
 from supervisor.core.lease_losses import failing_window
 from supervisor.core.limits import Limits
@@ -33,11 +33,9 @@ from supervisor.errors import (
     DispatchRefused,
     JobNotFound,
     StoreFailure,
-    SupervisorIdTaken,
 )
 from supervisor.store import sqlite_db, sqlite_dispatch, sqlite_limits, sqlite_retry
 from supervisor.store import sqlite_leases as leases
-from supervisor.store.members import encode_info
 from supervisor.store.policy import (
     HEALTH_GAP,
     LIVE_TTLS,
@@ -47,9 +45,7 @@ from supervisor.store.policy import (
     claim_deadline,
 )
 from supervisor.store.records import (
-    ALL_STATES,
     LIVE_STATES,
-    PAUSE_ALL,
     ClaimBatch,
     Completion,
     DispatchRequest,
@@ -66,14 +62,20 @@ from supervisor.store.records import (
     RenewResult,
     ScheduleBook,
     StoreEvent,
-    StoreHealth,
     SupervisorInfo,
     TickRequest,
     TickResult,
 )
 from supervisor.store.sqlite_db import SqliteDatabase, Tx
 from supervisor.store.sqlite_events import EventPoller, JobEndPoll
-from supervisor.store.sqlite_records import job_record, read_members, stats_params
+from supervisor.store.sqlite_records import (
+    job_record,
+    read_counts,
+    read_members,
+    read_snapshot,
+    register,
+    stats_params,
+)
 from supervisor.store.sqlite_schema import BUSY_RETRY_PAUSES, BUSY_TIMEOUT_MS, open_connection
 from supervisor.store.witness import FailureWitness
 
@@ -120,30 +122,16 @@ class SqliteStore:
         return await self._db.write(work)
 
     async def pause(self, handlers: Sequence[str] = ()) -> None:
-        def work(tx: Tx) -> None:
-            for name in handlers or [PAUSE_ALL]:
-                tx.run("pause", name=name)
-
-        await self._db.write(work)
+        await self._db.write(lambda tx: sqlite_limits.pause(tx, handlers))
 
     async def resume(self, handlers: Sequence[str] = ()) -> None:
-        def work(tx: Tx) -> None:
-            for name in handlers or [PAUSE_ALL]:
-                tx.run("resume", name=name)
-            sqlite_dispatch.emit_wake(tx)
-
-        await self._db.write(work)
+        await self._db.write(lambda tx: sqlite_limits.resume(tx, handlers))
 
     async def paused(self) -> Paused:
-        return await self._db.read(
-            lambda tx: Paused.of(row["name"] for row in tx.rows("paused")))
+        return await self._db.read(sqlite_limits.paused)
 
     async def starts_within(self, handler: str, period: float) -> tuple[float, list[float]]:
-        def work(tx: Tx) -> tuple[float, list[float]]:
-            starts = [row["at"] for row in tx.rows("recent_starts", handler=handler)]
-            return tx.boot, [at for at in starts if at > tx.boot - period]
-
-        return await self._db.read(work)
+        return await self._db.read(lambda tx: sqlite_limits.starts_within(tx, handler, period))
 
     async def set_max_pending(self, limit: int | None) -> None:
         await self._db.write(lambda tx: tx.run("set_max_pending", max_pending=limit))
@@ -178,7 +166,6 @@ class SqliteStore:
                     claim_id: str = "", limits: Mapping[str, Limits] | None = None,
                     ) -> ClaimBatch:
         limits = limits or {}
-        handler_list = orjson.dumps(list(handlers)).decode()
         sent_at = self._witness.sending()
         since = self._witness.since(sent_at)
         claim_by = claim_deadline(self._witness.store_time(sent_at), lease_ttl)
@@ -190,21 +177,11 @@ class SqliteStore:
             completed = tuple(leases.complete(tx, completion) for completion in completing)
             tx.run("drop_expired_records", cutoff=self._cutoff(tx))
             tx.run("trim_events", cutoff=tx.now - EVENT_KEEP_SECONDS)
-            failing = failing_window(since, tx.boot, min_span=MIN_FAILING_SPAN)
-            gap = leases.note_claim(tx)
-            recoveries, left = leases.recover_expired_leases(tx, max_lease_losses, failing, gap,
-                                                             lease_ttl)
             late = claim_by is not None and tx.boot > claim_by
-            serves = sqlite_limits.served(tx, handlers)
-            jobs = leases.start_due_jobs(tx, owner, serves, 0 if late else count, lease_ttl,
-                                         limits)
-            next_due = tx.value("next_due", handlers=handler_list)
-            waits = [next_due - tx.now] if next_due is not None else []
-            if (slot := sqlite_limits.next_slot_in(tx, limits, serves)) is not None:
-                waits.append(slot)
-            return ClaimBatch(jobs=jobs, recovered=len(recoveries), completed=completed,
-                              next_due_in=min(waits, default=None),
-                              recoveries=tuple(recoveries), left_to_witness=left)
+            batch = leases.claim(
+                tx, owner, handlers, 0 if late else count, lease_ttl, max_lease_losses,
+                failing_window(since, tx.boot, min_span=MIN_FAILING_SPAN), limits)
+            return dataclasses.replace(batch, completed=completed)
 
         batch = await self._witnessed(sent_at, self._db.write(work))
         self._witness.answered(sent_at, store_boot, reported=True, hold=lease_ttl)
@@ -359,19 +336,7 @@ class SqliteStore:
             "ack_notes", key=lease.key, owner=lease.owner, token=lease.token, upto=upto))
 
     async def register(self, info: SupervisorInfo) -> None:
-        def work(tx: Tx) -> None:
-            entry = tx.row("supervisor_entry", id=info.id)
-            if entry is not None and entry["instance"] != info.instance:
-                silent_for = tx.boot - entry["last_seen"]
-                if silent_for < entry["lease_ttl"]:
-                    raise SupervisorIdTaken(
-                        f"supervisor id {info.id!r} is taken by a live instance of pool "
-                        f"{self.pool!r} (seen {silent_for:.1f} s ago)")
-            tx.run("upsert_supervisor", id=info.id, instance=info.instance,
-                   info=encode_info(info).decode(),
-                   lease_ttl=info.lease_ttl)
-
-        await self._db.write(work)
+        await self._db.write(lambda tx: register(tx, info, self.pool))
 
     async def deregister(self, supervisor_id: str, instance: str) -> None:
         await self._db.write(
@@ -399,7 +364,7 @@ class SqliteStore:
         return await self._db.read(read_members)
 
     async def counts(self) -> dict[str, int]:
-        return await self._db.read(self._read_counts)
+        return await self._db.read(lambda tx: read_counts(tx, self._cutoff(tx)))
 
     async def snapshot(self) -> PoolSnapshot:
         def tidy(tx: Tx) -> None:
@@ -413,7 +378,8 @@ class SqliteStore:
             await self._db.write(tidy)
         except StoreFailure as exc:  # a file that takes no writes may still be read
             error = exc.message
-        return await self._db.read(lambda tx: self._read_snapshot(tx, error))
+        return await self._db.read(
+            lambda tx: read_snapshot(tx, self.pool, self._cutoff(tx), error))
 
     def events(self) -> contextlib.AbstractAsyncContextManager[AsyncIterator[StoreEvent]]:
         return self._subscribe()
@@ -432,27 +398,6 @@ class SqliteStore:
 
     async def close(self) -> None:
         await self._db.close()
-
-    def _read_snapshot(self, tx: Tx, error: str | None) -> PoolSnapshot:
-        counts = self._read_counts(tx)
-        running = tuple(job_record(row, tx) for row in tx.rows("running_jobs"))
-        moving = tuple(job_record(row, tx) for row in tx.rows("moving_jobs"))
-        health = tx.row("health")
-        if error is None:
-            store = StoreHealth(state="ok", since=health["ok_since"] if health else tx.now)
-        else:
-            store = StoreHealth(state="failing", since=health["last_ok"] if health else tx.now,
-                                error=error)
-        return PoolSnapshot(pool=self.pool, store_time=tx.now,
-                            supervisors=read_members(tx).members, counts=counts,
-                            running=running, store=store, moving=moving,
-                            paused=Paused.of(row["name"] for row in tx.rows("paused")))
-
-    def _read_counts(self, tx: Tx) -> dict[str, int]:
-        counts: dict[str, int] = dict.fromkeys(ALL_STATES, 0)
-        for row in tx.rows("state_counts", cutoff=self._cutoff(tx)):
-            counts[row["state"]] += row["n"]
-        return counts
 
     def _cutoff(self, tx: Tx) -> float:
         """Finished records older than this are gone."""
