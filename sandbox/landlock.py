@@ -3,8 +3,9 @@ rights beneath paths, TCP ports (ABI 4) and scopes (ABI 6: signals and abstract 
 sockets stay inside the domain), made and then enforced on the calling thread and all
 it will start. It cannot be lifted.
 
-A small module of our own rather than the `landlock` package on PyPI (a 2025 dev
-release covering file-system rules only, no ports, no scopes); see docs/sandbox.md.
+A small module of our own rather than a package from PyPI (`landlock` 1.0.0.dev5 has
+file-system rules only; `py-landlock` 0.1 is new): the fork server builds a ruleset once
+per handler and each job's child enforces it with one typed call (README, Install).
 """
 
 from __future__ import annotations
