@@ -112,7 +112,8 @@ def _landlock(
     scoped = ll.SCOPE_SIGNAL | ll.SCOPE_ABSTRACT_UNIX_SOCKET if abi >= SCOPES_ABI else 0
     if not scoped:
         missing.append(f"keep signals and abstract sockets inside the job (Landlock ABI {abi})")
-    net, ports = 0, tuple[int, ...]()
+    net = 0
+    ports: tuple[int, ...] = ()
     if isinstance(spec.network, tuple) or (strict and spec.network == "none"):
         if abi >= NETWORK_ABI:
             net = ll.CONNECT_TCP | (ll.BIND_TCP if strict else 0)
