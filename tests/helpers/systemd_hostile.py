@@ -11,7 +11,12 @@ handlers `hostile` (function `attempt`), `hostile_strict` (the same, with
 (systemd 252's nspawn filters them). Then, in the container as the service's user:
 
     setpriv --reuid=poolsup --regid=poolsup --init-groups -- \
-        /opt/poolsup/venv/bin/python systemd_hostile.py /etc/poolsup/pool.toml MAINPID REDIS_PORT
+        /opt/poolsup/venv/bin/python systemd_hostile.py /etc/poolsup/pool.toml MAINPID \
+        REDIS_PORT sqlite|redis
+
+It exits 0 if every attempt was refused with EPERM or EACCES, the supervisor, its fork
+server and the other job are untouched, a reasonable handler works, and a scratch
+directory is gone after its job (tests/integration/test_sandbox_systemd.py runs it).
 """
 
 import os
@@ -26,7 +31,7 @@ import psutil
 
 from supervisor import Client
 
-config, main_pid, redis_port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+config, main_pid, redis_port, store = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 client = Client.from_config(config)
 supervisor = psutil.Process(main_pid)
 fork_server = next(
@@ -78,16 +83,17 @@ while not os.path.exists(pid_file) or not Path(pid_file).read_text():
     time.sleep(0.05)
 other = psutil.Process(int(Path(pid_file).read_text()))
 database = "/var/lib/poolsup/pool.db"
+problems: list[str] = []
 for handler in ("hostile", "hostile_strict"):
     attempts: list[tuple[str, dict[str, Any]]] = [
         ("read config", {"action": "read", "target": config}),
         ("write config", {"action": "write", "target": config}),
-        ("read store", {"action": "read", "target": database}),
-        ("read store wal", {"action": "read", "target": database + "-wal"}),
         ("connect abstract", {"action": "connect_abstract", "target": "poolsup-box-outside"}),
         ("ptrace supervisor", {"action": "ptrace", "target": supervisor.pid}),
-        ("supervisor environ", {"action": "environ", "target": supervisor.pid}),
     ]
+    if store == "sqlite":
+        attempts += [("read store", {"action": "read", "target": database}),
+                     ("read store wal", {"action": "read", "target": database + "-wal"})]
     if handler == "hostile_strict":
         attempts += [
             ("connect path socket", {"action": "connect_path", "target": path_sock}),
@@ -105,15 +111,26 @@ for handler in ("hostile", "hostile_strict"):
         error = record.get("error")
         outcome = error.splitlines()[0] if error else record.get("result")
         print(f"{handler:15} {name:22} {record['state']:9} {str(outcome)[:90]}", flush=True)
+        if record["state"] != "failed" or not any(
+            code in (error or "") for code in ("[Errno 1]", "[Errno 13]")
+        ):
+            problems.append(f"{handler}: {name} was not refused")
 for name, process in (("supervisor", supervisor), ("fork server", fork_server),
                       ("other job", other)):
     print(f"{name}: {process.status()}, same pid {process.is_running()}")
+    if not process.is_running() or process.status() in (psutil.STATUS_STOPPED,
+                                                         psutil.STATUS_ZOMBIE):
+        problems.append(f"the {name} was touched")
 record = job("reasonable", "reasonable", {"port": 16400})
 print("reasonable (default):", record["state"], record.get("result") or record.get("error"))
+if record["state"] != "succeeded":
+    problems.append("a reasonable handler failed")
 record = job("scratch", "scratch", {})
 print("scratch:", record["state"], record.get("result") or record.get("error"))
-if record["state"] == "succeeded":
-    time.sleep(0.5)
-    inside = f"/proc/{supervisor.pid}/root{record['result']['scratch']}"
-    print("scratch gone after the job:", not os.path.exists(inside))
+inside = f"/proc/{supervisor.pid}/root{(record.get('result') or {}).get('scratch')}"
+time.sleep(0.5)
+if record["state"] != "succeeded" or os.path.exists(inside):
+    problems.append("the scratch directory was not there, or not gone after the job")
 client.stop(f"{run}-other", wait=False)
+print("\n".join(problems) or "all refused")
+sys.exit(1 if problems else 0)
