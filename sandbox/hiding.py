@@ -17,7 +17,7 @@ import os
 from collections.abc import Iterable
 
 _CLONE_NEWNS, _CLONE_NEWUSER = 0x00020000, 0x10000000
-_MS_BIND, _MS_REC, _MS_SLAVE = 0x1000, 0x4000, 0x80000
+_MS_RDONLY, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_SLAVE = 0x1, 0x20, 0x1000, 0x4000, 0x80000
 _PR_CAPBSET_DROP = 24
 _CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH, _CAP_FOWNER = 1, 2, 3
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
@@ -106,6 +106,9 @@ class Hider:
             except OSError:
                 continue
             _check(_libc.mount(folder if is_dir else file, encoded, None, _MS_BIND, None),
+                   f"cannot hide {path}")
+            # Read-only, or the job (the decoys' owner) could chmod one and write in it.
+            _check(_libc.mount(None, encoded, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY, None),
                    f"cannot hide {path}")
         if self._privileged:
             for cap in _DAC_CAPABILITIES:
