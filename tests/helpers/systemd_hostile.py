@@ -79,7 +79,10 @@ pid_file = "/var/lib/poolsup/sleeper.pid"
 if os.path.exists(pid_file):
     os.unlink(pid_file)
 client.dispatch(f"{run}-other", {"pid_file": pid_file, "seconds": 120}, handler="sleeper")
+deadline = time.monotonic() + 30
 while not os.path.exists(pid_file) or not Path(pid_file).read_text():
+    if time.monotonic() > deadline:
+        sys.exit(f"the sleeper never started: {client.job(f'{run}-other')}")
     time.sleep(0.05)
 other = psutil.Process(int(Path(pid_file).read_text()))
 database = "/var/lib/poolsup/pool.db"

@@ -173,8 +173,9 @@ def test_guarantee_11_under_the_shipped_systemd_unit_on_both_stores(
                                  "poolsup").stdout.strip()
         result = container.run(
             f"{INSTALL}/venv/bin/python", f"{INSTALL}/systemd_hostile.py", "/etc/poolsup/pool.toml",
-            main_pid, str(redis_server.port), store, user="poolsup", timeout=300,
+            main_pid, str(redis_server.port), store, user="poolsup", timeout=240,
         )
         print(f"--- {store}\n{result.stdout}{result.stderr}")
-        assert result.returncode == 0, f"{store}:\n{result.stdout}{result.stderr}"
+        journal = container.run("journalctl", "-u", "poolsup", "--no-pager").stdout
+        assert result.returncode == 0, f"{store}:\n{result.stdout}{result.stderr}{journal[-3000:]}"
         assert result.stdout.strip().endswith("all refused")
