@@ -77,8 +77,10 @@ def probe() -> KernelSupport:
     included), lets a job's child do."""
     seccomp_ok = seccomp.supported() and _libc.prctl(_PR_GET_SECCOMP, 0, 0, 0, 0) >= 0
     namespaces_error = _try_namespaces()
+    landlock_abi, landlock_error = landlock.abi_version()
     return KernelSupport(
-        landlock_abi=landlock.abi_version(),
+        landlock_abi=landlock_abi,
+        landlock_error=landlock_error,
         seccomp=seccomp_ok,
         namespaces=not namespaces_error,
         namespaces_error=namespaces_error,

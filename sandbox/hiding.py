@@ -17,7 +17,9 @@ import os
 from collections.abc import Iterable
 
 _CLONE_NEWNS, _CLONE_NEWUSER = 0x00020000, 0x10000000
-_MS_BIND, _MS_REC, _MS_SLAVE = 0x1000, 0x4000, 0x80000
+_MS_RDONLY, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_SLAVE = 0x1, 0x20, 0x1000, 0x4000, 0x80000
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_NOATIME, _MS_NODIRATIME = 0x2, 0x4, 0x8, 0x400, 0x800
+_MS_RELATIME, _MS_STRICTATIME, _ST_RELATIME = 1 << 21, 1 << 24, 0x1000
 _PR_CAPBSET_DROP = 24
 _CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH, _CAP_FOWNER = 1, 2, 3
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
@@ -74,6 +76,7 @@ class Hider:
             ("/proc/self/uid_map", f"{uid} {uid} 1".encode()),
             ("/proc/self/gid_map", f"{gid} {gid} 1".encode()),
         )
+        self._read_only = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _kept_flags(decoys[0])
         self._header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
         self._caps = (_CapData * 2)()  # none at all, in a user namespace of its own
         if self._privileged:  # all we have but those that read past file modes
@@ -107,6 +110,9 @@ class Hider:
                 continue
             _check(_libc.mount(folder if is_dir else file, encoded, None, _MS_BIND, None),
                    f"cannot hide {path}")
+            # Read-only, or the job (the decoys' owner) could chmod one and write in it.
+            _check(_libc.mount(None, encoded, None, self._read_only, None),
+                   f"cannot hide {path}")
         if self._privileged:
             for cap in _DAC_CAPABILITIES:
                 _check(_libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0), "cannot drop a capability")
@@ -116,6 +122,18 @@ class Hider:
 def hide(paths: Iterable[str], decoys: tuple[str, str]) -> None:
     """`Hider(paths, decoys).hide()`, in one go."""
     Hider(paths, decoys).hide()
+
+
+def _kept_flags(path: str) -> int:
+    """The flags of the mount `path` is on that a remount must keep: in a user namespace
+    they are locked (nosuid, nodev, noexec, the atime mode), and leaving one out fails."""
+    flags = os.statvfs(path).f_flag
+    kept = flags & (_MS_NOSUID | _MS_NODEV | _MS_NOEXEC | _MS_NOATIME | _MS_NODIRATIME)
+    if flags & _ST_RELATIME:
+        kept |= _MS_RELATIME
+    elif not flags & _MS_NOATIME:
+        kept |= _MS_STRICTATIME
+    return kept
 
 
 def _write(path: str, text: bytes) -> None:

@@ -3,13 +3,15 @@ rights beneath paths, TCP ports (ABI 4) and scopes (ABI 6: signals and abstract 
 sockets stay inside the domain), made and then enforced on the calling thread and all
 it will start. It cannot be lifted.
 
-A small module of our own rather than the `landlock` package on PyPI (a 2025 dev
-release covering file-system rules only, no ports, no scopes); see docs/sandbox.md.
+A small module of our own rather than a package from PyPI (`landlock` 1.0.0.dev5 has
+file-system rules only; `py-landlock` 0.1 is new): the fork server builds a ruleset once
+per handler and each job's child enforces it with one typed call (README, Install).
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import stat
 
@@ -82,13 +84,22 @@ def _check(result: int, what: str) -> int:
     return result
 
 
-def abi_version() -> int:
-    """The kernel's Landlock ABI version; 0 where it has none (or it is disabled)."""
+def abi_version() -> tuple[int, str]:
+    """The kernel's Landlock ABI version, and why it is 0 if it is: the kernel has none,
+    it is disabled, or a seccomp filter (a service manager's) refuses it."""
     version = _syscall(
         ctypes.c_long(_SYS_CREATE_RULESET), None, ctypes.c_size_t(0),
         ctypes.c_uint32(_CREATE_RULESET_VERSION),
     )
-    return max(0, int(version))
+    if version > 0:
+        return int(version), ""
+    number = ctypes.get_errno()
+    why = {
+        errno.ENOSYS: "this kernel has no Landlock",
+        errno.EOPNOTSUPP: "Landlock is disabled in this kernel",
+        errno.EPERM: "a system call filter refuses Landlock (systemd's SystemCallFilter?)",
+    }
+    return 0, why.get(number, f"Landlock: {os.strerror(number)}")
 
 
 class Ruleset:

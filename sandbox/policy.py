@@ -41,6 +41,7 @@ class KernelSupport:
     seccomp: bool  # a filter can be loaded, for this architecture
     namespaces: bool  # a job may make a mount namespace (with a user namespace, unprivileged)
     namespaces_error: str = ""
+    landlock_error: str = ""  # why landlock_abi is 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,8 +69,10 @@ def requirements(spec: SandboxSpec, kernel: KernelSupport) -> list[str]:
     if spec.profile == "strict":
         if kernel.landlock_abi < SCOPES_ABI:
             problems.append(
-                f"Landlock ABI {SCOPES_ABI} (this kernel has "
-                f"{kernel.landlock_abi or 'no Landlock'})"
+                f"Landlock ABI {SCOPES_ABI} ("
+                + (f"this kernel has {kernel.landlock_abi}" if kernel.landlock_abi
+                   else kernel.landlock_error or "this kernel has no Landlock")
+                + ")"
             )
         if not kernel.seccomp:
             problems.append("a seccomp filter for this architecture")
@@ -90,7 +93,8 @@ def plan(spec: SandboxSpec, kernel: KernelSupport, scratch_root: str) -> Plan:
     hidden = spec.hidden if kernel.namespaces else ()
     if spec.hidden and not kernel.namespaces:
         missing.append(f"hide the config file and store ({kernel.namespaces_error})")
-    landlock = _landlock(spec, kernel.landlock_abi, scratch_root, missing)
+    landlock = _landlock(spec, kernel.landlock_abi, kernel.landlock_error, scratch_root,
+                         missing)
     strict = spec.profile == "strict"
     sockets = socket_families(spec.network) if strict else None
     return Plan(hidden=hidden, landlock=landlock, seccomp_sockets=sockets,
@@ -98,16 +102,18 @@ def plan(spec: SandboxSpec, kernel: KernelSupport, scratch_root: str) -> Plan:
 
 
 def _landlock(
-    spec: SandboxSpec, abi: int, scratch_root: str, missing: list[str]
+    spec: SandboxSpec, abi: int, kernel_error: str, scratch_root: str, missing: list[str]
 ) -> LandlockPlan | None:
     if abi < 1:
-        missing.append("keep signals and ptrace inside the job (no Landlock)")
+        missing.append("keep signals and ptrace inside the job ("
+                       + (kernel_error or "no Landlock") + ")")
         return None
     strict = spec.profile == "strict"
     scoped = ll.SCOPE_SIGNAL | ll.SCOPE_ABSTRACT_UNIX_SOCKET if abi >= SCOPES_ABI else 0
     if not scoped:
         missing.append(f"keep signals and abstract sockets inside the job (Landlock ABI {abi})")
-    net, ports = 0, tuple[int, ...]()
+    net = 0
+    ports: tuple[int, ...] = ()
     if isinstance(spec.network, tuple) or (strict and spec.network == "none"):
         if abi >= NETWORK_ABI:
             net = ll.CONNECT_TCP | (ll.BIND_TCP if strict else 0)

@@ -17,7 +17,7 @@ def kernel_lines(kernel: KernelSupport) -> list[str]:
         features = ", ".join(name for abi, name in _LANDLOCK_FEATURES if kernel.landlock_abi >= abi)
         landlock = f"Landlock ABI {kernel.landlock_abi} ({features})"
     else:
-        landlock = "no Landlock"
+        landlock = f"no Landlock ({kernel.landlock_error or 'this kernel has none'})"
     return [
         f"sandbox: {landlock}",
         "sandbox: seccomp filter "

@@ -116,7 +116,10 @@ def test_hidden_files_are_refused_and_their_neighbours_are_not(
 ) -> None:
     spec = SandboxSpec(profile=profile, hidden=(str(secret),))
     assert in_sandbox(spec, tmp_path, secret.read_text, uid=uid) == "error EACCES"
-    assert in_sandbox(spec, tmp_path, lambda: secret.write_text("x"), uid=uid) == "error EACCES"
+    written = in_sandbox(spec, tmp_path, lambda: secret.write_text("x"), uid=uid)
+    assert written in ("error EACCES", "error EROFS")
+    # The decoy is the job's user's own file: read-only, so that no job can open it up.
+    assert in_sandbox(spec, tmp_path, lambda: secret.chmod(0o666), uid=uid) == "error EROFS"
     # A mount could uncover it: Landlock refuses it even to root.
     umount = lambda: _libc.umount2(str(secret).encode(), 2) or 0  # noqa: E731
     assert in_sandbox(spec, tmp_path, umount, uid=uid) == "ok -1"
