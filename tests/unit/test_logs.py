@@ -52,3 +52,32 @@ def test_json_lines_keep_the_job_key_and_token(capsys: pytest.CaptureFixture[str
     assert (first["key"], first["token"], first["level"]) == ("k 1", 12, "WARNING")
     assert (second["key"], second["token"]) == ("k 2", 13)
     assert "ValueError: boom" in second["traceback"]
+
+
+STALLED_WRITER = """
+import logging, sys, time
+from supervisor.service.logs import QUEUE_SIZE, logging_to_stderr
+log = logging.getLogger("poolsup.test")
+with logging_to_stderr("info"):
+    began = time.monotonic()
+    for n in range(3 * QUEUE_SIZE):
+        log.info("line %d %s", n, "x" * 200)
+    print(f"{time.monotonic() - began:.3f}", flush=True)
+    sys.stdout.close()
+    time.sleep(2)  # the reader starts reading stderr now, and the queue drains
+    log.info("after the stall")
+"""
+
+
+def test_a_stalled_stderr_never_blocks_the_logger_and_drops_are_counted() -> None:
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", STALLED_WRITER], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    took = float(child.stdout.readline())  # type: ignore[union-attr]
+    err = child.communicate(timeout=60)[1]
+
+    assert took < 10.0
+    assert "log record(s) dropped: stderr was not read fast enough" in err
+    assert err.rstrip().endswith("after the stall")
