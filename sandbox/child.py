@@ -26,6 +26,7 @@ from sandbox.context import Fail, Inbox, Job, Stopped
 from sandbox.job_io import JobTraces, StopGuard, start_reader
 from sandbox.loader import HandlerSpec, LoadedHandler, load_handler
 from sandbox.process_state import ProcessState
+from sandbox.stacks import install_stack_reporter
 
 EXIT_STOPPED = 128 + signal.SIGTERM
 _ASSIGNMENT_SIZE = 4096
@@ -262,6 +263,7 @@ def main(
     )
     guard = StopGuard(job, inbox)
     wakeup_fd = guard.install()
+    install_stack_reporter(channel)
     readers = traces.readers if traces is not None else []
     inbox.start_listening = lambda: readers.append(start_reader(channel, inbox, wakeup_fd))
     if traces is not None:

@@ -38,6 +38,7 @@ from sandbox.jobs import Jobs
 from sandbox.loader import LoadedHandler, parse_handler_table, preload
 from sandbox.scratch import ScratchRoot
 from sandbox.spares import IDLE_LIMIT, IDLE_LIMIT_VARIABLE, IdleChildren, WarmChild
+from sandbox.stacks import STACKS_SIGNAL
 
 _LOOP_TICK = 0.5  # seconds between checks that the parent is still there
 _SHUTDOWN_TIMEOUT = 2.0
@@ -117,6 +118,8 @@ class ForkServer:
         # A Ctrl-C or hangup meant for the supervisor: it decides what happens to jobs.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        # Inherited by each job's child until its reporter is in place (sandbox/stacks.py).
+        signal.signal(STACKS_SIGNAL, signal.SIG_IGN)
 
     def _on_sigterm(self, signum: int, frame: object) -> None:
         self._terminated = True
@@ -173,6 +176,8 @@ class ForkServer:
             self._jobs.signal(message["job"], int(message["signal"]))
         elif op == protocol.OP_KILL:
             self._jobs.kill(message["job"])
+        elif op == protocol.OP_STACKS:
+            self._jobs.ask_stacks(message["job"])
         elif op == protocol.OP_EXIT:
             self._exiting = True
         elif op == protocol.OP_PING:

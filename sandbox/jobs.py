@@ -28,6 +28,7 @@ from sandbox import linux, proctree, protocol
 from sandbox.leftovers import ExitHold
 from sandbox.limits import TreeWatch, cpu_reason, slow_interval
 from sandbox.loader import HandlerSpec
+from sandbox.stacks import STACKS_SIGNAL
 
 
 @dataclass(eq=False, kw_only=True)
@@ -84,6 +85,13 @@ class Jobs:
         if job is not None:
             job.signalled = True
             _signal_group(job.pid, signum)
+
+    def ask_stacks(self, job_id: str) -> None:
+        """Ask the job's own process (not its group) for its thread stacks."""
+        job = self._by_id.get(job_id)
+        if job is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(job.pid, STACKS_SIGNAL)
 
     def kill(self, job_id: str) -> None:
         """SIGKILL the job's whole process tree."""

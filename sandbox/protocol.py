@@ -85,6 +85,7 @@ OP_SIGNAL = "signal"
 OP_KILL = "kill"
 OP_EXIT = "exit"
 OP_PING = "ping"
+OP_STACKS = "stacks"  # send the job's process alone sandbox.stacks.STACKS_SIGNAL
 
 EV_READY = "ready"
 EV_SPAWNED = "spawned"
@@ -114,6 +115,7 @@ MSG_ACK = "ack"
 MSG_CHECKPOINT = "checkpoint"
 MSG_RESULT = "result"
 MSG_ERROR = "error"
+MSG_STACKS = "stacks"  # the job's thread stacks, asked for with sandbox.stacks.STACKS_SIGNAL
 
 
 def fence_clock() -> float:

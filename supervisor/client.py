@@ -28,7 +28,7 @@ from supervisor.core.validation import (
     validate_priority,
     validate_unique_for,
 )
-from supervisor.errors import InvalidJob, UsageError
+from supervisor.errors import InvalidJob, NotRunning, UsageError
 from supervisor.pool.plan_apply import plan_diff
 from supervisor.run_at import check_run_at
 from supervisor.store import open_store
@@ -40,6 +40,7 @@ T = TypeVar("T")
 
 HANDLER_DEFAULT = 0  # max_attempts 0: the supervisor applies the handler's max_attempts
 STOP_POLL_INTERVAL = 0.05
+DEBUG_TIMEOUT = 10.0  # for the supervisor that runs the job to answer `debug`
 
 
 def encode_payload(payload: Any, limit: int = DEFAULT_MAX_PAYLOAD) -> bytes:
@@ -262,6 +263,23 @@ class AsyncClient:
         """What applying a producer's plan would change now; changes nothing."""
         return await plan_diff(await self._opened(), schedule, plan)
 
+    async def debug(self, key: str, timeout: float = DEBUG_TIMEOUT) -> dict[str, Any]:
+        """The running job's Python thread stacks, from whichever supervisor runs it:
+        {"key", "supervisor", "token", "pid", "threads": [{"thread", "main", "frames":
+        [{"file", "line", "function", "code"}, ...innermost last]}]}, or "error" instead
+        of "threads" when the child could not answer (blocked in C code).  Raises
+        `JobNotFound`, or `NotRunning` (not running, or no answer within `timeout`)."""
+        store = await self._opened()
+        record = await store.job(key)
+        if record.state != "running":
+            raise NotRunning(f"job {key!r} is {record.state}, not running")
+        answer = await store.stacks_answer(await store.request_stacks(key), timeout)
+        if answer is None:
+            raise NotRunning(f"job {key!r}: no supervisor answered within {timeout:g} s "
+                             "(it may have just ended, or its supervisor cannot reach the "
+                             "store)")
+        return {"key": key, **orjson.loads(answer)}
+
     async def pause(self, handlers: Sequence[str] = ()) -> None:
         """No supervisor claims jobs of `handlers` (none: of the pool) until `resume`."""
         await (await self._opened()).pause(self._known_handlers(handlers))
@@ -331,6 +349,9 @@ class Client:
 
     def schedules(self) -> list[dict[str, Any]]:
         return self._call(self._async.schedules)
+
+    def debug(self, key: str, timeout: float = DEBUG_TIMEOUT) -> dict[str, Any]:
+        return self._call(self._async.debug, key, timeout)
 
     def pause(self, handlers: Sequence[str] = ()) -> None:
         self._call(self._async.pause, handlers)

@@ -64,6 +64,12 @@ class PoolFull(DispatchRefused):
     """The pool holds `[pool] max_pending` pending jobs already."""
 
 
+class NotRunning(PoolsupError):
+    """The job is not running (or no supervisor that runs it answered)."""
+
+    exit_code = 1
+
+
 class JobNotFound(PoolsupError):
     """No job has this key."""
 

@@ -13,6 +13,7 @@ import click
 import orjson
 
 from sandbox import linux
+from supervisor.cli.debugging import debug_command
 from supervisor.cli.dispatching import dispatch_command
 from supervisor.cli.outcomes import retry_command, wait_command
 from supervisor.cli.pausing import pause_command, resume_command
@@ -199,5 +200,6 @@ main.add_command(retry_command)
 main.add_command(schedules_command)
 main.add_command(plan_command)
 main.add_command(pause_command)
+main.add_command(debug_command)
 main.add_command(resume_command)
 

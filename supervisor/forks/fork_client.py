@@ -210,6 +210,11 @@ class ForkServerClient:
         if self.alive:
             await self._send({"op": protocol.OP_SIGNAL, "job": job_id, "signal": signum})
 
+    async def ask_stacks(self, job_id: str) -> None:
+        """The job's process sends its thread stacks on its control channel."""
+        if self.alive:
+            await self._send({"op": protocol.OP_STACKS, "job": job_id})
+
     async def kill(self, job_id: str) -> None:
         if self.alive:
             await self._send({"op": protocol.OP_KILL, "job": job_id})

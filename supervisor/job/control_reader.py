@@ -9,7 +9,7 @@ error that fails the attempt; they never end the job's supervision.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -43,12 +43,14 @@ class ControlReader:
         max_result: int,
         on_ack: Callable[[int], None],
         on_checkpoint: Callable[[bytes], None],
+        on_stacks: Callable[[list[dict[str, Any]]], None] = lambda stacks: None,
     ) -> None:
         self._stream = stream
         self._max_result = max_result
         self._max_line = max_result + MESSAGE_OVERHEAD
         self._on_ack = on_ack
         self._on_checkpoint = on_checkpoint
+        self._on_stacks = on_stacks
         self._buffer = bytearray()
         self._skipping = 0  # bytes of an over-long line being skipped, 0 when none
         self._skipping_result = False
@@ -122,6 +124,11 @@ class ControlReader:
             return
         if kind == protocol.MSG_CHECKPOINT:
             self._on_checkpoint(orjson.dumps(message.get("value")))
+            return
+        if kind == protocol.MSG_STACKS:
+            threads = message.get("threads")
+            if isinstance(threads, list):
+                self._on_stacks(threads)
             return
         self.last_message = message
         if kind == protocol.MSG_RESULT:

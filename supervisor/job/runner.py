@@ -149,7 +149,8 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices) -> tu
                                        max_bytes=services.settings.max_checkpoint,
                                        start=group.start_soon)
         reader = ControlReader(child.control, max_result=services.settings.max_result,
-                               on_ack=courier.acknowledged, on_checkpoint=checkpoints.offer)
+                               on_ack=courier.acknowledged, on_checkpoint=checkpoints.offer,
+                               on_stacks=job.stack_requests.answered)
         group.start_soon(reader.run)
         group.start_soon(output.run)
         group.start_soon(_watch_stop, job, child, writer, services.settings.stop_grace,

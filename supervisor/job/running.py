@@ -16,6 +16,7 @@ from supervisor.core.outcome import StopReason
 from supervisor.doorbell import Doorbell
 from supervisor.forks import procfs
 from supervisor.forks.fork_client import Child, ForkServerClient
+from supervisor.job.stacks import StackRequests, Stacks
 from supervisor.store.records import ClaimedJob, JobStats, Lease
 
 log = logging.getLogger("poolsup.jobs")
@@ -51,6 +52,7 @@ class RunningJob:
     finalizing: bool = False
     move: MoveOrder | None = None  # set with the stop reason REBALANCE
     claimed_at: float = field(default_factory=fence_clock)
+    stack_requests: StackRequests = field(default_factory=StackRequests)
     _on_notes: Callable[[], object] | None = None  # called once, at the first note
     _last_sample: procfs.ProcessSample | None = None
 
@@ -113,6 +115,10 @@ class RunningJob:
         self.child = child
         if self.handler.max_jobs_per_child == 1:
             self._last_sample = procfs.ProcessSample(0, 0.0, time.monotonic())
+
+    async def thread_stacks(self, timeout: float) -> Stacks | None:
+        """The child's Python thread stacks (None: no answer within `timeout`)."""
+        return await self.stack_requests.ask(self.fork_server, self.job_id, timeout)
 
     def extend_fence(self, deadline: float) -> None:
         """A renewal went through: the lease holds until at least `deadline`."""

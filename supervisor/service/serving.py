@@ -28,6 +28,7 @@ from supervisor.pool.membership import Membership
 from supervisor.pool.producers import sandboxed_code
 from supervisor.pool.rebalancer import Rebalancer
 from supervisor.pool.scheduler import Scheduler
+from supervisor.service.debugging import answer_debug
 from supervisor.service.health import check_in, health
 from supervisor.service.loops import supervised
 from supervisor.service.metrics import metrics
@@ -195,11 +196,11 @@ class Serving:
                 async with self._store.events() as events:
                     failures.succeeded()
                     async for event in events:
-                        self._on_event(event.kind, event.key)
+                        self._on_event(event.kind, event.key, event.request)
             except StoreFailure as error:
                 await anyio.sleep(max(1.0, failures.failed(error)))
 
-    def _on_event(self, kind: str, key: str | None) -> None:
+    def _on_event(self, kind: str, key: str | None, request: str | None = None) -> None:
         if kind == "wake":
             self.claimer.wake()
             return
@@ -210,6 +211,9 @@ class Serving:
             job.request_stop(StopReason.USER)
         elif kind == "notify":
             job.notes_arrived()
+        elif kind == "debug" and request is not None:
+            self._background.start_soon(answer_debug, self._store, job, request,
+                                        self.config.supervisor.id, name=f"debug {job.key}")
 
 
 def rebalanced(config: Config) -> tuple[str, ...]:

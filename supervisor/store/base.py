@@ -86,6 +86,17 @@ class Store(Protocol):
         """The store time now, and the store times of the starts of `handler` (a
         rate-limited one; the others' starts are not kept) within the last `period`."""
 
+    async def request_stacks(self, key: str) -> str:
+        """Ask the supervisor that runs `key` for its thread stacks (`poolsup debug`), by
+        an event it listens to; the request's id, for `stacks_answer`."""
+
+    async def answer_stacks(self, request: str, answer: bytes) -> None:
+        """The answer (JSON) to a `request_stacks`, kept a minute."""
+
+    async def stacks_answer(self, request: str, timeout: float) -> bytes | None:
+        """The answer to `request`, waited for up to `timeout` seconds (None if none
+        came)."""
+
     async def set_max_pending(self, limit: int | None) -> None:
         """From now on dispatch refuses jobs while `limit` are pending (None: no
         limit).  Supervisors set it from `[pool] max_pending` as they start."""

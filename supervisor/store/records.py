@@ -357,7 +357,7 @@ class ScheduleBook:
     schedules: tuple[ScheduleRecord, ...]  # sorted by name
 
 
-EventKind = Literal["wake", "stop", "notify"]
+EventKind = Literal["wake", "stop", "notify", "debug"]
 
 
 @dataclass(frozen=True)
@@ -367,4 +367,5 @@ class StoreEvent:
 
     kind: EventKind
     key: str | None = None
+    request: str | None = None  # a "debug" event's request id (Store.request_stacks)
 

@@ -43,6 +43,10 @@ def parse_event(data: bytes) -> StoreEvent | None:
         return StoreEvent("stop", key.decode())
     if colon and key and kind == b"n":
         return StoreEvent("notify", key.decode())
+    if colon and key and kind == b"d":
+        request, colon, job_key = key.partition(b":")
+        if colon and request and job_key:
+            return StoreEvent("debug", job_key.decode(), request=request.decode())
     return None
 
 

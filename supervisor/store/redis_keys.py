@@ -135,6 +135,11 @@ class PoolKeys:
         """pub/sub channel of change hints: `w`, `s:<key>`, `n:<key>`."""
         return self.prefix + "events"
 
+    def stacks_answer(self, request: str) -> str:
+        """string per `debug` request (kept a minute): the answer of the supervisor that
+        runs the job; also the pub/sub channel that says it was written."""
+        return f"{self.prefix}stacks:{request}"
+
     def ended(self, key: str) -> str:
         """pub/sub channel per job: the job's final state, published when it ends (for
         `wait`; lua/_lib.lua ended_channel builds the same name from `running`'s)."""

@@ -64,6 +64,7 @@ from supervisor.store.redis_connection import (
     connect,
     translated_errors,
 )
+from supervisor.store.redis_debug import RedisDebug
 from supervisor.store.redis_dispatch import RedisDispatch
 from supervisor.store.redis_events import ended_hint, open_feed
 from supervisor.store.redis_keys import PoolKeys, queue_id
@@ -108,6 +109,7 @@ class RedisStore:
         self._dispatch = RedisDispatch(self._client, self._keys, self._run, self._where)
         self._reads = RedisReads(self._client, self._keys, self._run, self._where, pool=pool,
                                  retention_ms=self._retention_ms)
+        self._debug = RedisDebug(self._client, self._keys, self._where)
         self._steering = RedisSteering(self._client, self._keys, self._run, self._where,
                                        retention_ms=self._retention_ms)
 
@@ -140,6 +142,15 @@ class RedisStore:
 
     async def paused(self) -> Paused:
         return await self._steering.paused()
+
+    async def request_stacks(self, key: str) -> str:
+        return await self._debug.request_stacks(key)
+
+    async def answer_stacks(self, request: str, answer: bytes) -> None:
+        await self._debug.answer_stacks(request, answer)
+
+    async def stacks_answer(self, request: str, timeout: float) -> bytes | None:
+        return await self._debug.stacks_answer(request, timeout)
 
     async def set_max_pending(self, limit: int | None) -> None:
         await self._steering.set_max_pending(limit)

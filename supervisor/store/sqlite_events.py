@@ -69,7 +69,7 @@ class EventPoller:
                 continue  # a hint may be lost; renewals and claims are the truth
             if rows:
                 self._after = rows[-1]["id"]
-                batch = (StoreEvent(row["kind"], row["key"]) for row in rows)
+                batch = (_event(row["kind"], row["key"]) for row in rows)
                 self._ready.extend(dict.fromkeys(batch))
         return self._ready.popleft()
 
@@ -83,3 +83,11 @@ class JobEndPoll:
     async def __anext__(self) -> StoreEvent:
         await anyio.sleep(JOB_END_POLL)
         return StoreEvent("wake")
+
+
+def _event(kind: str, key: str | None) -> StoreEvent:
+    """An events row as a StoreEvent: a "debug" row's key is "<request>:<job key>"."""
+    if kind == "debug" and key is not None:
+        request, _, job_key = key.partition(":")
+        return StoreEvent("debug", job_key, request=request)
+    return StoreEvent(kind, key)  # type: ignore[arg-type]

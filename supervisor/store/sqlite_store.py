@@ -34,7 +34,13 @@ from supervisor.errors import (
     JobNotFound,
     StoreFailure,
 )
-from supervisor.store import sqlite_db, sqlite_dispatch, sqlite_limits, sqlite_retry
+from supervisor.store import (
+    sqlite_db,
+    sqlite_debug,
+    sqlite_dispatch,
+    sqlite_limits,
+    sqlite_retry,
+)
 from supervisor.store import sqlite_leases as leases
 from supervisor.store.policy import (
     HEALTH_GAP,
@@ -132,6 +138,15 @@ class SqliteStore:
 
     async def starts_within(self, handler: str, period: float) -> tuple[float, list[float]]:
         return await self._db.read(lambda tx: sqlite_limits.starts_within(tx, handler, period))
+
+    async def request_stacks(self, key: str) -> str:
+        return await self._db.write(lambda tx: sqlite_debug.request_stacks(tx, key))
+
+    async def answer_stacks(self, request: str, answer: bytes) -> None:
+        await self._db.write(lambda tx: sqlite_debug.answer_stacks(tx, request, answer))
+
+    async def stacks_answer(self, request: str, timeout: float) -> bytes | None:
+        return await sqlite_debug.stacks_answer(self._db, request, timeout)
 
     async def set_max_pending(self, limit: int | None) -> None:
         await self._db.write(lambda tx: tx.run("set_max_pending", max_pending=limit))

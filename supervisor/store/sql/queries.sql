@@ -345,3 +345,13 @@ WHERE pool = :pool AND name = :name AND last_tick = :tick AND fired_by = :owner
 
 -- name: all_schedules
 SELECT * FROM schedules WHERE pool = :pool ORDER BY name;
+
+-- name: answer_stacks
+INSERT OR REPLACE INTO stacks_answers (pool, request, answer, at)
+VALUES (:pool, :request, :answer, :now);
+
+-- name: forget_stacks_answers
+DELETE FROM stacks_answers WHERE pool = :pool AND at < :cutoff;
+
+-- name: stacks_answer
+SELECT answer FROM stacks_answers WHERE pool = :pool AND request = :request;

@@ -173,3 +173,12 @@ CREATE TABLE starts (
     at REAL NOT NULL
 ) STRICT;
 CREATE INDEX starts_by_handler ON starts (pool, handler, at);
+
+-- The answer to a `poolsup debug` request (JSON), kept a minute; wall clock.
+CREATE TABLE stacks_answers (
+    pool TEXT NOT NULL,
+    request TEXT NOT NULL,
+    answer BLOB NOT NULL,
+    at REAL NOT NULL,
+    PRIMARY KEY (pool, request)
+) STRICT;
