@@ -44,6 +44,7 @@ def plan_command(config_path: str | None, name: str, as_json: bool) -> None:
     stop and keep.  Changes nothing.  Exit 2 if NAME is not a producer schedule."""
     from supervisor.forks.launch import open_fork_server
     from supervisor.pool.producers import producer_handlers, run_producer
+    from supervisor.sandbox_config import protected_paths
 
     config = read_config(config_path)
     schedule = config.schedules.get(name)
@@ -52,7 +53,9 @@ def plan_command(config_path: str | None, name: str, as_json: bool) -> None:
         raise UsageError(f"no producer schedule {name!r} (producer schedules: {producers})")
 
     async def produce() -> Any:
-        async with open_fork_server(producer_handlers({name: schedule})) as fork_server:
+        producer = producer_handlers({name: schedule},
+                                     protected_paths(config.path, config.pool.store))
+        async with open_fork_server(producer) as fork_server:
             return await run_producer(fork_server, schedule, tick=time.time(),
                                       max_result=config.pool.max_result)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -22,6 +23,7 @@ from supervisor.errors import PoolsupError
 from supervisor.forks.fork_client import ForkServerClient
 from supervisor.job.control_reader import ControlReader
 from supervisor.job.output import OutputPump
+from supervisor.sandbox_config import protected_paths
 
 log = logging.getLogger("poolsup.schedules")
 
@@ -37,8 +39,10 @@ def producer_handler_name(schedule: str) -> str:
     return PRODUCER_PREFIX + schedule
 
 
-def producer_handlers(schedules: Mapping[str, ScheduleConfig]) -> dict[str, HandlerConfig]:
-    """The producers as handlers, for the fork server's table."""
+def producer_handlers(schedules: Mapping[str, ScheduleConfig],
+                      protected: tuple[Path, ...]) -> dict[str, HandlerConfig]:
+    """The producers as handlers, for the fork server's table, in the default sandbox
+    with the pool's `protected` files (config, SQLite store) hidden as from any job."""
     handlers = {}
     for schedule in schedules.values():
         if schedule.producer_path is None or schedule.producer_function is None:
@@ -51,13 +55,15 @@ def producer_handlers(schedules: Mapping[str, ScheduleConfig]) -> dict[str, Hand
             timeout=schedule.timeout,
             max_attempts=1,
             rebalance=False,
+            protected=protected,
         )
     return handlers
 
 
 def sandboxed_code(config: Config) -> dict[str, HandlerConfig]:
     """Everything a fork server preloads: the handlers and the producers."""
-    return {**config.handlers, **producer_handlers(config.schedules)}
+    protected = protected_paths(config.path, config.pool.store)
+    return {**config.handlers, **producer_handlers(config.schedules, protected)}
 
 
 async def run_producer(
