@@ -36,6 +36,8 @@ def render_status_json(snapshot: PoolSnapshot) -> dict[str, Any]:
                 # Its part of the pool's rebalanceable jobs; None while it takes no work.
                 "share": share.get(entry.info.id),
                 "inbound": entry.inbound,
+                # What its handlers' sandboxes cannot enforce on its host.
+                "sandbox_notes": list(entry.info.sandbox_notes),
             }
             for entry in snapshot.supervisors
         ],
@@ -111,6 +113,9 @@ def render_status_text(status: dict[str, Any]) -> str:
         )
     if not status["supervisors"]:
         lines.append("(no live supervisors)")
+    for sup in status["supervisors"]:
+        for note in sup.get("sandbox_notes", ()):
+            lines.append(f"sandbox on {sup['id']}: {note}")
     if status["moving"]:
         lines.append("")
         lines.append(f"{'MOVING':<24} {'HANDLER':<14} {'FROM':<14} {'TO':<14} RESERVED")

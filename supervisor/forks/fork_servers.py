@@ -97,3 +97,8 @@ class Referee:
         judgement = judge_death(forked_at, self._suspected, anyio.current_time())
         self._suspected = judgement.suspected
         return judgement.verdicts
+
+
+def sandbox_notes(server: ForkServerClient) -> tuple[str, ...]:
+    """What the handlers' sandboxes cannot enforce on this host, for `status`."""
+    return tuple(f"{name}: cannot {note}" for name, note in sorted(server.sandbox_notes.items()))

@@ -17,7 +17,7 @@ from supervisor.config import Config
 from supervisor.core.stats import percentile
 from supervisor.doorbell import Doorbell
 from supervisor.errors import PoolsupError, StoreFailure
-from supervisor.forks.fork_servers import ForkServers
+from supervisor.forks.fork_servers import ForkServers, sandbox_notes
 from supervisor.job.lease_keeper import LeaseKeeper
 from supervisor.job.results import PendingResults
 from supervisor.job.runner import JobServices, JobSettings
@@ -124,7 +124,10 @@ class Supervisor:
         life = self.life
         async with anyio.create_task_group() as servers_group:
             fork_servers = ForkServers(servers_group)
-            await fork_servers.start(sandboxed_code(self.config))
+            server = await fork_servers.start(sandboxed_code(self.config))
+            if notes := sandbox_notes(server):
+                life.membership.update("say what the sandbox cannot enforce here",
+                                       sandbox_notes=notes)
             # The background loops end before the jobs' tasks, which the drain ends.
             async with (anyio.create_task_group() as jobs_group,
                         anyio.create_task_group() as background):

@@ -17,7 +17,7 @@ from supervisor.core.limits import Limits
 from supervisor.core.outcome import StopReason
 from supervisor.doorbell import Doorbell
 from supervisor.errors import ConfigError, StoreFailure
-from supervisor.forks.fork_servers import ForkServers
+from supervisor.forks.fork_servers import ForkServers, sandbox_notes
 from supervisor.forks.replacement import replace_dead_fork_servers
 from supervisor.job.claimer import Claimer
 from supervisor.job.lease_keeper import LeaseKeeper
@@ -167,7 +167,8 @@ class Serving:
         self.claimer.limits = handler_limits(fresh.handlers)
         self.scheduler.reload(fresh.schedules, fresh.handlers)
         self._life.membership.update("update the handlers", handlers=tuple(fresh.handlers),
-                                     rebalance=rebalanced(fresh))
+                                     rebalance=rebalanced(fresh),
+                                     sandbox_notes=sandbox_notes(server))
         log.info("SIGHUP: handlers reloaded (%s) in fork server %d",
                  ", ".join(fresh.handlers), server.pid)
         self.service.ready()

@@ -178,6 +178,8 @@ class SupervisorInfo:
     started_at: float = 0.0
     handlers: tuple[str, ...] = ()  # the handlers it runs
     rebalance: tuple[str, ...] = ()  # those of them whose jobs rebalance moves
+    # What a handler's sandbox cannot enforce on its host: "HANDLER: cannot ...".
+    sandbox_notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
