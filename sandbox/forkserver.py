@@ -20,7 +20,6 @@ the *thread* that started a process exits, not only the process.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import os
 import selectors
@@ -28,9 +27,8 @@ import signal
 import socket
 import sys
 import time
-import traceback
 from collections import deque
-from typing import Any, NoReturn
+from typing import Any
 
 from sandbox import child, confinement, descriptors, linux, proctree, protocol
 from sandbox.confinement import Confinement
@@ -39,6 +37,7 @@ from sandbox.loader import LoadedHandler, parse_handler_table, preload
 from sandbox.scratch import ScratchRoot
 from sandbox.spares import IDLE_LIMIT, IDLE_LIMIT_VARIABLE, IdleChildren, WarmChild
 from sandbox.stacks import STACKS_SIGNAL
+from sandbox.warm_fork import fork_job_child
 
 _LOOP_TICK = 0.5  # seconds between checks that the parent is still there
 _SHUTDOWN_TIMEOUT = 2.0
@@ -250,7 +249,7 @@ class ForkServer:
                 continue
             return idle, True
         for _ in range(2):  # a warm child can have died waiting: then fork another
-            warm = self._warm or self._fork_warm_child()
+            warm = self._warm or self._fork_child()
             self._warm = None
             try:
                 socket.send_fds(warm.assignment, [protocol.assignment(handler, scratch)], fds)
@@ -286,47 +285,13 @@ class ForkServer:
     def _fork_ahead(self) -> None:
         if self._warm is None:
             try:
-                self._warm = self._fork_warm_child()
+                self._warm = self._fork_child()
             except OSError as exc:
                 _log(f"cannot fork a child ahead: {exc}")
 
-    def _fork_warm_child(self) -> WarmChild:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        # Or the child would inherit, and later write, our buffered output.
-        descriptors.flush_stdio()
-        # Blocked across fork, so that a SIGTERM sent to a new job waits for its handler.
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-        try:
-            pid = os.fork()
-            if pid == 0:
-                self._run_warm_child(theirs)
-        except OSError:
-            ours.close()
-            raise
-        finally:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-            theirs.close()
-        return WarmChild(pid=pid, assignment=ours)
-
-    def _run_warm_child(self, assignment: socket.socket) -> NoReturn:
-        """In the child: wait for a job and run it; never returns to the server loop."""
-        code = 1
-        try:
-            kept = [assignment.fileno(), *(settings.sandbox.ruleset_fd
-                                            for settings in self._confinements.values()
-                                            if settings.sandbox.ruleset_fd is not None)]
-            child.become_job_process(
-                server_pid=self._pid, keep_fds=kept, devnull_fd=self._devnull
-            )
-            code = child.wait_for_job(
-                assignment, self._handlers, self._confinements, self._pid
-            )
-        except BaseException:
-            with contextlib.suppress(BaseException):
-                traceback.print_exc()
-        finally:
-            descriptors.flush_stdio()
-            os._exit(code)
+    def _fork_child(self) -> WarmChild:
+        return fork_job_child(server_pid=self._pid, handlers=self._handlers,
+                              confinements=self._confinements, devnull=self._devnull)
 
     def _discard_warm_child(self) -> None:
         if self._warm is not None:
