@@ -39,6 +39,7 @@ from supervisor.store import (
     sqlite_debug,
     sqlite_dispatch,
     sqlite_limits,
+    sqlite_notes,
     sqlite_retry,
 )
 from supervisor.store import sqlite_leases as leases
@@ -327,28 +328,13 @@ class SqliteStore:
         await self._db.write(lambda tx: sqlite_retry.retry_job(tx, key, self._cutoff(tx)))
 
     async def notify(self, key: str, payload: bytes) -> None:
-        def work(tx: Tx) -> None:
-            state = tx.value("job_state", key=key, cutoff=self._cutoff(tx))
-            if state is None:
-                raise JobNotFound(f"no job has the key {key!r}")
-            if state not in LIVE_STATES:
-                raise JobNotFound(f"job {key!r} has finished ({state})")
-            tx.run("add_note", key=key, payload=payload)
-            leases.emit(tx, "notify", key)
-
-        await self._db.write(work)
+        await self._db.write(lambda tx: sqlite_notes.notify(tx, key, payload, self._cutoff(tx)))
 
     async def take_notifications(self, lease: Lease, after: int = 0) -> list[Note]:
-        def work(tx: Tx) -> list[Note]:
-            rows = tx.rows("take_notes", key=lease.key, owner=lease.owner, token=lease.token,
-                           after=after)
-            return [Note(seq=row["id"], payload=bytes(row["payload"])) for row in rows]
-
-        return await self._db.read(work)
+        return await self._db.read(lambda tx: sqlite_notes.take(tx, lease, after))
 
     async def ack_notifications(self, lease: Lease, upto: int) -> None:
-        await self._db.write(lambda tx: tx.run(
-            "ack_notes", key=lease.key, owner=lease.owner, token=lease.token, upto=upto))
+        await self._db.write(lambda tx: sqlite_notes.acknowledge(tx, lease, upto))
 
     async def register(self, info: SupervisorInfo) -> None:
         await self._db.write(lambda tx: register(tx, info, self.pool))
