@@ -272,26 +272,26 @@ def test_a_pid_used_again_by_a_later_run_keeps_the_earlier_runs_saves() -> None:
         ("a", 3, [{"count": 5}], [1]), ("b", 9, [], [])]
 
 
-def test_8_three_limited_jobs_alive_at_once_is_a_violation() -> None:
+def limited(*runs: Run) -> History:
+    """A clean history plus three jobs of the limited handler (max_running 2)."""
     history = clean()
     for key in ("m1", "m2", "m3"):
         history.kinds[key] = "limited"
         history.records[key] = record("succeeded")
-    history.runs += [run("m1", 20, 201, 50.0, 52.0), run("m2", 21, 202, 50.5, 51.8),
-                     run("m3", 22, 203, 51.5, 53.0)]
+    history.runs += runs
+    return history
 
-    report = check(history)
+
+def test_8_three_limited_jobs_alive_at_once_is_a_violation() -> None:
+    report = check(limited(run("m1", 20, 201, 50.0, 52.0), run("m2", 21, 202, 50.5, 51.8),
+                           run("m3", 22, 203, 51.5, 53.0)))
 
     assert [v.kind for v in report.violations] == ["max_running"]
     assert "3 limited jobs alive at once (limit 2) when pid 203" in str(report.violations[0])
 
 
 def test_8_a_limited_job_starting_as_another_ends_is_fine() -> None:
-    history = clean()
-    for key in ("m1", "m2", "m3"):
-        history.kinds[key] = "limited"
-        history.records[key] = record("succeeded")
-    history.runs += [run("m1", 20, 201, 50.0, 52.0), run("m2", 21, 202, 50.5, 51.0),
-                     run("m3", 22, 203, 51.2, 53.0)]
+    history = limited(run("m1", 20, 201, 50.0, 52.0), run("m2", 21, 202, 50.5, 51.0),
+                      run("m3", 22, 203, 51.2, 53.0))
 
     assert check(history).ok, render(check(history))

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 HANDLERS_DIR = Path(__file__).resolve().parent.parent / "handlers"
 
 
@@ -172,3 +174,12 @@ def finished(client: Any, key: str) -> dict[str, Any] | None:
     """The job's record once it has ended, else None (for `wait_for`)."""
     record: dict[str, Any] = client.job(key)
     return record if record["state"] in FINISHED else None
+
+
+def fork_server_of(supervisor: SupervisorProcess) -> psutil.Process:
+    """The supervisor's current fork server process."""
+    for child in psutil.Process(supervisor.pid).children():
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if "sandbox.forkserver" in child.cmdline():
+                return child
+    raise AssertionError("no fork server")

@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.helpers.pool import SupervisorProcess, finished, wait_for
+from tests.helpers.pool import finished, fork_server_of, wait_for
 from tests.integration.conftest import Pool
 
 HANDLERS = {
@@ -29,13 +29,6 @@ def alive(pid: int) -> bool:
     except psutil.NoSuchProcess:
         return False
 
-
-def fork_server_of(supervisor: SupervisorProcess) -> psutil.Process:
-    for child in psutil.Process(supervisor.pid).children():
-        with contextlib.suppress(psutil.NoSuchProcess):
-            if "sandbox.forkserver" in child.cmdline():
-                return child
-    raise AssertionError("no fork server")
 
 
 def daemons(pid_file: Path) -> dict[int, int]:

@@ -11,10 +11,9 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.helpers.pool import finished, wait_for
+from tests.helpers.pool import finished, fork_server_of, wait_for
 from tests.helpers.redis_server import free_port
 from tests.integration.conftest import Pool
-from tests.integration.test_fork_server_death import fork_server_of
 
 HANDLERS = {
     "echo": {"path": "outcomes.py", "function": "async_echo"},

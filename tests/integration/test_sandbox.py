@@ -24,7 +24,7 @@ import psutil
 import pytest
 
 from supervisor import Client
-from tests.helpers.pool import SupervisorProcess, finished, wait_for
+from tests.helpers.pool import finished, fork_server_of, wait_for
 from tests.integration.conftest import Pool
 
 EPERM, EACCES = "[Errno 1] Operation not permitted", "[Errno 13] Permission denied"
@@ -93,13 +93,6 @@ def listeners(tmp_path: Path) -> Iterator[dict[str, Any]]:
     for sock in sockets:
         sock.close()
 
-
-def fork_server_of(supervisor: SupervisorProcess) -> psutil.Process:
-    for child in psutil.Process(supervisor.pid).children():
-        with contextlib.suppress(psutil.NoSuchProcess):
-            if "sandbox.forkserver" in child.cmdline():
-                return child
-    raise AssertionError("no fork server")
 
 
 def untouched(process: psutil.Process) -> bool:
