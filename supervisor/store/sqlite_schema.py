@@ -31,7 +31,7 @@ from typing import TypeVar
 from supervisor.core.host_boot import BootCheck, check_boot
 from supervisor.errors import ConfigError, StoreUnavailable
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
 MACHINE_ID_FILES = (Path("/etc/machine-id"), Path("/var/lib/dbus/machine-id"))
 MIN_SQLITE_VERSION = (3, 35, 0)  # RETURNING, UPDATE ... FROM, json_each
@@ -216,6 +216,8 @@ def _ensure_schema(conn: sqlite3.Connection, path: Path, pool: str, clocks: Cloc
                 _migrate_7_to_8(conn)
             if version < 9:
                 _migrate_8_to_9(conn)
+            if version < 10:
+                _migrate_9_to_10(conn)
         if version != SCHEMA_VERSION:
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         _check_boot(conn, path, boot_id(), machine_id())
@@ -303,6 +305,16 @@ def _migrate_8_to_9(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE TABLE starts (pool TEXT NOT NULL, handler TEXT NOT NULL, "
                  "at REAL NOT NULL) STRICT")
     conn.execute("CREATE INDEX starts_by_handler ON starts (pool, handler, at)")
+
+
+def _migrate_9_to_10(conn: sqlite3.Connection) -> None:
+    """Schema 10: each job's history.  The jobs already there start with none."""
+    conn.execute("CREATE TABLE job_events (id INTEGER PRIMARY KEY, pool TEXT NOT NULL, "
+                 "key TEXT NOT NULL, at REAL NOT NULL, event TEXT NOT NULL, "
+                 "supervisor TEXT, token INTEGER, detail TEXT) STRICT")
+    conn.execute("CREATE INDEX job_events_by_job ON job_events (pool, key, id)")
+    conn.execute("CREATE TRIGGER job_events_go_with_the_job AFTER DELETE ON jobs BEGIN "
+                 "DELETE FROM job_events WHERE pool = old.pool AND key = old.key; END")
 
 
 def _check_boot(conn: sqlite3.Connection, path: Path, boot: str | None,
