@@ -22,8 +22,9 @@ def milliseconds(seconds: float) -> float:
     return seconds * 1000.0
 
 
-def decode_job(raw: Mapping[bytes, bytes]) -> JobRecord:
-    """A JobRecord from an HGETALL answer (which must not be empty)."""
+def decode_job(raw: Mapping[bytes, bytes], *, history: bool = True) -> JobRecord:
+    """A JobRecord from an HGETALL answer (which must not be empty), with its events
+    unless not `history`."""
     fields = {name.decode(): value for name, value in raw.items()}
 
     def text(name: str) -> str | None:
@@ -73,7 +74,7 @@ def decode_job(raw: Mapping[bytes, bytes]) -> JobRecord:
         schedule=text("schedule"),
         priority=number("priority"),
         group=text("group"),
-        events=decode_events(fields.get("events")),
+        events=decode_events(fields.get("events")) if history else (),
     )
 
 
