@@ -7,7 +7,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from supervisor.errors import JobNotFound
+from supervisor.errors import JobNotFound, StaleToken
 from supervisor.store.base import Store
 from supervisor.store.policy import HISTORY_LIMIT
 from supervisor.store.records import Completion, DispatchRequest, JobStats, TickRequest
@@ -198,3 +198,41 @@ async def test_a_schedule_s_job_names_its_schedule_and_bulk_dispatches_count(
     assert await history(store, "tick-job") == [("dispatched", None, None, "nightly")]
     assert await history(store, "bulk") == [("dispatched", None, None, None)]
     assert (await claim(store, 0)).jobs == ()
+
+
+async def test_a_lease_lost_for_good_or_under_a_stop_ends_the_history(store: Store) -> None:
+    await store.dispatch(new_job("limit"))
+    await store.dispatch(new_job("stopping"))
+    lost = await claim_one(store, lease_ttl=SHORT_TTL, max_lease_losses=1)
+    stopped = await claim_one(store, lease_ttl=SHORT_TTL, max_lease_losses=1)
+    await store.stop(stopped.key)
+    await wait_for_expiry()
+    await claim(store, 0, owner=OTHER, max_lease_losses=1)
+
+    assert (await history(store, lost.key))[2:] == [
+        ("lease_lost", OWNER, lost.token, "counted (1 in a row); failed"),
+        ("failed", OWNER, lost.token, f"lease lost 1 times (limit 1), last held by {OWNER}"),
+    ]
+    assert (await history(store, stopped.key))[2:] == [
+        ("stopping", OWNER, stopped.token, "stop"),
+        ("lease_lost", OWNER, stopped.token, "counted (1 in a row); stopped"),
+        ("stopped", OWNER, stopped.token, f"stop requested; lease of {OWNER} expired"),
+    ]
+
+
+async def test_a_stale_token_writes_no_event(store: Store) -> None:
+    await store.dispatch(new_job("k"))
+    old = await claim_one(store, lease_ttl=SHORT_TTL)
+    await wait_for_expiry()
+    await claim_one(store, owner=OTHER)
+    before = await history(store, "k")
+    for call in (store.complete(old.lease, b"{}"),
+                 store.fail(old.lease, "late", final=True, retry_delay=0),
+                 store.release(old.lease, reason="late"),
+                 store.finish_stopped(old.lease, "late")):
+        with pytest.raises(StaleToken):
+            await call
+    await store.claim(OWNER, ["thumbnail"], 0, 30.0, 3,
+                      completing=[Completion(old.lease, b"{}")])
+
+    assert await history(store, "k") == before
