@@ -15,6 +15,7 @@ import orjson
 from sandbox import linux
 from supervisor.cli.debugging import debug_command
 from supervisor.cli.dispatching import dispatch_command
+from supervisor.cli.history_view import event_lines
 from supervisor.cli.outcomes import retry_command, wait_command
 from supervisor.cli.pausing import pause_command, resume_command
 from supervisor.cli.sandbox_report import check_sandboxes, kernel_lines
@@ -189,9 +190,14 @@ def job(config_path: str | None, key: str, as_json: bool) -> None:
         print_json(record)
         return
     for name, value in record.items():
+        if name == "events":
+            continue
         if name in ("payload", "result") and value is not None:
             value = orjson.dumps(value).decode()
         click.echo(f"{name + ':':<16}{'' if value is None else value}")
+    click.echo("events:")
+    for line in event_lines(record["events"]):
+        click.echo(f"  {line}")
 
 
 main.add_command(dispatch_command)

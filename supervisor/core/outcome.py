@@ -118,4 +118,4 @@ def _handed_off(child: ChildExit, stop_reason: StopReason) -> Outcome:
     message = child.message
     if message is not None and message.get("t") == "error" and message.get("final"):
         return Fail(str(message.get("error", "handler failed")), True)
-    return Release(f"released ({stop_reason.value})")
+    return Release(stop_reason.value)

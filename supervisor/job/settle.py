@@ -111,10 +111,11 @@ async def _store_outcome(job: RunningJob, outcome: Outcome, store: Store,
         case Release(why, delay):
             move = job.move if job.stop_reason is StopReason.REBALANCE else None
             if move is None:
-                await store.release(lease, delay=delay)
+                await store.release(lease, delay=delay, reason=why)
                 log.info("[%s] released (token %d): %s", job.key, job.token, why)
             else:
-                await store.release(lease, reserve_for=move.target, reserve_ttl=move.reserve_ttl)
+                await store.release(lease, reserve_for=move.target, reserve_ttl=move.reserve_ttl,
+                                    reason=why)
                 log.info("[%s] released for %s (token %d)", job.key, move.target, job.token)
             metrics.outcomes.labels("released", "").inc()
         case Stopped(why):

@@ -63,7 +63,9 @@ class JobStarter:
         log.warning("[%s] handler %r is no longer configured here; released (token %d)",
                     claimed.key, claimed.handler, claimed.token)
         try:
-            await self._services.store.release(claimed.lease, delay=SPAWN_RETRY_DELAY)
+            await self._services.store.release(
+                claimed.lease, delay=SPAWN_RETRY_DELAY,
+                reason=f"handler {claimed.handler!r} is not configured here")
         except (StoreFailure, StaleToken) as error:
             log.warning("[%s] could not release (token %d): %s", claimed.key, claimed.token, error)
 

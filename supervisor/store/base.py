@@ -169,6 +169,7 @@ class Store(Protocol):
         delay: float = 0.0,
         reserve_for: str | None = None,
         reserve_ttl: float = 0.0,
+        reason: str = "",
     ) -> None:
         """running -> pending without spending the attempt (attempts - 1), claimable at
         once, ahead of newer jobs; with `delay` > 0, claimable `delay` seconds from
@@ -177,7 +178,8 @@ class Store(Protocol):
         first, if it runs their handler), and by any other only `reserve_ttl` seconds
         from now; the record shows `reserved_for`,
         `reserved_until` and `moved_from` (the releasing owner) until it is claimed.
-        If a stop was requested, ends `stopped` instead.  Raises `StaleToken` as
+        If a stop was requested, ends `stopped` instead.  The history shows `released`
+        with `reason` (a move: `moved`, naming the target).  Raises `StaleToken` as
         `complete`."""
 
     async def save_checkpoint(self, lease: Lease, value: bytes) -> None:
@@ -233,7 +235,9 @@ class Store(Protocol):
         """Remove the entry if it is still this instance's."""
 
     async def job(self, key: str) -> JobRecord:
-        """One record.  Raises `JobNotFound`."""
+        """One record, with its history (`events`, the newest HISTORY_LIMIT, oldest
+        first): every change of the job above writes its event in the same atomic
+        step; a new dispatch of the key starts a new history.  Raises `JobNotFound`."""
 
     async def jobs(self, state: JobState | None = None) -> list[JobRecord]:
         """Every retained record, or those in one state, oldest first."""
@@ -250,9 +254,10 @@ class Store(Protocol):
 
     async def snapshot(self) -> PoolSnapshot:
         """Supervisors seen within 3 x their lease_ttl (as `members`), counts per state,
-        running jobs, moving jobs (pending with a live reservation), and the store's
-        health.  Works while the store refuses writes (health then
-        says "failing"); never removes a supervisor's entry that may still be live."""
+        running jobs, moving jobs (pending with a live reservation; these records
+        without their events), and the store's health.  Works while the store refuses
+        writes (health then says "failing"); never removes a supervisor's entry that may
+        still be live."""
 
     async def fire_tick(self, request: TickRequest) -> TickResult:
         """One atomic step.  If request.not_before > store time: nothing changes, "early".

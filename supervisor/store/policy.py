@@ -31,3 +31,8 @@ def claim_deadline(sent_at: float | None, lease_ttl: float) -> float | None:
     its jobs' fences, counted from the sending, would be near.  A second at least: a
     claim on a busy machine is not held up."""
     return None if sent_at is None else sent_at + max(lease_ttl / 2, 1.0)
+# Each job keeps the newest this many events of its history (lua/_lib.lua note_event
+# keeps the same number).
+HISTORY_LIMIT = 100
+# An event's detail is cut to this many characters (the first line of an error).
+DETAIL_CHARS = 300

@@ -115,6 +115,23 @@ class ClaimBatch:
 
 
 @dataclass(frozen=True, kw_only=True)
+class JobEvent:
+    """One step of a job's history (`job --json` `events`): when (store time), what, and
+    the supervisor and token of the run it concerns (None for a step of no run, such as
+    a dispatch); `detail` says more (an error's first line, why it was released)."""
+
+    at: float
+    event: str
+    supervisor: str | None = None
+    token: int | None = None
+    detail: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"at": self.at, "event": self.event, "supervisor": self.supervisor,
+                "token": self.token, "detail": self.detail}
+
+
+@dataclass(frozen=True, kw_only=True)
 class JobStats:
     """What the owning supervisor reports about a running job at each renewal."""
 
@@ -227,6 +244,7 @@ class JobRecord:
     schedule: str | None = None  # the schedule that dispatched it, None if by hand
     priority: int = 0
     group: str | None = None
+    events: tuple[JobEvent, ...] = ()  # its history, oldest first
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -256,6 +274,7 @@ class JobRecord:
             "schedule": self.schedule,
             "priority": self.priority,
             "group": self.group,
+            "events": [event.to_json() for event in self.events],
         }
 
 

@@ -105,7 +105,7 @@ class RedisReads:
                 pipe.zrangebyscore(k.pending, f"({milliseconds(now):.3f}", "+inf")
                 pipe.hkeys(k.paused)
                 health, running_keys, later_keys, paused = await pipe.execute()
-        records = await self._records([key.decode() for key in running_keys])
+        records = await self._records([key.decode() for key in running_keys], history=False)
         running = tuple(r for r in records if r is not None and r.state == "running")
         last_ok, ok_since = (None if value is None else seconds(value) for value in health)
         if error is None:
@@ -123,9 +123,10 @@ class RedisReads:
             paused=Paused.of(name.decode() for name in paused),
         )
 
-    async def _records(self, keys: Sequence[str]) -> list[JobRecord | None]:
-        """The records of `keys` (None where gone); done entries whose record is gone
-        are forgotten."""
+    async def _records(self, keys: Sequence[str], *,
+                       history: bool = True) -> list[JobRecord | None]:
+        """The records of `keys` (None where gone), without their events unless
+        `history`; done entries whose record is gone are forgotten."""
         if not keys:
             return []
         with translated_errors(self._where):
@@ -139,7 +140,7 @@ class RedisReads:
                 await self._run("forget",
                                 [*self._keys.all_done, *map(self._keys.job, missing)],
                                 [self._retention_ms, *missing], subject=self.pool)
-        return [decode_job(raw) if raw else None for raw in raws]
+        return [decode_job(raw, history=history) if raw else None for raw in raws]
 
     async def _moving(self, later: Sequence[str], now: float) -> tuple[JobRecord, ...]:
         """The records of the pending jobs among `later` whose reservation has not run
@@ -154,7 +155,7 @@ class RedisReads:
                 ends: list[bytes | None] = await pipe.execute()
         reserved = [key for key, end in zip(later, ends, strict=True)
                     if end is not None and seconds(end) > now]
-        records = await self._records(reserved)
+        records = await self._records(reserved, history=False)
         moving = [r for r in records if r is not None and r.state == "pending"
                   and r.reserved_until is not None and r.reserved_until > now]
         return tuple(sorted(moving, key=lambda record: record.created_at))

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import orjson
 
-from supervisor.store.records import JobRecord, JobState, JobStats
+from supervisor.store.records import JobEvent, JobRecord, JobState, JobStats
 
 
 def seconds(ms: bytes | str) -> float:
@@ -22,8 +22,9 @@ def milliseconds(seconds: float) -> float:
     return seconds * 1000.0
 
 
-def decode_job(raw: Mapping[bytes, bytes]) -> JobRecord:
-    """A JobRecord from an HGETALL answer (which must not be empty)."""
+def decode_job(raw: Mapping[bytes, bytes], *, history: bool = True) -> JobRecord:
+    """A JobRecord from an HGETALL answer (which must not be empty), with its events
+    unless not `history`."""
     fields = {name.decode(): value for name, value in raw.items()}
 
     def text(name: str) -> str | None:
@@ -73,4 +74,15 @@ def decode_job(raw: Mapping[bytes, bytes]) -> JobRecord:
         schedule=text("schedule"),
         priority=number("priority"),
         group=text("group"),
+        events=decode_events(fields.get("events")) if history else (),
     )
+
+
+def decode_events(text: bytes | None) -> tuple[JobEvent, ...]:
+    """The history kept in the field `events` (lua/_lib.lua note_event)."""
+    if not text:
+        return ()
+    return tuple(
+        JobEvent(at=seconds(entry["at"]), event=entry["e"], supervisor=entry.get("s"),
+                 token=entry.get("t"), detail=entry.get("d"))
+        for entry in map(orjson.loads, text.split(b"\n")))

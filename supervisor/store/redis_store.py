@@ -263,6 +263,7 @@ class RedisStore:
         delay: float = 0.0,
         reserve_for: str | None = None,
         reserve_ttl: float = 0.0,
+        reason: str = "",
     ) -> None:
         k = self._keys
         queue = await self._queue_of(lease.key)
@@ -272,7 +273,7 @@ class RedisStore:
              k.queue(queue), k.reserved(reserve_for or "")],
             [lease.key, lease.token, lease.owner, queue, max(0.0, milliseconds(delay)),
              self._retention_ms, k.channel, reserve_for or "",
-             max(0.0, milliseconds(reserve_ttl))],
+             max(0.0, milliseconds(reserve_ttl)), reason],
             subject=lease.key,
         )
 

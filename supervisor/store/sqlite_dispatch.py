@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from supervisor.errors import DispatchRefused, StaleTick
+from supervisor.store import sqlite_history as history
 from supervisor.store.records import (
     LIVE_STATES,
     RELEASED,
@@ -58,10 +59,12 @@ def admit_job(tx: Tx, request: DispatchRequest, cutoff: float, *, pending: int |
     max_pending = tx.value("max_pending") if pending is not None else None
     if max_pending is not None and pending is not None and pending >= max_pending:
         return POOL_FULL
+    history.forget(tx, request.key)
     tx.run("insert_job", key=request.key, handler=request.handler, payload=request.payload,
            max_attempts=request.max_attempts, run_at=request.run_at,
            schedule=request.schedule, priority=request.priority, job_group=request.group)
     tx.run("drop_notes", key=request.key)
+    history.note(tx, request.key, "dispatched", request.schedule)
     return ADDED
 
 

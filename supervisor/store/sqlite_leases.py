@@ -1,5 +1,6 @@
 """The SQLite store's steps in a lease's life, each run inside the caller's
-transaction: claim (start due jobs, recover expired leases), hold, complete, finish."""
+transaction: claim (start due jobs, recover expired leases), hold, complete, fail,
+release, finish; each notes its event in the job's history (sqlite_history.py)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from supervisor.core.lease_losses import (
 )
 from supervisor.core.limits import Due, Limits, startable
 from supervisor.errors import StaleToken
+from supervisor.store import sqlite_history as history
 from supervisor.store import sqlite_limits
 from supervisor.store.policy import JUDGE_AFTER_GAP, MIN_CLAIM_GAP
 from supervisor.store.records import (
@@ -72,12 +74,17 @@ def recover_expired_leases(tx: Tx, max_lease_losses: int, failing: FailingWindow
         losses = row["lease_losses"] + counted
         outcome = recovery(losses, stop_requested=bool(row["stop_requested"]),
                            max_losses=max_lease_losses)
-        recoveries.append(LeaseRecovery(key, row["supervisor"] or "?", counted, losses,
-                                        outcome.value))
+        holder = row["supervisor"] or "?"
+        recoveries.append(LeaseRecovery(key, holder, counted, losses, outcome.value))
+        how = "counted" if counted else "not counted: the store was failing"
+        history.note(tx, key, "lease_lost", f"{how} ({losses} in a row); {outcome.value}")
         match outcome:
             case Recovery.STOPPED:
+                history.note(tx, key, "stopped", f"stop requested; lease of {holder} expired")
                 tx.run("stop_expired_lease", key=key, losses=losses)
             case Recovery.FAILED:
+                history.note(tx, key, "failed", f"lease lost {losses} times (limit "
+                             f"{max_lease_losses}), last held by {holder}")
                 tx.run("fail_expired_lease", key=key, losses=losses,
                        max_lease_losses=max_lease_losses)
             case Recovery.REQUEUED:
@@ -129,10 +136,13 @@ def start_due_jobs(tx: Tx, owner: str, handlers: Sequence[str], count: int,
         return ()
     sqlite_limits.note_starts(tx, limits, [job.handler for job in chosen])
     first_token = tx.value("take_tokens", n=len(chosen)) - len(chosen) + 1
-    return tuple(
-        claimed_job(tx.row("start_attempt", key=job.key, owner=owner, token=token,
-                            lease_ttl=lease_ttl), owner, tx, expired_at[job.key])
-        for token, job in enumerate(chosen, start=first_token))
+    started = []
+    for token, job in enumerate(chosen, start=first_token):
+        row: Any = tx.row("start_attempt", key=job.key, owner=owner, token=token,
+                          lease_ttl=lease_ttl)
+        history.note(tx, job.key, "started", f"attempt {row['attempts']}")
+        started.append(claimed_job(row, owner, tx, expired_at[job.key]))
+    return tuple(started)
 
 
 def held_job(tx: Tx, lease: Lease) -> Any:
@@ -142,7 +152,40 @@ def held_job(tx: Tx, lease: Lease) -> Any:
     return job
 
 
+def fail(tx: Tx, lease: Lease, error: str, *, final: bool, retry_delay: float) -> JobState:
+    """Store.fail."""
+    job = held_job(tx, lease)
+    if job["stop_requested"]:
+        return finish(tx, lease.key, "stopped", error)
+    if final or 0 < job["max_attempts"] <= job["attempts"]:
+        return finish(tx, lease.key, "failed", error)
+    history.note(tx, lease.key, "failed", f"{history.first_line(error)} (will retry)")
+    tx.run("requeue_job", key=lease.key, refund=0, error=error, due=tx.now + retry_delay)
+    emit(tx, "wake")
+    return "pending"
+
+
+def release(tx: Tx, lease: Lease, *, delay: float, reserve_for: str | None,
+            reserve_ttl: float, reason: str) -> None:
+    """Store.release."""
+    if held_job(tx, lease)["stop_requested"]:
+        finish(tx, lease.key, "stopped", f"stop requested; released by {lease.owner}")
+        return
+    if reserve_for:  # a move: others may claim it once the reservation runs out
+        history.note(tx, lease.key, "moved",
+                     f"to {reserve_for}: {reason}" if reason else f"to {reserve_for}")
+        due = tx.now + max(0.0, reserve_ttl)
+    else:
+        history.note(tx, lease.key, "released", reason or None)
+        due = tx.now + delay if delay > 0 else tx.value("front_of_queue")
+    tx.run("requeue_job", key=lease.key, refund=1, error=None, due=due)
+    if reserve_for:
+        tx.run("reserve_job", key=lease.key, reserved_for=reserve_for, moved_from=lease.owner)
+    emit(tx, "wake")
+
+
 def finish(tx: Tx, key: str, state: JobState, error: str | None) -> JobState:
+    history.note(tx, key, state, history.first_line(error))
     tx.run("finish_job", key=key, state=state, error=error)
     tx.run("drop_notes", key=key)
     emit(tx, "wake")
@@ -173,6 +216,7 @@ def complete(tx: Tx, completion: Completion) -> bool:
     succeeded under this very lease was completed by an earlier try whose reply was
     lost: True, and nothing changes."""
     lease = completion.lease
+    history.note(tx, lease.key, "succeeded", lease=lease)
     completed = tx.run("complete_job", key=lease.key, owner=lease.owner, token=lease.token,
                        result=completion.result)
     if completed.rowcount == 0:

@@ -11,6 +11,7 @@ from supervisor.errors import SupervisorIdTaken
 from supervisor.store.members import encode_info, live_members
 from supervisor.store.records import (
     ALL_STATES,
+    JobEvent,
     JobRecord,
     JobStats,
     Membership,
@@ -39,7 +40,7 @@ def stats_params(stats: JobStats | None) -> dict[str, Any]:
     return {"pid": stats.pid, "rss_bytes": stats.rss_bytes, "cpu_percent": stats.cpu_percent}
 
 
-def job_record(row: Any, tx: Tx) -> JobRecord:
+def job_record(row: Any, tx: Tx, events: tuple[JobEvent, ...] = ()) -> JobRecord:
     deadline = row["lease_deadline"]
     return JobRecord(
         key=row["key"], handler=row["handler"], state=row["state"], attempts=row["attempts"],
@@ -54,7 +55,7 @@ def job_record(row: Any, tx: Tx) -> JobRecord:
         checkpoint=decode_blob(row["checkpoint"]), checkpoint_at=row["checkpoint_at"],
         reserved_for=row["reserved_for"], reserved_until=row["reserved_until"],
         moved_from=row["moved_from"], run_at=row["run_at"], schedule=row["schedule"],
-        priority=row["priority"], group=row["job_group"],
+        priority=row["priority"], group=row["job_group"], events=events,
     )
 
 

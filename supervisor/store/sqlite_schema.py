@@ -31,7 +31,7 @@ from typing import TypeVar
 from supervisor.core.host_boot import BootCheck, check_boot
 from supervisor.errors import ConfigError, StoreUnavailable
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
 MACHINE_ID_FILES = (Path("/etc/machine-id"), Path("/var/lib/dbus/machine-id"))
 MIN_SQLITE_VERSION = (3, 35, 0)  # RETURNING, UPDATE ... FROM, json_each
@@ -218,6 +218,8 @@ def _ensure_schema(conn: sqlite3.Connection, path: Path, pool: str, clocks: Cloc
                 _migrate_8_to_9(conn)
             if version < 10:
                 _migrate_9_to_10(conn)
+            if version < 11:
+                _migrate_10_to_11(conn)
         if version != SCHEMA_VERSION:
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         _check_boot(conn, path, boot_id(), machine_id())
@@ -308,7 +310,17 @@ def _migrate_8_to_9(conn: sqlite3.Connection) -> None:
 
 
 def _migrate_9_to_10(conn: sqlite3.Connection) -> None:
-    """Schema 10: the answers to `poolsup debug` requests."""
+    """Schema 10: each job's history.  The jobs already there start with none."""
+    conn.execute("CREATE TABLE job_events (id INTEGER PRIMARY KEY, pool TEXT NOT NULL, "
+                 "key TEXT NOT NULL, at REAL NOT NULL, event TEXT NOT NULL, "
+                 "supervisor TEXT, token INTEGER, detail TEXT) STRICT")
+    conn.execute("CREATE INDEX job_events_by_job ON job_events (pool, key, id)")
+    conn.execute("CREATE TRIGGER job_events_go_with_the_job AFTER DELETE ON jobs BEGIN "
+                 "DELETE FROM job_events WHERE pool = old.pool AND key = old.key; END")
+
+
+def _migrate_10_to_11(conn: sqlite3.Connection) -> None:
+    """Schema 11: the answers to `poolsup debug` requests."""
     conn.execute("CREATE TABLE stacks_answers (pool TEXT NOT NULL, request TEXT NOT NULL, "
                  "answer BLOB NOT NULL, at REAL NOT NULL, PRIMARY KEY (pool, request)) STRICT")
 

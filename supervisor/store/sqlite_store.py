@@ -42,6 +42,7 @@ from supervisor.store import (
     sqlite_notes,
     sqlite_retry,
 )
+from supervisor.store import sqlite_history as history
 from supervisor.store import sqlite_leases as leases
 from supervisor.store.policy import (
     HEALTH_GAP,
@@ -218,6 +219,8 @@ class SqliteStore:
         def work(tx: Tx) -> RenewResult:
             nonlocal store_boot
             store_boot = tx.boot
+            for lease in leases:
+                history.note_pid(tx, lease, (stats.get(lease.key) or JobStats()).pid)
             rows = [row for lease in leases for row in tx.rows(
                 "renew_lease", key=lease.key, token=lease.token, owner=owner,
                 deadline=tx.boot + lease_ttl, reset_after=LOSSES_RESET_TTLS * lease_ttl,
@@ -252,18 +255,8 @@ class SqliteStore:
         await self._db.write(work)
 
     async def fail(self, lease: Lease, error: str, *, final: bool, retry_delay: float) -> JobState:
-        def work(tx: Tx) -> JobState:
-            job = leases.held_job(tx, lease)
-            if job["stop_requested"]:
-                return leases.finish(tx, lease.key, "stopped", error)
-            if final or 0 < job["max_attempts"] <= job["attempts"]:
-                return leases.finish(tx, lease.key, "failed", error)
-            tx.run("requeue_job", key=lease.key, refund=0, error=error,
-                   due=tx.now + retry_delay)
-            leases.emit(tx, "wake")
-            return "pending"
-
-        return await self._db.write(work)
+        return await self._db.write(
+            lambda tx: leases.fail(tx, lease, error, final=final, retry_delay=retry_delay))
 
     async def release(
         self,
@@ -272,25 +265,11 @@ class SqliteStore:
         delay: float = 0.0,
         reserve_for: str | None = None,
         reserve_ttl: float = 0.0,
+        reason: str = "",
     ) -> None:
-        def work(tx: Tx) -> None:
-            if leases.held_job(tx, lease)["stop_requested"]:
-                why = f"stop requested; released by {lease.owner}"
-                leases.finish(tx, lease.key, "stopped", why)
-                return
-            if reserve_for:  # a move: others may claim it once the reservation runs out
-                due = tx.now + max(0.0, reserve_ttl)
-            elif delay > 0:
-                due = tx.now + delay
-            else:
-                due = tx.value("front_of_queue")
-            tx.run("requeue_job", key=lease.key, refund=1, error=None, due=due)
-            if reserve_for:
-                tx.run("reserve_job", key=lease.key, reserved_for=reserve_for,
-                       moved_from=lease.owner)
-            leases.emit(tx, "wake")
-
-        await self._db.write(work)
+        await self._db.write(lambda tx: leases.release(
+            tx, lease, delay=delay, reserve_for=reserve_for, reserve_ttl=reserve_ttl,
+            reason=reason))
 
     async def save_checkpoint(self, lease: Lease, value: bytes) -> None:
         def work(tx: Tx) -> None:
@@ -316,6 +295,8 @@ class SqliteStore:
                 raise JobNotFound(f"no job has the key {key!r}")
             if state not in LIVE_STATES:
                 return state
+            if state == "running" and not tx.value("stop_requested", key=key):
+                history.note(tx, key, "stopping", "stop")
             tx.run("request_stop", key=key)
             leases.emit(tx, "stop", key)
             if state == "pending":
@@ -348,7 +329,7 @@ class SqliteStore:
             row = tx.row("job_record", key=key, cutoff=self._cutoff(tx))
             if row is None:
                 raise JobNotFound(f"no job has the key {key!r}")
-            return job_record(row, tx)
+            return job_record(row, tx, history.of_job(tx, key))
 
         return await self._db.read(work)
 
@@ -357,7 +338,8 @@ class SqliteStore:
             tx.run("drop_expired_records", cutoff=self._cutoff(tx))
             rows = tx.rows("all_jobs") if state is None else tx.rows("jobs_in_state",
                                                                       state=state)
-            return [job_record(row, tx) for row in rows]
+            events = history.of_jobs(tx, [row["key"] for row in rows])
+            return [job_record(row, tx, events.get(row["key"], ())) for row in rows]
 
         return await self._db.write(work)
 

@@ -194,6 +194,66 @@ local function requeue(pool, job, key, score)
   enqueue(pool, job, key, score)
 end
 
+-- A job's history: the field `events` of its hash, one JSON object a line, oldest first,
+-- of which the newest HISTORY_LIMIT are kept (`events_n` counts them); it goes with the
+-- hash, and create_job's DEL starts a new one.  Each object: at (store ms, as text), e
+-- (the event), s and t (the supervisor and token of the run it concerns), d (detail);
+-- redis_records.py decodes them.  One string keeps a transition to one HMGET and one
+-- HSET, at the cost of copying the history (a few KiB at most).
+local HISTORY_LIMIT = 100  -- policy.HISTORY_LIMIT
+local DETAIL_CHARS = 300  -- policy.DETAIL_CHARS
+
+local function first_line(text)
+  if not text then
+    return nil
+  end
+  return string.sub(string.match(text, '^[^\n]*'), 1, DETAIL_CHARS)
+end
+
+-- Add `event` to the job's history at `now`.  While the job runs, the event names the
+-- owner and token of its run: a start is noted once the job runs, every other change
+-- (an end, a release) before it is made.
+local function note_event(job, now, event, detail)
+  local f = redis.call('HMGET', job, 'events', 'events_n', 'state', 'owner', 'token')
+  local entry = {at = fmt(now), e = event}
+  if detail then
+    entry.d = detail
+  end
+  if f[3] == 'running' then
+    entry.s, entry.t = f[4], tonumber(f[5])
+  end
+  local text, n = f[1], tonumber(f[2] or '0') + 1
+  if text then
+    text = text .. '\n' .. cjson.encode(entry)
+  else
+    text = cjson.encode(entry)
+  end
+  if n > HISTORY_LIMIT then
+    text = string.sub(text, string.find(text, '\n', 1, true) + 1)
+    n = n - 1
+  end
+  redis.call('HSET', job, 'events', text, 'events_n', n)
+end
+
+-- The first pid reported for a run goes into the detail of its start, if that is still
+-- the newest event (a start followed by a stop before the first renewal keeps none).
+local function note_pid(job, token, pid)
+  local text = redis.call('HGET', job, 'events')
+  if not text then
+    return
+  end
+  local last, at = 1, string.find(text, '\n', 1, true)
+  while at do
+    last = at + 1
+    at = string.find(text, '\n', last, true)
+  end
+  local entry = cjson.decode(string.sub(text, last))
+  if entry.e == 'started' and entry.t == tonumber(token) then
+    entry.d = (entry.d or '') .. ', pid ' .. pid
+    redis.call('HSET', job, 'events', string.sub(text, 1, last - 1) .. cjson.encode(entry))
+  end
+end
+
 -- The channel on which the end of job `key` is announced, one per job so that only its
 -- waiters hear it (`poolsup wait`; redis_keys.py PoolKeys.ended builds the same name).
 local function ended_channel(pool, key)
@@ -201,10 +261,12 @@ local function ended_channel(pool, key)
 end
 
 -- End the job in a final state: keep its record for the retention period, list it in
--- done_<state>, drop its notifications.  `error` may be nil (left as it is) or false
+-- done_<state>, drop its notifications, note the end in its history (the first line of
+-- `error`, which is the reason of a stop, as the detail).  `error` may be nil (left as it is) or false
 -- (cleared).  Only a pending job is dequeued (its handler's queue and reservation must
 -- be in pool.queues and pool.reserved); a running one leaves `running`.
 local function finish(pool, job, notes, key, state, error)
+  note_event(job, pool.now, state, first_line(error))
   if redis.call('HGET', job, 'state') == 'pending' then
     dequeue(pool, job, key)
   end
@@ -278,6 +340,7 @@ local function create_job(pool, r)
     -- Scored by when the entry was last checked (prune-schedule-jobs rotates them).
     redis.call('ZADD', r.index, pool.now, r.key)
   end
+  note_event(r.job, pool.now, 'dispatched', r.schedule)
   enqueue(pool, r.job, r.key, due)
 end
 

@@ -164,9 +164,14 @@ for _, key in ipairs(expired) do
     local outcome = 'requeued'
     if f[2] == '1' then
       outcome = 'stopped'
-      finish(pool, job, notes, key, 'stopped', 'stop requested; lease of ' .. holder .. ' expired')
     elseif max_losses > 0 and losses >= max_losses then
       outcome = 'failed'
+    end
+    note_event(job, pool.now, 'lease_lost', string.format('%s (%d in a row); %s',
+      counted and 'counted' or 'not counted: the store was failing', losses, outcome))
+    if outcome == 'stopped' then
+      finish(pool, job, notes, key, 'stopped', 'stop requested; lease of ' .. holder .. ' expired')
+    elseif outcome == 'failed' then
       finish(pool, job, notes, key, 'failed', string.format(
         'lease lost %d times (limit %d), last held by %s', losses, max_losses, holder))
     else
@@ -297,6 +302,7 @@ local function start_attempt(key, job, f)
   redis.call('HSET', job, 'state', 'running', 'owner', owner, 'token', token,
              'started_at', fmt(pool.now), 'lease_deadline', fmt(deadline))
   redis.call('HDEL', job, 'due', 'pid', 'rss_bytes', 'cpu_percent', 'lease_expired_at')
+  note_event(job, pool.now, 'started', 'attempt ' .. attempt)
   dequeue(pool, job, key)
   redis.call('ZADD', pool.running, deadline, key)
   claimed[#claimed + 1] = {key, f[2], f[3], token, attempt, f[4], fmt(deadline), has_notes,

@@ -29,6 +29,7 @@ if ARGV[6] == '1' or (max_attempts > 0 and tonumber(f[2]) >= max_attempts) then
   return {OK, 'failed'}
 end
 redis.call('HSET', job, 'error', error)
+note_event(job, pool.now, 'failed', first_line(error) .. ' (will retry)')
 requeue(pool, job, key, pool.now + tonumber(ARGV[7]))
 redis.call('PUBLISH', ARGV[9], 'w')
 return {OK, 'pending'}

@@ -6,7 +6,8 @@
 --       not change), 7 reserved:<target> (with no target, a name never written)
 -- ARGV: 1 key, 2 token, 3 owner, 4 claim queue (handler, or handler:priority), 5 delay (ms; 0: at once, at the front),
 --       6 retention (ms), 7 events channel, 8 supervisor to reserve it for ('': none;
---       the delay then does not apply), 9 reservation ttl (ms)
+--       the delay then does not apply), 9 reservation ttl (ms), 10 why (for the
+--       history; '' if not known)
 -- Returns: {OK, state after the call} or {STALE_TOKEN}
 
 local job, notes, key = KEYS[1], KEYS[2], ARGV[1]
@@ -24,6 +25,12 @@ if redis.call('HGET', job, 'stop_requested') == '1' then
   return {OK, 'stopped'}
 end
 redis.call('HINCRBY', job, 'attempts', -1)
+local why = optional(ARGV[10])
+if target ~= '' then
+  note_event(job, pool.now, 'moved', 'to ' .. target .. (why and ': ' .. why or ''))
+else
+  note_event(job, pool.now, 'released', why)
+end
 local delay = tonumber(ARGV[5])
 if target ~= '' then
   -- Its score everywhere is the end of the reservation: the target's claims find it

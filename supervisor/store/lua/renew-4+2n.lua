@@ -21,10 +21,13 @@ for n = 0, (#ARGV - 4) / 5 - 1 do
   local key, token = ARGV[i], ARGV[i + 1]
   local job, notes = KEYS[5 + 2 * n], KEYS[6 + 2 * n]
   local f = redis.call('HMGET', job, 'state', 'token', 'owner', 'stop_requested',
-                       'started_at')
+                       'started_at', 'pid')
   if f[1] == 'running' and f[2] == token and f[3] == owner then
     redis.call('HSET', job, 'lease_deadline', fmt(deadline))
     redis.call('ZADD', KEYS[1], deadline, key)
+    if not f[6] and ARGV[i + 2] ~= '' then
+      note_pid(job, token, ARGV[i + 2])
+    end
     for s, field in ipairs(STATS) do
       local value = ARGV[i + 1 + s]
       if value ~= '' then

@@ -32,6 +32,9 @@ if state == 'pending' then
   return {OK, 'stopped'}
 end
 if state == 'running' then
+  if redis.call('HGET', job, 'stop_requested') ~= '1' then
+    note_event(job, store_now(), 'stopping', 'stop')
+  end
   redis.call('HSET', job, 'stop_requested', 1)
   redis.call('PUBLISH', ARGV[3], 's:' .. key)
 end

@@ -246,6 +246,9 @@ WHERE pool = :pool AND key = :key AND state IN ('failed', 'stopped');
 UPDATE jobs SET reserved_for = :reserved_for, reserved_until = due, moved_from = :moved_from
 WHERE pool = :pool AND key = :key;
 
+-- name: stop_requested
+SELECT stop_requested FROM jobs WHERE pool = :pool AND key = :key;
+
 -- name: request_stop
 UPDATE jobs SET stop_requested = 1 WHERE pool = :pool AND key = :key;
 
@@ -355,3 +358,37 @@ DELETE FROM stacks_answers WHERE pool = :pool AND at < :cutoff;
 
 -- name: stacks_answer
 SELECT answer FROM stacks_answers WHERE pool = :pool AND request = :request;
+
+-- name: note_job_event
+-- A step of the job's history (sqlite_history.py), naming the supervisor and token of
+-- its run while it runs; with an :owner, only while its lease (:token) holds the job.
+INSERT INTO job_events (pool, key, at, event, supervisor, token, detail)
+SELECT :pool, :key, :now, :event, CASE WHEN state = 'running' THEN supervisor END,
+    CASE WHEN state = 'running' THEN token END, :detail
+FROM jobs WHERE pool = :pool AND key = :key
+    AND (:owner IS NULL OR (state = 'running' AND supervisor = :owner AND token = :token));
+
+-- name: trim_job_events
+-- Keeps the newest :keep events of the job.
+DELETE FROM job_events WHERE pool = :pool AND key = :key AND id <= (
+    SELECT id FROM job_events WHERE pool = :pool AND key = :key
+    ORDER BY id DESC LIMIT 1 OFFSET :keep);
+
+-- name: forget_job_events
+DELETE FROM job_events WHERE pool = :pool AND key = :key;
+
+-- name: fill_start_pid
+-- The run's first pid, while its start is the newest event and no pid is stored yet.
+UPDATE job_events SET detail = detail || ', pid ' || :pid
+WHERE id = (SELECT max(id) FROM job_events WHERE pool = :pool AND key = :key)
+    AND event = 'started' AND token = :token
+    AND EXISTS (SELECT 1 FROM jobs WHERE pool = :pool AND key = :key AND token = :token
+                AND supervisor = :owner AND state = 'running' AND pid IS NULL);
+
+-- name: job_events
+SELECT key, at, event, supervisor, token, detail FROM job_events
+WHERE pool = :pool AND key = :key ORDER BY id;
+
+-- name: all_job_events
+SELECT key, at, event, supervisor, token, detail FROM job_events
+WHERE pool = :pool ORDER BY id;

@@ -174,6 +174,24 @@ CREATE TABLE starts (
 ) STRICT;
 CREATE INDEX starts_by_handler ON starts (pool, handler, at);
 
+-- Each job's history (sqlite_history.py): its newest events, oldest first by id, with
+-- the store time, the supervisor and token of the run concerned, and a detail.  They
+-- go with the job's record.
+CREATE TABLE job_events (
+    id INTEGER PRIMARY KEY,
+    pool TEXT NOT NULL,
+    key TEXT NOT NULL,
+    at REAL NOT NULL,
+    event TEXT NOT NULL,
+    supervisor TEXT,
+    token INTEGER,
+    detail TEXT
+) STRICT;
+CREATE INDEX job_events_by_job ON job_events (pool, key, id);
+CREATE TRIGGER job_events_go_with_the_job AFTER DELETE ON jobs BEGIN
+    DELETE FROM job_events WHERE pool = old.pool AND key = old.key;
+END;
+
 -- The answer to a `poolsup debug` request (JSON), kept a minute; wall clock.
 CREATE TABLE stacks_answers (
     pool TEXT NOT NULL,
