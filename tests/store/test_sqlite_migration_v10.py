@@ -1,0 +1,44 @@
+"""The SQLite store's schema 11 (the answers to `poolsup debug` requests) from a version
+10 file: its jobs and their histories are kept, and a debug answer can be stored and
+read."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from supervisor.store import sqlite_schema
+from supervisor.store.records import DispatchRequest
+from supervisor.store.sqlite_schema import SCHEMA_VERSION
+from supervisor.store.sqlite_store import SqliteStore
+
+pytestmark = pytest.mark.anyio
+
+V10_SCHEMA = Path(__file__).with_name("sqlite_schema_v10.sql")
+
+
+async def test_a_version_10_file_keeps_its_jobs_and_takes_debug_answers(tmp_path: Path) -> None:
+    db_path = tmp_path / "pool.db"
+    with sqlite3.connect(db_path) as conn:
+        conn.executescript(V10_SCHEMA.read_text())
+        conn.execute("PRAGMA user_version = 10")
+        conn.execute("INSERT INTO host (id, boot_id) VALUES (1, ?)",
+                     (sqlite_schema.boot_id() or "",))
+        conn.execute("INSERT INTO counters (pool, token) VALUES ('media', 5)")
+
+    store = await SqliteStore.open(f"sqlite:///{db_path}", "media")
+    try:
+        await store.dispatch(DispatchRequest(key="k", handler="h", payload=b"{}",
+                                             max_attempts=3))
+        await store.answer_stacks("r1", b'{"threads": []}')
+        answer = await store.stacks_answer("r1", 1.0)
+        events = (await store.job("k")).events
+    finally:
+        await store.close()
+
+    assert answer == b'{"threads": []}'
+    assert [event.event for event in events] == ["dispatched"]
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
