@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -66,13 +67,18 @@ def install() -> None:
     """The unit's virtual environment, with Debian's python3 (the container has it), and
     the hostile handlers and driver beside it."""
     venv = INSTALL / "venv"
-    if not (venv / "bin" / "poolsup").exists():
-        subprocess.run([SYSTEM_PYTHON, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(ROOT)], check=True,
-                       timeout=600)
-    else:  # this checkout's code, over the dependencies installed before
-        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--no-deps",
-                        "--force-reinstall", str(ROOT)], check=True, timeout=600)
+    # From a copy without build/: setuptools keeps it in the tree, and files another
+    # checkout's build left there (an older Lua script) would be installed too.
+    with tempfile.TemporaryDirectory() as source:
+        shutil.copytree(ROOT, source, dirs_exist_ok=True, ignore=shutil.ignore_patterns(
+            ".git", "build", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis"))
+        if not (venv / "bin" / "poolsup").exists():
+            subprocess.run([SYSTEM_PYTHON, "-m", "venv", str(venv)], check=True)
+            subprocess.run([str(venv / "bin" / "pip"), "install", "-q", source], check=True,
+                           timeout=600)
+        else:  # this checkout's code, over the dependencies installed before
+            subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--no-deps",
+                            "--force-reinstall", source], check=True, timeout=600)
     (INSTALL / "handlers").mkdir(exist_ok=True)
     shutil.copy(HANDLERS_DIR / "sandbox_hostile.py", INSTALL / "handlers")
     shutil.copy(ROOT / "tests" / "helpers" / "systemd_hostile.py", INSTALL)
