@@ -77,6 +77,12 @@ def install() -> None:
             subprocess.run([str(venv / "bin" / "pip"), "install", "-q", source], check=True,
                            timeout=600)
         else:  # this checkout's code, over the dependencies installed before
+            # pip removes only the files its record lists: drop every file of ours, so
+            # that none an older install left behind (a renamed Lua script) remains.
+            for package in venv.glob("lib/python*/site-packages/*"):
+                if package.name in ("supervisor", "sandbox") or package.name.startswith(
+                        "poolsup-"):
+                    shutil.rmtree(package)
             subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--no-deps",
                             "--force-reinstall", source], check=True, timeout=600)
     (INSTALL / "handlers").mkdir(exist_ok=True)
