@@ -9,24 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.store import sqlite_schema
 from supervisor.store.records import DispatchRequest
 from supervisor.store.sqlite_schema import SCHEMA_VERSION
 from supervisor.store.sqlite_store import SqliteStore
+from tests.store.old_files import old_store_file
 
 pytestmark = pytest.mark.anyio
 
-V10_SCHEMA = Path(__file__).with_name("sqlite_schema_v10.sql")
-
-
 async def test_a_version_10_file_keeps_its_jobs_and_takes_debug_answers(tmp_path: Path) -> None:
     db_path = tmp_path / "pool.db"
-    with sqlite3.connect(db_path) as conn:
-        conn.executescript(V10_SCHEMA.read_text())
-        conn.execute("PRAGMA user_version = 10")
-        conn.execute("INSERT INTO host (id, boot_id) VALUES (1, ?)",
-                     (sqlite_schema.boot_id() or "",))
-        conn.execute("INSERT INTO counters (pool, token) VALUES ('media', 5)")
+    old_store_file(db_path, 10, held=False)
 
     store = await SqliteStore.open(f"sqlite:///{db_path}", "media")
     try:

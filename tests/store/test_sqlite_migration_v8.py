@@ -9,30 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.store import sqlite_db, sqlite_schema
 from supervisor.store.records import DispatchRequest
 from supervisor.store.sqlite_schema import SCHEMA_VERSION
 from supervisor.store.sqlite_store import SqliteStore
+from tests.store.old_files import old_store_file
 
 pytestmark = pytest.mark.anyio
 
-V8_SCHEMA = Path(__file__).with_name("sqlite_schema_v8.sql")
-
-
 async def test_a_version_8_file_keeps_its_jobs_and_takes_priorities(tmp_path: Path) -> None:
     db_path = tmp_path / "pool.db"
-    now, boot = sqlite_db.read_clocks()
+    now, _boot = old_store_file(db_path, 8)
     with sqlite3.connect(db_path) as conn:
-        conn.executescript(V8_SCHEMA.read_text())
-        conn.execute("PRAGMA user_version = 8")
-        conn.execute("INSERT INTO host (id, boot_id) VALUES (1, ?)",
-                     (sqlite_schema.boot_id() or "",))
-        conn.execute("INSERT INTO counters (pool, token) VALUES ('media', 5)")
-        conn.execute(
-            "INSERT INTO jobs (pool, key, handler, state, attempts, max_attempts, token, "
-            "supervisor, payload, created_at, started_at, lease_deadline) VALUES "
-            "('media', 'held', 'h', 'running', 1, 3, 5, 'sup-a', x'7b7d', ?, ?, ?)",
-            (now - 10, now - 5, boot + 30))
         for key, due in (("old-2", now - 2), ("old-1", now - 3)):
             conn.execute(
                 "INSERT INTO jobs (pool, key, handler, state, max_attempts, payload, "
