@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
-import math
 import signal
 from collections.abc import Callable
 from contextlib import suppress
@@ -34,6 +34,7 @@ from supervisor.job.notes import NoteCourier
 from supervisor.job.output import OutputPump
 from supervisor.job.running import Registry, RunningJob
 from supervisor.job.settle import Settler
+from supervisor.job.socket_feed import SocketFeed
 from supervisor.service.metrics import metrics
 from supervisor.service.store_failures import StoreFailures
 from supervisor.store.base import Store
@@ -136,9 +137,17 @@ def _explained(outcome: Outcome, details: str, *, killed_after_grace: bool) -> O
 
 
 async def _supervise(job: RunningJob, child: Child, services: JobServices) -> tuple[ChildExit, str]:
-    """Watch the child until it has exited; its exit, and details for an error record."""
+    """Watch the child until it has exited; its exit, and details for an error record.
+
+    This is the job's one task: its sockets are read by event-loop callbacks
+    (`SocketFeed`), its timeout is a timer, and the stop, the notes and the checkpoints
+    start a task of their own only while one is under way."""
 
     output = OutputPump(job.key, child.output)
+    timeout = job.handler.timeout
+    timer = (asyncio.get_running_loop().call_later(timeout, job.request_stop,
+                                                   StopReason.TIMEOUT)
+             if timeout > 0 else None)
     async with anyio.create_task_group() as group:
         # The one writer of the child's control socket: notes and the stop.
         writer = ControlWriter(child.control, start=group.start_soon)
@@ -151,15 +160,22 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices) -> tu
         reader = ControlReader(child.control, max_result=services.settings.max_result,
                                on_ack=courier.acknowledged, on_checkpoint=checkpoints.offer,
                                on_stacks=job.stack_requests.answered)
-        group.start_soon(reader.run)
-        group.start_soon(output.run)
-        group.start_soon(_watch_stop, job, child, writer, services.settings.stop_grace,
-                         job.handler.timeout)
-        await child.exited.wait()
-        # The child wrote its result before exiting; let the socket drain, even if a
-        # grandchild still holds it open (then give up after the grace).
-        with anyio.move_on_after(RESULT_READ_GRACE):
-            await reader.closed.wait()
+        control = SocketFeed(child.control, reader.feed)
+        output_feed = SocketFeed(child.output, output.feed)
+        job.on_stop(lambda: group.start_soon(_stop, job, child, writer,
+                                             services.settings.stop_grace))
+        try:
+            await child.exited.wait()
+            # The child wrote its result before exiting; let the socket drain, even if a
+            # grandchild still holds it open (then give up after the grace).
+            with anyio.move_on_after(RESULT_READ_GRACE):
+                await control.closed.wait()
+        finally:
+            job.on_stop(None)
+            if timer is not None:
+                timer.cancel()
+            control.close()
+            output_feed.close()
         group.cancel_scope.cancel()
     job.on_first_note(None)  # the group that would run the courier is gone
     output.flush()
@@ -177,18 +193,13 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices) -> tu
     return exit_report, "\n\n".join(part for part in details if part)
 
 
-async def _watch_stop(job: RunningJob, child: Child, writer: ControlWriter, stop_grace: float,
-                      timeout: float) -> None:
-    """Graceful stop, asked for or at the handler's `timeout` (0: none): tell the
-    handler (without waiting behind a note it does not read), SIGTERM the group,
-    SIGKILL after the grace.
+async def _stop(job: RunningJob, child: Child, writer: ControlWriter, stop_grace: float) -> None:
+    """Graceful stop, asked for or at the handler's `timeout`: tell the handler
+    (without waiting behind a note it does not read), SIGTERM the group, SIGKILL after
+    the grace.
     A lost lease skips the grace: someone else may be starting the job already.
     A fork server that died took the child with it: nothing is left to signal."""
     fork_server = job.fork_server
-    with anyio.move_on_after(timeout if timeout > 0 else math.inf):
-        await job.stop_wanted.wait()
-    if not job.stop_wanted.is_set():
-        job.request_stop(StopReason.TIMEOUT)
     with suppress(ForkServerDied):
         if job.lease_lost:
             await fork_server.kill(child.job_id)

@@ -54,6 +54,7 @@ class RunningJob:
     claimed_at: float = field(default_factory=fence_clock)
     stack_requests: StackRequests = field(default_factory=StackRequests)
     _on_notes: Callable[[], object] | None = None  # called once, at the first note
+    _on_stop: Callable[[], object] | None = None  # called once, when a stop is first wanted
     _last_sample: procfs.ProcessSample | None = None
 
     @property
@@ -104,7 +105,17 @@ class RunningJob:
             self.stop_reason = reason
         if reason is StopReason.LEASE_LOST:
             self.lease_lost_event.set()
+        first = not self.stop_wanted.is_set()
         self.stop_wanted.set()
+        if first and self._on_stop is not None:
+            self._on_stop()
+
+    def on_stop(self, callback: Callable[[], object] | None) -> None:
+        """Call `callback` once a stop is wanted (at once if it already is); None
+        forgets it."""
+        self._on_stop = callback
+        if callback is not None and self.stop_wanted.is_set():
+            callback()
 
     def attach(self, child: Child) -> None:
         """Its child runs.  A fresh child's first sample is its start, at no CPU time

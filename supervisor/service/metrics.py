@@ -62,6 +62,7 @@ class Metrics:
         self.schedule_ticks: Any = _OFF
         self.loop_restarts: Any = _OFF
         self.paused: Any = _OFF
+        self.tasks: Any = _OFF
         self._server: Any = None
 
     @property
@@ -120,6 +121,10 @@ class Metrics:
         self.paused = prom.Gauge(
             "poolsup_paused", "1 while no supervisor claims jobs of this handler (\"*\": the "
             "whole pool), read every 5 s", ["handler"], registry=registry)
+        self.tasks = prom.Gauge(
+            "poolsup_event_loop_tasks", "Tasks of the supervisor's event loop (one per running "
+            "job, plus the background loops and what is in flight), read every 5 s",
+            registry=registry)
         about = prom.Info("poolsup_supervisor", "This supervisor", registry=registry)
         about.info({"id": supervisor})
         self._server = serve_http(host, port, prom.make_wsgi_app(registry))

@@ -3,6 +3,7 @@ from the first claim to the end of the drain, and what a reload changes."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable, Mapping
@@ -188,6 +189,7 @@ class Serving:
                 metrics.paused.labels(PAUSE_ALL).set(int(paused.pool))
                 for handler in self.config.handlers:
                     metrics.paused.labels(handler).set(int(handler in paused.handlers))
+            metrics.tasks.set(len(asyncio.all_tasks()))
             await anyio.sleep(JOB_COUNT_INTERVAL)
 
     async def _listen(self) -> None:

@@ -140,3 +140,25 @@ def test_readyz_says_draining(pool: Pool) -> None:
 
     assert wait_for(lambda: probe(port, "/readyz")[1] == "draining", 5,
                     message="readyz to say draining")
+
+
+def test_a_running_job_costs_the_supervisor_one_task(pool: Pool) -> None:
+    """Issue 19's target: one task per running job on the supervisor's side (its sockets
+    are read by event-loop callbacks, its timeout is a timer), measured from outside."""
+    port = free_port()
+    jobs = 12
+    pool.start(with_metrics(pool.config(HANDLERS, lease_ttl=2, capacity=jobs), port))
+    client = pool.client()
+
+    def tasks() -> float:
+        return scrape(port).get(("poolsup_event_loop_tasks", ()), 0.0)
+
+    idle = wait_for(tasks, 15, message="the task count")
+    for n in range(jobs):
+        client.dispatch(f"sleep-{n}", {"seconds": 60}, handler="sleeps")
+    wait_for(lambda: client.status()["counts"]["running"] == jobs
+             and all(r["pid"] for r in client.status()["running"]), 30,
+             message="every job running")
+    busy = wait_for(lambda: (n := tasks()) != idle and n, 15, message="a new task count")
+
+    assert busy - idle == jobs, (idle, busy)
