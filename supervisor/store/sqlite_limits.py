@@ -81,7 +81,7 @@ def next_slot_in(tx: Tx, limits: Mapping[str, Limits], handlers: Sequence[str]) 
         rate = limits.get(handler, Limits()).rate
         if rate is None:
             continue
-        starts = [row["at"] for row in tx.rows("recent_starts", handler=handler)]
+        _now, starts = starts_within(tx, handler, rate.period)
         slot = next_rate_slot(starts, tx.boot, rate)
         if slot is not None:
             waits.append(max(0.0, slot - tx.boot))
