@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from supervisor import Client
-from tests.chaos.checker import Drain, History, Kill
+from tests.chaos.checker import Drain, Freeze, History, Kill
 from tests.chaos.cluster import Cluster
 from tests.chaos.ledger import now
 from tests.chaos.plan import Fault
@@ -70,6 +70,7 @@ class FaultInjector:
 
     def freeze_supervisor(self, fault: Fault) -> None:
         process = self.cluster.supervisors[fault.target]
+        self.history.freezes.append(Freeze(fault.target, now(), self._held_keys(fault.target)))
         process.signal(signal.SIGSTOP)
         try:
             time.sleep(fault.duration)
@@ -78,6 +79,7 @@ class FaultInjector:
 
     def freeze_group(self, fault: Fault) -> None:
         group = self.cluster.supervisors[fault.target].pid  # a session leader: pgid == pid
+        self.history.freezes.append(Freeze(fault.target, now(), self._held_keys(fault.target)))
         os.killpg(group, signal.SIGSTOP)
         try:
             time.sleep(fault.duration)

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from tests.chaos.checker import Drain, History, Kill, Note, check, render
+from tests.chaos.checker import Drain, Freeze, History, Kill, Note, check, render
 from tests.chaos.ledger import ProcessFate, read_ledger
 
 
@@ -25,6 +25,8 @@ def load_history(directory: Path) -> History:
         faults=saved["faults"],
         kills=[Kill(kill["supervisor"], kill["at"], tuple(kill["keys"]))
                for kill in saved["kills"]],
+        freezes=[Freeze(freeze["supervisor"], freeze["at"], tuple(freeze["keys"]))
+                 for freeze in saved.get("freezes", [])],
         drains=[Drain(**drain) for drain in saved["drains"]],
         schedule_ticks=saved["schedule_ticks"],
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.chaos.checker import Drain, History, Kill, Note, Report, check, render
+from tests.chaos.checker import Drain, Freeze, History, Kill, Note, Report, check, render
 from tests.chaos.ledger import LedgerTail, ProcessFate, Run, parse_lines
 
 
@@ -138,6 +138,37 @@ def test_4_a_long_running_run_that_raised() -> None:
     history.runs[1].ended = "raise"
     assert violations(check(history), "long") == [
         "long-running job l1: pid 102 (token 2) ended by 'raise'"]
+
+
+def lost_five_times(holders: list[str]) -> dict[str, Any]:
+    """A long job's record failed by its lease-loss limit, each counted loss on `holders`."""
+    events = [{"at": 50.0 + 10 * n, "event": "lease_lost", "supervisor": holder,
+               "token": 10 + n, "detail": f"counted ({n + 1} in a row); requeued"}
+              for n, holder in enumerate(holders)]
+    return {**record("failed", f"lease lost {len(holders)} times (limit 5), last held by b"),
+            "events": events}
+
+
+def test_4_a_long_running_job_failed_by_lease_losses_its_holders_outages_explain() -> None:
+    history = clean()
+    history.records["l1"] = lost_five_times(["a", "b", "a", "c", "b"])
+    history.kills += [Kill("a", 49.0, ("l1",)), Kill("c", 78.5, ("l1", "s1"))]
+    history.freezes = [Freeze("b", 58.0, ("l1",)), Freeze("a", 69.0, ("l1",)),
+                       Freeze("b", 89.9, ("l1",))]
+    assert violations(check(history), "long") == []
+    assert check(history).counts["long jobs failed by their holders' outages"] == 1
+
+
+def test_4_a_long_running_job_failed_by_lease_losses_no_outage_explains() -> None:
+    history = clean()
+    history.records["l1"] = lost_five_times(["a", "b", "a", "c", "b"])
+    history.kills += [Kill("a", 49.0, ("l1",)), Kill("c", 78.5, ("s1",))]  # c did not hold l1
+    history.freezes = [Freeze("b", 58.0, ("l1",)), Freeze("a", 69.0, ("l1",)),
+                       Freeze("a", 89.0, ("l1",))]  # a, not b, was frozen then
+    assert violations(check(history), "long") == [
+        "long-running job l1 ended failed (lease lost 5 times (limit 5), last held by b), not "
+        "by a stop; its counted lease losses at 80.0 (c), 90.0 (b) follow no kill or freeze "
+        "of their holder"]
 
 
 def test_5_notes_taken_out_of_order_in_a_run() -> None:
