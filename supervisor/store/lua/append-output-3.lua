@@ -46,6 +46,12 @@ if run.n - run.f > max_bytes + slack then
 end
 if ARGV[8] == '1' then
   run.e = 1
+  -- APPEND leaves the string room to grow (up to 1 MiB more); the run's last write
+  -- gives it back by writing the string anew.
+  local kept = redis.call('GET', text)
+  if kept then
+    redis.call('SET', text, kept)
+  end
 end
 redis.call('HSET', runs, token, cjson.encode(run))
 local ttl = redis.call('PTTL', job)
