@@ -29,6 +29,7 @@ from supervisor.core.validation import (
     validate_unique_for,
 )
 from supervisor.errors import InvalidJob, NotRunning, UsageError
+from supervisor.job_output import AttemptOutput, OutputFollower, attempt_output, of_attempt
 from supervisor.pool.plan_apply import plan_diff
 from supervisor.run_at import check_run_at
 from supervisor.store import open_store
@@ -280,6 +281,16 @@ class AsyncClient:
                              "store)")
         return {"key": key, **orjson.loads(answer)}
 
+    async def logs(self, key: str, attempt: int | None = None) -> list[AttemptOutput]:
+        """What each run of the job printed (of `attempt` only, if given), oldest first.
+        Raises `JobNotFound`, or `AttemptNotFound` (one too) for an attempt without output."""
+        runs = await (await self._opened()).output(key)
+        return [attempt_output(run) for run in of_attempt(key, runs, attempt)]
+
+    async def output_follower(self, key: str, attempt: int | None = None) -> OutputFollower:
+        """Reads the job's output on as it comes (`logs --follow`)."""
+        return OutputFollower(await self._opened(), key, attempt)
+
     async def pause(self, handlers: Sequence[str] = ()) -> None:
         """No supervisor claims jobs of `handlers` (none: of the pool) until `resume`."""
         await (await self._opened()).pause(self._known_handlers(handlers))
@@ -352,6 +363,9 @@ class Client:
 
     def debug(self, key: str, timeout: float = DEBUG_TIMEOUT) -> dict[str, Any]:
         return self._call(self._async.debug, key, timeout)
+
+    def logs(self, key: str, attempt: int | None = None) -> list[AttemptOutput]:
+        return self._call(self._async.logs, key, attempt)
 
     def pause(self, handlers: Sequence[str] = ()) -> None:
         self._call(self._async.pause, handlers)

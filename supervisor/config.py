@@ -62,6 +62,7 @@ class PoolConfig:
     max_payload: int = 1048576
     max_result: int = 1048576  # bytes of a handler's JSON result; larger fails the attempt
     max_pending: int | None = None  # dispatch refused while this many jobs are pending
+    max_log: int = 1048576  # bytes of each run's output kept in the store; 0: none
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -192,6 +193,7 @@ def _read_pool(t: TomlTable, base: Path, environ: Mapping[str, str]) -> PoolConf
         max_payload=t.size("max_payload", 1048576),
         max_result=t.size("max_result", 1048576),
         max_pending=t.integer("max_pending", None, low=1),
+        max_log=t.size("max_log", 1048576, zero=True),
     )
 
 

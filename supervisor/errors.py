@@ -76,6 +76,10 @@ class JobNotFound(PoolsupError):
     exit_code = 4
 
 
+class AttemptNotFound(JobNotFound):
+    """The job has no output of that attempt (it has not run it, or kept none)."""
+
+
 class JobFailed(PoolsupError):
     """The job failed."""
 

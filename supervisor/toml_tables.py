@@ -173,12 +173,13 @@ class TomlTable:
         seconds = parse_duration(value, where=self.where(key))
         return self._in_range(key, seconds, low=low, above=above)
 
-    def size(self, key: str, default: _D) -> int | _D:
+    def size(self, key: str, default: _D, *, zero: bool = False) -> int | _D:
+        """A size above 0 (with `zero`: 0 or above)."""
         value = self.data.get(key)
         if value is None:
             return default
         size = parse_size(value, where=self.where(key))
-        return int(self._in_range(key, size, low=0, above=True))
+        return int(self._in_range(key, size, low=0, above=not zero))
 
     def location(self, key: str, base: Path, *, directory: bool) -> Path | None:
         value = self.string(key, None)

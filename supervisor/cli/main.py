@@ -16,6 +16,7 @@ from sandbox import linux
 from supervisor.cli.debugging import debug_command
 from supervisor.cli.dispatching import dispatch_command
 from supervisor.cli.history_view import event_lines
+from supervisor.cli.logs_view import logs_command
 from supervisor.cli.outcomes import retry_command, wait_command
 from supervisor.cli.pausing import pause_command, resume_command
 from supervisor.cli.sandbox_report import check_sandboxes, kernel_lines
@@ -207,5 +208,6 @@ main.add_command(schedules_command)
 main.add_command(plan_command)
 main.add_command(pause_command)
 main.add_command(debug_command)
+main.add_command(logs_command)
 main.add_command(resume_command)
 

@@ -30,6 +30,7 @@ from supervisor.forks.fork_client import Child, ForkServerDied
 from supervisor.job.checkpoints import CheckpointKeeper
 from supervisor.job.control_reader import ControlReader
 from supervisor.job.control_writer import ControlWriter
+from supervisor.job.kept_output import OutputKeeper
 from supervisor.job.notes import NoteCourier
 from supervisor.job.output import OutputPump
 from supervisor.job.running import Registry, RunningJob
@@ -54,6 +55,7 @@ class JobSettings:
     stop_grace: float
     max_result: int
     max_checkpoint: int
+    max_log: int  # bytes of each run's output kept in the store; 0: none
 
 
 @dataclass(kw_only=True)
@@ -67,6 +69,7 @@ class JobServices:
     outcome_failures: StoreFailures
     settler: Settler
     note_failures: StoreFailures
+    output_failures: StoreFailures
     child_started: Callable[[], None]  # so that the store soon shows its pid
 
 
@@ -161,7 +164,12 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices) -> tu
                                on_ack=courier.acknowledged, on_checkpoint=checkpoints.offer,
                                on_stacks=job.stack_requests.answered)
         control = SocketFeed(child.control, reader.feed)
-        output_feed = SocketFeed(child.output, output.feed)
+        kept = None
+        if services.settings.max_log > 0:
+            kept = OutputKeeper(job, services.store, services.output_failures,
+                                max_bytes=services.settings.max_log, start=group.start_soon)
+        output_feed = SocketFeed(child.output, output.feed if kept is None
+                                 else _both(output.feed, kept.feed))
         job.on_stop(lambda: group.start_soon(_stop, job, child, writer,
                                              services.settings.stop_grace))
         try:
@@ -176,9 +184,13 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices) -> tu
                 timer.cancel()
             control.close()
             output_feed.close()
+            if kept is not None:
+                kept.close()
         group.cancel_scope.cancel()
     job.on_first_note(None)  # the group that would run the courier is gone
     output.flush()
+    if kept is not None:
+        await kept.finish()  # before the outcome, so that `logs` after the end is whole
     await child.control.aclose()
     await child.output.aclose()
     if not job.lease_lost:
@@ -191,6 +203,14 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices) -> tu
     if tail := output.tail().rstrip():
         details.append("last output:\n" + tail)
     return exit_report, "\n\n".join(part for part in details if part)
+
+
+def _both(first: Callable[[bytes], None], second: Callable[[bytes], None]
+          ) -> Callable[[bytes], None]:
+    def feed(data: bytes) -> None:
+        first(data)
+        second(data)
+    return feed
 
 
 async def _stop(job: RunningJob, child: Child, writer: ControlWriter, stop_grace: float) -> None:

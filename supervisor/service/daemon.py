@@ -75,10 +75,12 @@ class Supervisor:
             registry=registry,
             settings=JobSettings(stop_grace=settings.stop_grace,
                                  max_result=config.pool.max_result,
-                                 max_checkpoint=config.pool.max_payload),
+                                 max_checkpoint=config.pool.max_payload,
+                                 max_log=config.pool.max_log),
             outcome_failures=outcome_failures,
             settler=Settler(store, registry, outcome_failures, with_claim=results.complete),
             note_failures=StoreFailures("notifications"),
+            output_failures=StoreFailures("job output"),
             child_started=keeper.renew_soon,
         )
         self.life = Lifetime(

@@ -39,6 +39,7 @@ from supervisor.store.records import (
     Paused,
     PoolSnapshot,
     RenewResult,
+    RunOutput,
     ScheduleBook,
     StoreEvent,
     SupervisorInfo,
@@ -96,6 +97,26 @@ class Store(Protocol):
     async def stacks_answer(self, request: str, timeout: float) -> bytes | None:
         """The answer to `request`, waited for up to `timeout` seconds (None if none
         came)."""
+
+    async def append_output(self, lease: Lease, attempt: int, data: bytes, *, at: int,
+                            max_bytes: int, ended: bool = False) -> None:
+        """Keep `data`, what the run of `lease` (attempt `attempt`) printed from byte `at`
+        of its output on, as `output` shows it: the newest `max_bytes` bytes of the run,
+        the older ones cut off (the store may keep up to `output_slack(max_bytes)` more
+        until it trims).  Bytes before `at` that the store does not have are counted as
+        printed and not kept (the supervisor dropped them); bytes it already has (a
+        write sent again) are skipped, so that a write may be repeated.  `ended`: the
+        run's last output.  Taken for a run of the job's current dispatch whether or
+        not its lease still holds (a fenced run's tail is worth reading), and kept as
+        long as the record, with which it goes; raises `StaleToken` for a run the store
+        does not know as one of the current dispatch (the key was dispatched again) and
+        `JobNotFound` when the record is gone."""
+
+    async def output(self, key: str, offsets: Mapping[int, int] | None = None
+                     ) -> list[RunOutput]:
+        """What each run of the job's current dispatch printed, oldest run first: the
+        kept bytes of run T from byte `offsets[T]` on (0 if absent).  A run appears
+        once it wrote output.  Raises `JobNotFound`."""
 
     async def set_max_pending(self, limit: int | None) -> None:
         """From now on dispatch refuses jobs while `limit` are pending (None: no

@@ -36,3 +36,12 @@ def claim_deadline(sent_at: float | None, lease_ttl: float) -> float | None:
 HISTORY_LIMIT = 100
 # An event's detail is cut to this many characters (the first line of an error).
 DETAIL_CHARS = 300
+# A run's output is cut back to its newest max_log bytes only once it holds this many
+# more, so that the cut (a copy of what is kept) happens once per slack bytes written.
+OUTPUT_SLACK_SHARE = 4
+MIN_OUTPUT_SLACK = 4096
+
+
+def output_slack(max_bytes: int) -> int:
+    """Bytes a run's kept output may hold past `max_bytes` before the store cuts it."""
+    return max(max_bytes // OUTPUT_SLACK_SHARE, MIN_OUTPUT_SLACK)

@@ -132,6 +132,25 @@ class JobEvent:
 
 
 @dataclass(frozen=True, kw_only=True)
+class RunOutput:
+    """What one run of a job (one claim, one token) printed, as the store keeps it:
+    `data` is the kept bytes from byte `start` of everything the run printed on; the
+    store keeps the newest `max_log` bytes, so bytes before `kept_from` are no longer
+    there.  `total` bytes were printed so far.  `ended`: no more will come (the run's
+    supervisor wrote its last output, or the job is no longer running under this
+    token)."""
+
+    token: int
+    attempt: int
+    supervisor: str
+    data: bytes
+    start: int
+    kept_from: int
+    total: int
+    ended: bool
+
+
+@dataclass(frozen=True, kw_only=True)
 class JobStats:
     """What the owning supervisor reports about a running job at each renewal."""
 

@@ -9,7 +9,12 @@ cannot know which job hashes it will recover or claim before it has read the que
 They build those names from the key prefix, as lua/_lib.lua's job_key, notes_key,
 queue_key and reserved_key do, and each script's header lists them.  Every script that
 starts or ends a run also writes `running_load`, whose name lua/_lib.lua's load_key
-builds from `running`'s; it is that script's first write for the job.  That is safe:
+builds from `running`'s; it is that script's first write for the job.  Likewise every
+script that creates, retries or ends a job drops or expires the job's output keys
+(`output`, `output_run`), whose names lua/_lib.lua's output_names builds from the job
+hash's; these are its last writes for the job, so that a script stopped there by a
+resharding has made its change and left only the output without its expiry.  That is
+safe:
 
 - A script without a `#!lua` line may touch keys it did not declare as long as they
   hash to the slot of its declared keys (Redis 7.0 refuses cross-slot keys only for
@@ -178,6 +183,16 @@ class PoolKeys:
     def job(self, key: str) -> str:
         """hash: the job record."""
         return f"{self.prefix}job:{key}"
+
+    def output(self, key: str) -> str:
+        """hash per job: its runs' output numbers, token -> JSON (lua/append-output-3.lua);
+        lua/_lib.lua output_names builds the same name from the job hash's."""
+        return f"{self.prefix}output:{key}"
+
+    def output_run(self, key: str, token: int) -> str:
+        """string per run of a job: the newest bytes it printed (lua/_lib.lua
+        output_names builds the same name)."""
+        return f"{self.prefix}output-run:{token}:{key}"
 
     def notes(self, key: str) -> str:
         """list: notifications waiting for the job, oldest first."""

@@ -51,6 +51,7 @@ from supervisor.store.records import (
     Paused,
     PoolSnapshot,
     RenewResult,
+    RunOutput,
     ScheduleBook,
     StoreEvent,
     SupervisorInfo,
@@ -68,6 +69,8 @@ from supervisor.store.redis_debug import RedisDebug
 from supervisor.store.redis_dispatch import RedisDispatch
 from supervisor.store.redis_events import ended_hint, open_feed
 from supervisor.store.redis_keys import PoolKeys, queue_id
+from supervisor.store.redis_notes import RedisNotes
+from supervisor.store.redis_output import RedisOutput
 from supervisor.store.redis_reads import RedisReads
 from supervisor.store.redis_records import milliseconds, seconds
 from supervisor.store.redis_retry import retry_job
@@ -110,6 +113,8 @@ class RedisStore:
         self._reads = RedisReads(self._client, self._keys, self._run, self._where, pool=pool,
                                  retention_ms=self._retention_ms)
         self._debug = RedisDebug(self._client, self._keys, self._where)
+        self._notes = RedisNotes(self._keys, self._run)
+        self._output = RedisOutput(self._client, self._keys, self._run, self._where)
         self._steering = RedisSteering(self._client, self._keys, self._run, self._where,
                                        retention_ms=self._retention_ms)
 
@@ -151,6 +156,15 @@ class RedisStore:
 
     async def stacks_answer(self, request: str, timeout: float) -> bytes | None:
         return await self._debug.stacks_answer(request, timeout)
+
+    async def append_output(self, lease: Lease, attempt: int, data: bytes, *, at: int,
+                            max_bytes: int, ended: bool = False) -> None:
+        await self._output.append_output(lease, attempt, data, at=at, max_bytes=max_bytes,
+                                         ended=ended)
+
+    async def output(self, key: str, offsets: Mapping[int, int] | None = None
+                     ) -> list[RunOutput]:
+        return await self._output.output(key, offsets)
 
     async def set_max_pending(self, limit: int | None) -> None:
         await self._steering.set_max_pending(limit)
@@ -290,29 +304,13 @@ class RedisStore:
         return await self._steering.stop(key, fired=fired)
 
     async def notify(self, key: str, payload: bytes) -> None:
-        k = self._keys
-        await self._run(
-            "notify", [k.job(key), k.notes(key)], [key, payload, k.channel], subject=key
-        )
+        await self._notes.notify(key, payload)
 
     async def take_notifications(self, lease: Lease, after: int = 0) -> list[Note]:
-        k = self._keys
-        (notes,) = await self._run(
-            "take-notifications",
-            [k.job(lease.key), k.notes(lease.key)],
-            [lease.token, lease.owner, after],
-            subject=lease.key,
-        )
-        return [Note(seq=int(seq), payload=payload) for seq, payload in notes]
+        return await self._notes.take_notifications(lease, after)
 
     async def ack_notifications(self, lease: Lease, upto: int) -> None:
-        k = self._keys
-        await self._run(
-            "ack-notifications",
-            [k.job(lease.key), k.notes(lease.key)],
-            [lease.token, lease.owner, upto],
-            subject=lease.key,
-        )
+        await self._notes.ack_notifications(lease, upto)
 
     async def register(self, info: SupervisorInfo) -> None:
         k = self._keys

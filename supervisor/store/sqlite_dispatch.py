@@ -19,6 +19,7 @@ import orjson
 
 from supervisor.errors import DispatchRefused, StaleTick
 from supervisor.store import sqlite_history as history
+from supervisor.store import sqlite_output
 from supervisor.store.records import (
     LIVE_STATES,
     RELEASED,
@@ -60,6 +61,7 @@ def admit_job(tx: Tx, request: DispatchRequest, cutoff: float, *, pending: int |
     if max_pending is not None and pending is not None and pending >= max_pending:
         return POOL_FULL
     history.forget(tx, request.key)
+    sqlite_output.forget(tx, request.key)
     tx.run("insert_job", key=request.key, handler=request.handler, payload=request.payload,
            max_attempts=request.max_attempts, run_at=request.run_at,
            schedule=request.schedule, priority=request.priority, job_group=request.group)

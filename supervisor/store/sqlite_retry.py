@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from supervisor.errors import JobNotFound
 from supervisor.store import sqlite_history as history
+from supervisor.store import sqlite_output
 from supervisor.store.retry_rules import refuse_retry
 from supervisor.store.sqlite_db import Tx
 
@@ -15,5 +16,6 @@ def retry_job(tx: Tx, key: str, cutoff: float) -> None:
         raise JobNotFound(f"no job has the key {key!r}")
     refuse_retry(key, state)
     tx.run("retry_job", key=key)
+    sqlite_output.forget(tx, key)
     history.note(tx, key, "retried")
     tx.run("emit_event", kind="wake", key=None)

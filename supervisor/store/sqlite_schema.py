@@ -31,7 +31,7 @@ from typing import TypeVar
 from supervisor.core.host_boot import BootCheck, check_boot
 from supervisor.errors import ConfigError, StoreUnavailable
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
 MACHINE_ID_FILES = (Path("/etc/machine-id"), Path("/var/lib/dbus/machine-id"))
 MIN_SQLITE_VERSION = (3, 35, 0)  # RETURNING, UPDATE ... FROM, json_each
@@ -220,6 +220,8 @@ def _ensure_schema(conn: sqlite3.Connection, path: Path, pool: str, clocks: Cloc
                 _migrate_9_to_10(conn)
             if version < 11:
                 _migrate_10_to_11(conn)
+            if version < 12:
+                _migrate_11_to_12(conn)
         if version != SCHEMA_VERSION:
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         _check_boot(conn, path, boot_id(), machine_id())
@@ -323,6 +325,20 @@ def _migrate_10_to_11(conn: sqlite3.Connection) -> None:
     """Schema 11: the answers to `poolsup debug` requests."""
     conn.execute("CREATE TABLE stacks_answers (pool TEXT NOT NULL, request TEXT NOT NULL, "
                  "answer BLOB NOT NULL, at REAL NOT NULL, PRIMARY KEY (pool, request)) STRICT")
+
+
+def _migrate_11_to_12(conn: sqlite3.Connection) -> None:
+    """Schema 12: each run's output (`poolsup logs`).  The jobs already there have none."""
+    conn.execute("CREATE TABLE output_runs (pool TEXT NOT NULL, key TEXT NOT NULL, "
+                 "token INTEGER NOT NULL, attempt INTEGER NOT NULL, supervisor TEXT NOT NULL, "
+                 "max_bytes INTEGER NOT NULL, total INTEGER NOT NULL, "
+                 "ended INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (pool, key, token)) STRICT")
+    conn.execute("CREATE TABLE output_chunks (pool TEXT NOT NULL, key TEXT NOT NULL, "
+                 "token INTEGER NOT NULL, at INTEGER NOT NULL, data BLOB NOT NULL, "
+                 "PRIMARY KEY (pool, key, token, at)) STRICT")
+    conn.execute("CREATE TRIGGER output_goes_with_the_job AFTER DELETE ON jobs BEGIN "
+                 "DELETE FROM output_runs WHERE pool = old.pool AND key = old.key; "
+                 "DELETE FROM output_chunks WHERE pool = old.pool AND key = old.key; END")
 
 
 def _check_boot(conn: sqlite3.Connection, path: Path, boot: str | None,

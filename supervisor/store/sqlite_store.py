@@ -40,6 +40,7 @@ from supervisor.store import (
     sqlite_dispatch,
     sqlite_limits,
     sqlite_notes,
+    sqlite_output,
     sqlite_retry,
 )
 from supervisor.store import sqlite_history as history
@@ -68,6 +69,7 @@ from supervisor.store.records import (
     Paused,
     PoolSnapshot,
     RenewResult,
+    RunOutput,
     ScheduleBook,
     StoreEvent,
     SupervisorInfo,
@@ -149,6 +151,17 @@ class SqliteStore:
 
     async def stacks_answer(self, request: str, timeout: float) -> bytes | None:
         return await sqlite_debug.stacks_answer(self._db, request, timeout)
+
+    async def append_output(self, lease: Lease, attempt: int, data: bytes, *, at: int,
+                            max_bytes: int, ended: bool = False) -> None:
+        await self._db.write(lambda tx: sqlite_output.append(
+            tx, lease, attempt, data, at=at, max_bytes=max_bytes, ended=ended,
+            cutoff=self._cutoff(tx)))
+
+    async def output(self, key: str, offsets: Mapping[int, int] | None = None
+                     ) -> list[RunOutput]:
+        return await self._db.read(
+            lambda tx: sqlite_output.read(tx, key, offsets or {}, self._cutoff(tx)))
 
     async def set_max_pending(self, limit: int | None) -> None:
         await self._db.write(lambda tx: tx.run("set_max_pending", max_pending=limit))

@@ -38,10 +38,14 @@ def write_pool(
     pool: str,
     handlers: dict[str, dict[str, Any]],
     name: str = "pool.toml",
+    pool_options: dict[str, Any] | None = None,
     **supervisor: Any,
 ) -> Path:
-    """Write a pool.toml; handler `path`s default to files in tests/handlers."""
-    lines = ["[pool]", f"name = {toml_value(pool)}", f"store = {toml_value(store)}", ""]
+    """Write a pool.toml; handler `path`s default to files in tests/handlers;
+    `pool_options` go to [pool]."""
+    lines = ["[pool]", f"name = {toml_value(pool)}", f"store = {toml_value(store)}"]
+    lines += [f"{key} = {toml_value(value)}" for key, value in (pool_options or {}).items()]
+    lines.append("")
     lines.append("[supervisor]")
     for key, value in supervisor.items():
         lines.append(f"{key} = {toml_value(value)}")

@@ -24,9 +24,9 @@ class Pool:
         self._clients: list[Client] = []
 
     def config(self, handlers: dict[str, dict[str, Any]], *, file: str = "pool.toml",
-               **supervisor: Any) -> Path:
+               pool_options: dict[str, Any] | None = None, **supervisor: Any) -> Path:
         return write_pool(self.directory, store=self.store, pool=self.name, handlers=handlers,
-                          name=file, **supervisor)
+                          name=file, pool_options=pool_options, **supervisor)
 
     def start(
         self, config: Path, *, serving: bool = True, new_session: bool = False,

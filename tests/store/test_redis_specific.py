@@ -42,7 +42,7 @@ EXPECTED_COMMANDS = {
     "notify", "take-notifications", "register", "deregister", "forget", "upgrade-layout",
     "save-checkpoint", "members", "fire-tick", "record-tick-outcome", "schedules",
     "prune-schedule-jobs", "counts",
-    "retry",
+    "retry", "append-output", "output",
 }
 
 
@@ -159,6 +159,28 @@ async def test_finished_records_expire_in_redis(store: Store, raw: Redis, pool_n
     await store.complete(job.lease, b"1")
 
     assert 0 < await raw.pttl(PoolKeys(pool_name).job("k1")) <= 86_400_000
+
+
+async def test_a_runs_output_keys_share_the_hash_tag_expire_with_the_record_and_stay_bounded(
+    store: Store, raw: Redis, pool_name: str
+) -> None:
+    keys = PoolKeys(pool_name)
+    await store.dispatch(new_job("k1"))
+    job = await claim_one(store)
+    for n in range(50):
+        await store.append_output(job.lease, 1, b"z" * 100_000, at=n * 100_000,
+                                  max_bytes=1_000_000)
+        assert await raw.strlen(keys.output_run("k1", job.token)) <= 1_000_000 + 250_000
+    assert await raw.pttl(keys.output("k1")) == -1
+
+    await store.complete(job.lease, b"1")
+
+    job_ttl = await raw.pttl(keys.job("k1"))
+    for name in (keys.output("k1"), keys.output_run("k1", job.token)):
+        assert name.startswith(keys.prefix)
+        assert 0 < await raw.pttl(name) <= job_ttl
+    await store.dispatch(new_job("k1"))
+    assert not await raw.exists(keys.output("k1"), keys.output_run("k1", job.token))
 
 
 async def test_unknown_url_scheme_is_a_config_error(pool_name: str) -> None:

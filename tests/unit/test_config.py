@@ -467,3 +467,25 @@ def test_a_bad_limit_names_what_is_wrong(tmp_path: Path, line: str, named: str) 
 def test_a_bad_max_pending_names_what_is_wrong(tmp_path: Path) -> None:
     text = MINIMAL.replace('name = "media"', 'name = "media"\nmax_pending = 0')
     assert "max_pending must be" in error_for(tmp_path, text)
+
+
+def with_max_log(value: str) -> str:
+    return MINIMAL.replace('name = "media"', f'name = "media"\nmax_log = {value}')
+
+
+def test_max_log_is_a_size_and_defaults_to_one_mebibyte(tmp_path: Path) -> None:
+    assert load(write(tmp_path, MINIMAL)).pool.max_log == 1024 * 1024
+    assert load(write(tmp_path, with_max_log('"256KiB"'))).pool.max_log == 256 * 1024
+    assert load(write(tmp_path, with_max_log("0"))).pool.max_log == 0  # capture off
+
+
+@pytest.mark.parametrize(("value", "says"), [
+    ('"1MB"', 'max_log must be a size in bytes or a string like "512MiB" (got "1MB")'),
+    ("-1", "max_log must not be negative"),
+    ("true", "max_log must be a size"),
+    ('"lots"', "max_log must be a size"),
+])
+def test_a_bad_max_log_is_one_line_naming_it(tmp_path: Path, value: str, says: str) -> None:
+    message = error_for(tmp_path, with_max_log(value))
+    assert says in message
+    assert "[pool]" in message

@@ -254,6 +254,33 @@ local function note_pid(job, token, pid)
   end
 end
 
+-- A job's output (lua/append-output-3.lua): the hash `output:<key>` of its runs and an
+-- `output-run:<token>:<key>` string per run.  Like load_key's, their names are built
+-- here, from the job hash's (redis_keys.py PoolKeys.output and output_run build the
+-- same), so that every script that creates or ends a job keeps them without declaring
+-- them: they share the pool's hash tag (see redis_keys.py).
+local function output_names(job, key)
+  local prefix = string.sub(job, 1, #job - #key - #'job:')
+  local runs = prefix .. 'output:' .. key
+  local names = {runs}
+  for _, token in ipairs(redis.call('HKEYS', runs)) do
+    names[#names + 1] = prefix .. 'output-run:' .. token .. ':' .. key
+  end
+  return names
+end
+
+-- A new dispatch or a retry starts without the output of the runs before.
+local function drop_output(job, key)
+  redis.call('DEL', unpack(output_names(job, key)))
+end
+
+-- An ended job's output goes with its record, after `ms`.
+local function expire_output(job, key, ms)
+  for _, name in ipairs(output_names(job, key)) do
+    redis.call('PEXPIRE', name, ms)
+  end
+end
+
 -- The channel on which the end of job `key` is announced, one per job so that only its
 -- waiters hear it (`poolsup wait`; redis_keys.py PoolKeys.ended builds the same name).
 local function ended_channel(pool, key)
@@ -279,6 +306,7 @@ local function finish(pool, job, notes, key, state, error)
   end
   redis.call('HDEL', job, 'lease_deadline', 'due', 'pid', 'rss_bytes', 'cpu_percent')
   redis.call('PEXPIRE', job, pool.retention)
+  expire_output(job, key, pool.retention)
   redis.call('DEL', notes)
   redis.call('HDEL', job, 'notes_acked')
   local done = pool['done_' .. state]
@@ -318,6 +346,7 @@ local function create_job(pool, r)
   if r.run_at and r.run_at > due then
     due = r.run_at
   end
+  drop_output(r.job, r.key)
   redis.call('DEL', r.job, r.notes)
   redis.call('ZREM', pool.done_succeeded, r.key)
   redis.call('ZREM', pool.done_failed, r.key)

@@ -32,6 +32,7 @@ redis.call('HSET', job, 'state', 'pending', 'attempts', 0, 'lease_losses', 0,
 redis.call('HDEL', job, 'error', 'result', 'started_at', 'finished_at', 'owner',
            'lease_expired_at')
 redis.call('PERSIST', job)
+drop_output(job, key)
 note_event(job, pool.now, 'retried', nil)
 redis.call('ZREM', KEYS[3], key)
 redis.call('ZREM', KEYS[4], key)

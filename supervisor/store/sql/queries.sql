@@ -392,3 +392,56 @@ WHERE pool = :pool AND key = :key ORDER BY id;
 -- name: all_job_events
 SELECT key, at, event, supervisor, token, detail FROM job_events
 WHERE pool = :pool ORDER BY id;
+
+-- name: output_job
+SELECT state, token FROM jobs
+WHERE pool = :pool AND key = :key AND (finished_at IS NULL OR finished_at >= :cutoff);
+
+-- name: output_run
+SELECT token, attempt, supervisor, max_bytes, total, ended FROM output_runs
+WHERE pool = :pool AND key = :key AND token = :token;
+
+-- name: output_runs
+SELECT token, attempt, supervisor, max_bytes, total, ended FROM output_runs
+WHERE pool = :pool AND key = :key ORDER BY token;
+
+-- name: save_output_run
+INSERT INTO output_runs (pool, key, token, attempt, supervisor, max_bytes, total, ended)
+VALUES (:pool, :key, :token, :attempt, :supervisor, :max_bytes, :total, :ended)
+ON CONFLICT (pool, key, token) DO UPDATE SET max_bytes = excluded.max_bytes,
+    total = excluded.total, ended = max(ended, excluded.ended);
+
+-- name: add_output_chunk
+INSERT INTO output_chunks (pool, key, token, at, data)
+VALUES (:pool, :key, :token, :at, :data);
+
+-- name: output_chunks
+-- The chunks that hold bytes from :start on, in order.
+SELECT at, data FROM output_chunks
+WHERE pool = :pool AND key = :key AND token = :token AND at + length(data) > :start
+ORDER BY at;
+
+-- name: first_output_chunk
+SELECT min(at) FROM output_chunks WHERE pool = :pool AND key = :key AND token = :token;
+
+-- name: drop_output_chunks_before
+-- The chunks that end at or before :keep_from.
+DELETE FROM output_chunks
+WHERE pool = :pool AND key = :key AND token = :token AND at + length(data) <= :keep_from;
+
+-- name: forget_output_runs
+DELETE FROM output_runs WHERE pool = :pool AND key = :key;
+
+-- name: forget_output_chunks
+DELETE FROM output_chunks WHERE pool = :pool AND key = :key;
+
+-- name: last_output_chunk
+SELECT at, data FROM output_chunks
+WHERE pool = :pool AND key = :key AND token = :token ORDER BY at DESC LIMIT 1;
+
+-- name: extend_output_chunk
+UPDATE output_chunks SET data = :data
+WHERE pool = :pool AND key = :key AND token = :token AND at = :at;
+
+-- name: drop_output_chunks
+DELETE FROM output_chunks WHERE pool = :pool AND key = :key AND token = :token;

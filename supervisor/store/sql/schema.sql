@@ -200,3 +200,31 @@ CREATE TABLE stacks_answers (
     at REAL NOT NULL,
     PRIMARY KEY (pool, request)
 ) STRICT;
+
+-- What each run of a job printed (sqlite_output.py): a row per run (its token) with its
+-- numbers (max_bytes: how much of it readers see; total: bytes printed), and its kept
+-- bytes in chunks, each starting at byte `at` of the run's output.  They go with the
+-- job's record; a new dispatch or a retry of the key forgets them.
+CREATE TABLE output_runs (
+    pool TEXT NOT NULL,
+    key TEXT NOT NULL,
+    token INTEGER NOT NULL,
+    attempt INTEGER NOT NULL,
+    supervisor TEXT NOT NULL,
+    max_bytes INTEGER NOT NULL,
+    total INTEGER NOT NULL,
+    ended INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (pool, key, token)
+) STRICT;
+CREATE TABLE output_chunks (
+    pool TEXT NOT NULL,
+    key TEXT NOT NULL,
+    token INTEGER NOT NULL,
+    at INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (pool, key, token, at)
+) STRICT;
+CREATE TRIGGER output_goes_with_the_job AFTER DELETE ON jobs BEGIN
+    DELETE FROM output_runs WHERE pool = old.pool AND key = old.key;
+    DELETE FROM output_chunks WHERE pool = old.pool AND key = old.key;
+END;
