@@ -44,6 +44,7 @@ from supervisor.store import (
 )
 from supervisor.store import sqlite_history as history
 from supervisor.store import sqlite_leases as leases
+from supervisor.store.paging import checked_limit, prefix_upper_bound
 from supervisor.store.policy import (
     HEALTH_GAP,
     LIVE_TTLS,
@@ -342,6 +343,18 @@ class SqliteStore:
             return [job_record(row, tx, events.get(row["key"], ())) for row in rows]
 
         return await self._db.write(work)
+
+    async def jobs_page(self, state: JobState | None = None, *, prefix: str = "",
+                        after: str = "", limit: int = 50) -> list[JobRecord]:
+        limit = checked_limit(limit)
+
+        def work(tx: Tx) -> list[JobRecord]:
+            rows = tx.rows("jobs_page", state=state, prefix=prefix, after=after,
+                           upper=prefix_upper_bound(prefix), cutoff=self._cutoff(tx),
+                           limit=limit)
+            return [job_record(row, tx) for row in rows]
+
+        return await self._db.read(work)
 
     async def members(self) -> Membership:
         return await self._db.read(read_members)
