@@ -25,8 +25,8 @@ def web_pool(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> Iterat
     directory = tmp_path_factory.mktemp("web")
     pool = f"web-{directory.name[-6:]}"
     config = write_pool(
-        directory, store=redis_url, pool=pool, id="web-sup-1", capacity=8, lease_ttl=5, drain_timeout=2,
-        stop_grace=5,
+        directory, store=redis_url, pool=pool, id="web-sup-1", capacity=8, lease_ttl=5,
+        drain_timeout=2, stop_grace=5,
         handlers={
             "worker": {"path": "dashboard.py", "function": "until_stopped", "timeout": 0},
             "broken": {"path": "dashboard.py", "function": "fails_with", "max_attempts": 1},

@@ -34,7 +34,9 @@ class Dashboard:
         assert self.process.stdout is not None
         line = self.process.stdout.readline()
         found = re.search(r"(http://\S+/)", line)
-        assert found, f"no URL in {line!r}; stderr: {self.process.stderr.read() if self.process.stderr else ''}"
+        if not found:
+            _out, errors = self.process.communicate(timeout=20)
+            raise AssertionError(f"no URL in {line!r}; stderr: {errors}")
         self.url = found.group(1).rstrip("/")
         return self
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from markupsafe import escape
 
-from tests.helpers.pool import wait_for
 from tests.web.conftest import WebPool
 from tests.web.dashboard import Dashboard, csrf_of, page_forms, wait_state
 
