@@ -226,6 +226,12 @@ class AsyncClient:
                                                        limit=limit)
         return [record.to_json() for record in page]
 
+    async def latest_finished(self, state: JobState, limit: int = 20) -> list[dict[str, Any]]:
+        """The `limit` jobs that finished last in `state` (succeeded, failed or stopped),
+        newest first, without `events`."""
+        page = await (await self._opened()).latest_finished(state, limit)
+        return [record.to_json() for record in page]
+
     async def stop(
         self, key: str, *, wait: bool = True, timeout: float | None = None
     ) -> dict[str, Any]:

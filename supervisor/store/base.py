@@ -253,6 +253,12 @@ class Store(Protocol):
         A page can come back short of `limit` only at the end, or when jobs changed
         state in between.  Raises `ValueError` for a `limit` below 1."""
 
+    async def latest_finished(self, state: JobState, limit: int = 20) -> list[JobRecord]:
+        """The `limit` retained records that finished last in `state` (succeeded, failed
+        or stopped), newest first, without their events: what a dashboard refreshes,
+        at a cost that does not grow with the pool.  Raises `ValueError` for another
+        state or a `limit` below 1."""
+
     async def members(self) -> Membership:
         """Supervisors seen within 3 x their lease_ttl, with the running jobs each holds
         per handler and the jobs reserved for each: one cheap read, done by every

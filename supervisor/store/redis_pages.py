@@ -1,7 +1,10 @@
-"""`Store.jobs_page` on Redis.  Redis keeps no index of job keys in key order (the state
-sets are scored by time), so a page scans the state's set with ZSCAN, in steps that keep
-every call short, with the prefix matched inside Redis so that only matching keys travel;
-it keeps the `limit` smallest keys after `after`, then reads only those records."""
+"""`Store.jobs_page` and `Store.latest_finished` on Redis.
+
+Redis keeps no index of job keys in key order (the state sets are scored by time), so a
+page scans the state's set with ZSCAN, in steps that keep every call short, with the
+prefix matched inside Redis so that only matching keys travel; it keeps the `limit`
+smallest keys after `after`, then reads only those records.  The latest finished are the
+top of their done set, which is scored by finish time."""
 
 from __future__ import annotations
 
@@ -9,12 +12,12 @@ import heapq
 from collections.abc import Awaitable, Callable, Sequence
 from typing import cast
 
-from supervisor.store.paging import checked_limit, glob_pattern, on_page
+from supervisor.store.paging import checked_finished, checked_limit, glob_pattern, on_page
 from supervisor.store.records import JobRecord, JobState
 from supervisor.store.redis_connection import RedisClient, translated_errors
 from supervisor.store.redis_keys import PoolKeys
 
-SCAN_STEP = 5000  # members Redis looks at per ZSCAN call
+SCAN_STEP = 1000  # members Redis looks at per ZSCAN call: about 1 ms of its time each
 
 ReadRecords = Callable[[Sequence[str]], Awaitable[list[JobRecord | None]]]
 
@@ -48,3 +51,13 @@ async def jobs_page(client: RedisClient, keys: PoolKeys, read: ReadRecords,
     records = await read(page)
     return [record for record in records
             if record is not None and (state is None or record.state == state)]
+
+
+async def latest_finished(client: RedisClient, keys: PoolKeys, read: ReadRecords,
+                          state: JobState, *, limit: int, where: str) -> list[JobRecord]:
+    checked_finished(state)
+    limit = checked_limit(limit)
+    with translated_errors(where):
+        newest = await client.zrevrange(keys.done(state), 0, limit - 1)
+    records = await read([cast(bytes, key).decode() for key in newest])
+    return [record for record in records if record is not None and record.state == state]

@@ -64,6 +64,11 @@ class RedisReads:
             self._client, self._keys, lambda keys: self._records(keys, history=False), state,
             prefix=prefix, after=after, limit=limit, where=self._where)
 
+    async def latest_finished(self, state: JobState, *, limit: int) -> list[JobRecord]:
+        return await redis_pages.latest_finished(
+            self._client, self._keys, lambda keys: self._records(keys, history=False), state,
+            limit=limit, where=self._where)
+
     async def members(self) -> Membership:
         k = self._keys
         now, entries, seen, running, inbound = await self._run(

@@ -340,6 +340,9 @@ class RedisStore:
                         after: str = "", limit: int = 50) -> list[JobRecord]:
         return await self._reads.jobs_page(state, prefix=prefix, after=after, limit=limit)
 
+    async def latest_finished(self, state: JobState, limit: int = 20) -> list[JobRecord]:
+        return await self._reads.latest_finished(state, limit=limit)
+
     async def members(self) -> Membership:
         return await self._reads.members()
 

@@ -44,7 +44,7 @@ from supervisor.store import (
 )
 from supervisor.store import sqlite_history as history
 from supervisor.store import sqlite_leases as leases
-from supervisor.store.paging import checked_limit, prefix_upper_bound
+from supervisor.store.paging import checked_finished, checked_limit, prefix_upper_bound
 from supervisor.store.policy import (
     HEALTH_GAP,
     LIVE_TTLS,
@@ -352,6 +352,16 @@ class SqliteStore:
             rows = tx.rows("jobs_page", state=state, prefix=prefix, after=after,
                            upper=prefix_upper_bound(prefix), cutoff=self._cutoff(tx),
                            limit=limit)
+            return [job_record(row, tx) for row in rows]
+
+        return await self._db.read(work)
+
+    async def latest_finished(self, state: JobState, limit: int = 20) -> list[JobRecord]:
+        checked_finished(state)
+        limit = checked_limit(limit)
+
+        def work(tx: Tx) -> list[JobRecord]:
+            rows = tx.rows("latest_finished", state=state, cutoff=self._cutoff(tx), limit=limit)
             return [job_record(row, tx) for row in rows]
 
         return await self._db.read(work)

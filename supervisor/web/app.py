@@ -117,11 +117,11 @@ class _Pages:
 
     async def _overview_values(self) -> dict[str, Any]:
         status = await self._client.status()
-        failed = await self._client.jobs_page("failed", limit=FAILED_ON_OVERVIEW + 1)
+        failed = await self._client.latest_finished("failed", limit=FAILED_ON_OVERVIEW)
         paused = status["paused"]
         handlers = sorted({*self._settings.handlers, *paused["handlers"]})
-        return {"status": status, "failed": failed[:FAILED_ON_OVERVIEW],
-                "more_failed": len(failed) > FAILED_ON_OVERVIEW, "handlers": handlers,
+        return {"status": status, "failed": failed,
+                "more_failed": status["counts"]["failed"] > len(failed), "handlers": handlers,
                 "states": ALL_STATES}
 
     async def overview(self, request: Request) -> Response:

@@ -3,6 +3,7 @@ so that a dashboard never reads every record of a large pool."""
 
 from __future__ import annotations
 
+import anyio
 import pytest
 
 from supervisor.store.base import Store
@@ -68,3 +69,21 @@ async def test_the_records_of_a_page_are_those_of_job(store: Store) -> None:
 async def test_the_limit_must_be_positive(store: Store) -> None:
     with pytest.raises(ValueError, match="limit"):
         await store.jobs_page(limit=0)
+
+
+async def test_the_latest_finished_come_newest_first(store: Store) -> None:
+    await dispatch_all(store, ["f-1", "f-2", "f-3", "ok-1"])
+    claimed = {job.key: job for job in (await claim(store, 4)).jobs}
+    for key in ("f-2", "f-3", "f-1"):  # finished in this order
+        await store.fail(claimed[key].lease, f"boom {key}", final=True, retry_delay=0.0)
+        await anyio.sleep(0.01)
+    await store.complete(claimed["ok-1"].lease, b"1")
+
+    latest = await store.latest_finished("failed", limit=2)
+
+    assert [record.key for record in latest] == ["f-1", "f-3"]
+    assert latest[0].error == "boom f-1"
+    assert [r.key for r in await store.latest_finished("succeeded")] == ["ok-1"]
+    assert await store.latest_finished("stopped") == []
+    with pytest.raises(ValueError, match="finished state"):
+        await store.latest_finished("running")  # type: ignore[arg-type]

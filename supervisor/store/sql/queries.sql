@@ -58,6 +58,11 @@ WHERE pool = :pool AND key > :after AND key >= :prefix AND key < :upper
   AND (finished_at IS NULL OR finished_at >= :cutoff)
 ORDER BY key LIMIT :limit;
 
+-- name: latest_finished
+SELECT * FROM jobs
+WHERE pool = :pool AND state = :state AND finished_at >= :cutoff
+ORDER BY finished_at DESC, rowid DESC LIMIT :limit;
+
 -- name: running_jobs
 SELECT * FROM jobs WHERE pool = :pool AND state = 'running' ORDER BY started_at, rowid;
 
