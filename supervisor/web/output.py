@@ -1,5 +1,5 @@
-"""The job page's Output section: each attempt's stdout and stderr, as `poolsup logs`
-shows them, through the one client call that reads them."""
+"""The job page's Output section: each run's stdout and stderr, as `poolsup logs` shows
+them, through the one client call that reads them."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from supervisor.client import AsyncClient
 
 
 async def attempt_outputs(client: AsyncClient, key: str) -> list[Any] | None:
-    """Each attempt's output (AttemptOutput: attempt, supervisor, text, dropped_bytes,
-    ended), oldest first; None where this client cannot read outputs yet."""
+    """Each run's output (AttemptOutput: attempt, supervisor, text, dropped_bytes, ended),
+    oldest first, as `client.logs` gives it; None where this client cannot read outputs
+    (a poolsup without `logs`)."""
     logs = getattr(client, "logs", None)
     if logs is None:
         return None
     outputs: list[Any] = await logs(key)
-    return sorted(outputs, key=lambda output: output.attempt)
+    return outputs

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from markupsafe import escape
 
+from supervisor.client import AsyncClient
+from tests.helpers.pool import wait_for
 from tests.web.conftest import WebPool
 from tests.web.dashboard import Dashboard, csrf_of, page_forms, wait_state
 
@@ -172,6 +174,21 @@ def test_the_listing_is_paged_by_key_with_a_prefix_search(dashboard: Dashboard,
         assert _row_keys(browser.get("/jobs?prefix=bulkier-").text) == sorted(
             f"bulkier-{n}" for n in range(10))
         assert browser.get("/jobs?state=nonsense").status_code == 400
+
+
+@pytest.mark.skipif(not hasattr(AsyncClient, "logs"),
+                    reason="AsyncClient.logs (poolsup logs, branch logs2) is not in this tree yet")
+def test_the_job_page_shows_what_the_job_printed(dashboard: Dashboard,
+                                                 web_pool: WebPool) -> None:
+    client = web_pool.client
+    client.dispatch("out-1", {}, handler="worker")
+    wait_state(client, "out-1", "running")
+    printed = str(escape("working on out-1 <b>not bold</b>"))
+    with dashboard.session(TOKEN) as browser:
+        wait_for(lambda: printed in browser.get("/jobs/out-1").text, 20,
+                 message="the job's output on its page")
+        assert "<b>not bold</b>" not in browser.get("/parts/jobs/out-1").text
+    client.stop("out-1")
 
 
 def test_an_unknown_job_is_a_404_with_one_line(dashboard: Dashboard) -> None:
