@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from supervisor.client import AsyncClient
 from tests.web.conftest import WebPool
 from tests.web.dashboard import Dashboard, wait_state
 
@@ -119,6 +120,9 @@ def test_stop_on_the_job_page_is_followed_live_to_stopped(
     assert browser.find_element(By.ID, "job-state").text == "running"
     for section in ("payload", "events", "checkpoint", "output", "notify"):
         assert browser.find_element(By.ID, section).is_displayed(), section
+    if hasattr(AsyncClient, "logs"):  # poolsup logs: the run's output, live
+        _until(browser, "the job's output", lambda d: "working on render-9" in " ".join(
+            pre.text for pre in d.find_elements(By.CSS_SELECTOR, "pre.output")))
     _save_screenshot(browser, "dashboard-job.png")
 
     browser.find_element(By.ID, "stop-button").click()
