@@ -4,6 +4,7 @@ and exit 0 on SIGTERM."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.pool import write_pool
+from tests.helpers.redis_server import free_port
 from tests.web.dashboard import Dashboard
 
 BLOCK_STARLETTE = '''
@@ -90,3 +92,28 @@ def test_without_the_web_extra_it_says_how_to_install_it(config: Path, tmp_path:
     assert done.returncode == 2, done.stderr
     assert _one_line(done.stderr) == (
         "poolsup web needs the web extra: pip install 'poolsup[web]'")
+
+
+def test_an_address_in_use_is_exit_1_with_one_line(config: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        done = _web(config, "--listen", f"127.0.0.1:{port}")
+    assert done.returncode == 1
+    assert "cannot listen there" in _one_line(done.stderr)
+
+
+def test_an_unreachable_store_is_a_503_page_not_a_crash(tmp_path: Path) -> None:
+    config = write_pool(tmp_path, store=f"redis://127.0.0.1:{free_port()}/0", pool="gone",
+                        handlers={})
+    dashboard = Dashboard(config).start()
+    try:
+        with dashboard.session() as browser:
+            for path in ("/", "/parts/overview", "/jobs", "/jobs/k1"):
+                page = browser.get(path)
+                assert page.status_code == 503, path
+                assert "Traceback" not in page.text
+                assert 'id="problem"' in page.text
+            assert dashboard.process.poll() is None
+    finally:
+        assert dashboard.stop() == 0
+    assert "Traceback" not in dashboard.stderr
