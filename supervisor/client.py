@@ -353,6 +353,13 @@ class Client:
     def jobs(self, state: JobState | None = None) -> list[dict[str, Any]]:
         return self._call(self._async.jobs, state)
 
+    def jobs_page(self, state: JobState | None = None, *, prefix: str = "", after: str = "",
+                  limit: int = 50) -> list[dict[str, Any]]:
+        return self._call(self._async.jobs_page, state, prefix=prefix, after=after, limit=limit)
+
+    def latest_finished(self, state: JobState, limit: int = 20) -> list[dict[str, Any]]:
+        return self._call(self._async.latest_finished, state, limit)
+
     def stop(self, key: str, *, wait: bool = True, timeout: float | None = None) -> dict[str, Any]:
         return self._call(self._async.stop, key, wait=wait, timeout=timeout)
 

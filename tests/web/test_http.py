@@ -227,3 +227,14 @@ def test_job_page_path_keeps_slashes(dashboard: Dashboard, web_pool: WebPool,
         assert browser.post("/jobs/dir%2Fwith%2Fstop/stop", data={"csrf": csrf}
                             ).status_code == 303
     assert web_pool.client.job("dir/with/stop")["state"] == "stopped"
+
+
+def test_the_blocking_client_pages_too(web_pool: WebPool) -> None:
+    client = web_pool.client
+    client.dispatch("zz-page-1", {}, handler="bulk")
+    client.dispatch("zz-page-2", {}, handler="bulk")
+    assert [r["key"] for r in client.jobs_page("pending", prefix="zz-page-")] == [
+        "zz-page-1", "zz-page-2"]
+    assert [r["key"] for r in client.jobs_page(prefix="zz-page-", after="zz-page-1")] == [
+        "zz-page-2"]
+    assert all(r["state"] == "failed" for r in client.latest_finished("failed", 5))
