@@ -218,6 +218,21 @@ class AsyncClient:
     async def jobs(self, state: JobState | None = None) -> list[dict[str, Any]]:
         return [record.to_json() for record in await (await self._opened()).jobs(state)]
 
+    async def jobs_page(self, state: JobState | None = None, *, prefix: str = "",
+                        after: str = "", limit: int = 50) -> list[dict[str, Any]]:
+        """One page of `jobs`, ordered by key: up to `limit` records (without `events`)
+        whose key starts with `prefix` and sorts after `after`; the next page starts
+        after the last key of this one.  Reads only the page's records."""
+        page = await (await self._opened()).jobs_page(state, prefix=prefix, after=after,
+                                                       limit=limit)
+        return [record.to_json() for record in page]
+
+    async def latest_finished(self, state: JobState, limit: int = 20) -> list[dict[str, Any]]:
+        """The `limit` jobs that finished last in `state` (succeeded, failed or stopped),
+        newest first, without `events`."""
+        page = await (await self._opened()).latest_finished(state, limit)
+        return [record.to_json() for record in page]
+
     async def stop(
         self, key: str, *, wait: bool = True, timeout: float | None = None
     ) -> dict[str, Any]:
@@ -348,6 +363,13 @@ class Client:
 
     def jobs(self, state: JobState | None = None) -> list[dict[str, Any]]:
         return self._call(self._async.jobs, state)
+
+    def jobs_page(self, state: JobState | None = None, *, prefix: str = "", after: str = "",
+                  limit: int = 50) -> list[dict[str, Any]]:
+        return self._call(self._async.jobs_page, state, prefix=prefix, after=after, limit=limit)
+
+    def latest_finished(self, state: JobState, limit: int = 20) -> list[dict[str, Any]]:
+        return self._call(self._async.latest_finished, state, limit)
 
     def stop(self, key: str, *, wait: bool = True, timeout: float | None = None) -> dict[str, Any]:
         return self._call(self._async.stop, key, wait=wait, timeout=timeout)

@@ -34,6 +34,9 @@ from supervisor.service.log_format import LOG_FORMATS
 from supervisor.service.logs import logging_to_stderr
 from supervisor.store.records import ALL_STATES
 
+WEB_EXTRA_MODULES = ("starlette", "uvicorn", "jinja2")
+WEB_TOKEN_ENV = "POOLSUP_WEB_TOKEN"
+
 
 @click.group()
 @click.version_option(package_name="poolsup")
@@ -199,6 +202,26 @@ def job(config_path: str | None, key: str, as_json: bool) -> None:
     click.echo("events:")
     for line in event_lines(record["events"]):
         click.echo(f"  {line}")
+
+
+@main.command()
+@config_option
+@click.option("--listen", default="127.0.0.1:8080", show_default=True, metavar="HOST:PORT")
+@click.option("--token-file", default=None, metavar="FILE",
+              help=f"the token browsers must present (default: ${WEB_TOKEN_ENV})")
+@click.option("--read-only", is_flag=True, help="no buttons; actions are refused")
+@reports_errors
+def web(config_path: str | None, listen: str, token_file: str | None, read_only: bool) -> None:
+    """The dashboard, until SIGTERM.  Exit 2 for a non-loopback address without a token."""
+    try:
+        from supervisor.web.serving import run_dashboard
+    except ImportError as error:
+        if (error.name or "").split(".")[0] not in WEB_EXTRA_MODULES:
+            raise
+        click.echo("poolsup web needs the web extra: pip install 'poolsup[web]'", err=True)
+        sys.exit(2)
+    run_dashboard(read_config(config_path), listen=listen, token_file=token_file,
+                  read_only=read_only)
 
 
 main.add_command(dispatch_command)

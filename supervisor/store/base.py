@@ -263,6 +263,23 @@ class Store(Protocol):
     async def jobs(self, state: JobState | None = None) -> list[JobRecord]:
         """Every retained record, or those in one state, oldest first."""
 
+    async def jobs_page(self, state: JobState | None = None, *, prefix: str = "",
+                        after: str = "", limit: int = 50) -> list[JobRecord]:
+        """Up to `limit` retained records (in `state`, or in any), without their events,
+        whose key starts with `prefix` (plain characters, no patterns) and sorts after
+        `after`, ordered by key (code point order): one page of a listing, which the
+        next call continues with `after` = the page's last key.  Never reads the records
+        of other pages (SQLite: the (pool, key) index; Redis: the state's key set is
+        scanned, filtered by prefix in Redis, then only the page's records are read).
+        A page can come back short of `limit` only at the end, or when jobs changed
+        state in between.  Raises `ValueError` for a `limit` below 1."""
+
+    async def latest_finished(self, state: JobState, limit: int = 20) -> list[JobRecord]:
+        """The `limit` retained records that finished last in `state` (succeeded, failed
+        or stopped), newest first, without their events: what a dashboard refreshes,
+        at a cost that does not grow with the pool.  Raises `ValueError` for another
+        state or a `limit` below 1."""
+
     async def members(self) -> Membership:
         """Supervisors seen within 3 x their lease_ttl, with the running jobs each holds
         per handler and the jobs reserved for each: one cheap read, done by every

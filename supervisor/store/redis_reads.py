@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from supervisor.errors import JobNotFound, StoreError
+from supervisor.store import redis_pages
 from supervisor.store.members import live_members
 from supervisor.store.policy import HEALTH_GAP, MEMBER_GARBAGE_AFTER
 from supervisor.store.records import (
@@ -56,6 +57,17 @@ class RedisReads:
             (record for record in found if state is None or record.state == state),
             key=lambda record: record.created_at,
         )
+
+    async def jobs_page(self, state: JobState | None, *, prefix: str, after: str,
+                        limit: int) -> list[JobRecord]:
+        return await redis_pages.jobs_page(
+            self._client, self._keys, lambda keys: self._records(keys, history=False), state,
+            prefix=prefix, after=after, limit=limit, where=self._where)
+
+    async def latest_finished(self, state: JobState, *, limit: int) -> list[JobRecord]:
+        return await redis_pages.latest_finished(
+            self._client, self._keys, lambda keys: self._records(keys, history=False), state,
+            limit=limit, where=self._where)
 
     async def members(self) -> Membership:
         k = self._keys

@@ -334,6 +334,13 @@ class RedisStore:
     async def jobs(self, state: JobState | None = None) -> list[JobRecord]:
         return await self._reads.jobs(state)
 
+    async def jobs_page(self, state: JobState | None = None, *, prefix: str = "",
+                        after: str = "", limit: int = 50) -> list[JobRecord]:
+        return await self._reads.jobs_page(state, prefix=prefix, after=after, limit=limit)
+
+    async def latest_finished(self, state: JobState, limit: int = 20) -> list[JobRecord]:
+        return await self._reads.latest_finished(state, limit=limit)
+
     async def members(self) -> Membership:
         return await self._reads.members()
 

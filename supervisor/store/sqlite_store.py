@@ -41,10 +41,12 @@ from supervisor.store import (
     sqlite_limits,
     sqlite_notes,
     sqlite_output,
+    sqlite_pages,
     sqlite_retry,
 )
 from supervisor.store import sqlite_history as history
 from supervisor.store import sqlite_leases as leases
+from supervisor.store.paging import checked_finished, checked_limit
 from supervisor.store.policy import (
     HEALTH_GAP,
     LIVE_TTLS,
@@ -355,6 +357,18 @@ class SqliteStore:
             return [job_record(row, tx, events.get(row["key"], ())) for row in rows]
 
         return await self._db.write(work)
+
+    async def jobs_page(self, state: JobState | None = None, *, prefix: str = "",
+                        after: str = "", limit: int = 50) -> list[JobRecord]:
+        checked_limit(limit)  # before the worker thread: a caller's error, not the store's
+        return await self._db.read(lambda tx: sqlite_pages.jobs_page(
+            tx, state, prefix=prefix, after=after, limit=limit, cutoff=self._cutoff(tx)))
+
+    async def latest_finished(self, state: JobState, limit: int = 20) -> list[JobRecord]:
+        checked_finished(state)
+        checked_limit(limit)
+        return await self._db.read(lambda tx: sqlite_pages.latest_finished(
+            tx, state, limit=limit, cutoff=self._cutoff(tx)))
 
     async def members(self) -> Membership:
         return await self._db.read(read_members)

@@ -49,6 +49,20 @@ SELECT * FROM jobs WHERE pool = :pool ORDER BY created_at, rowid;
 -- name: jobs_in_state
 SELECT * FROM jobs WHERE pool = :pool AND state = :state ORDER BY created_at, rowid;
 
+-- name: jobs_page
+-- One page of the listing by key, on the (pool, key) index; `upper` bounds the prefix's range.
+SELECT * FROM jobs
+WHERE pool = :pool AND key > :after AND key >= :prefix AND key < :upper
+  AND substr(key, 1, length(:prefix)) = :prefix
+  AND (:state IS NULL OR state = :state)
+  AND (finished_at IS NULL OR finished_at >= :cutoff)
+ORDER BY key LIMIT :limit;
+
+-- name: latest_finished
+SELECT * FROM jobs
+WHERE pool = :pool AND state = :state AND finished_at >= :cutoff
+ORDER BY finished_at DESC, rowid DESC LIMIT :limit;
+
 -- name: running_jobs
 SELECT * FROM jobs WHERE pool = :pool AND state = 'running' ORDER BY started_at, rowid;
 

@@ -1,0 +1,1 @@
+"""`poolsup web`: the dashboard (the `web` extra: Starlette, uvicorn, Jinja2)."""
