@@ -46,11 +46,11 @@ from supervisor.store import (
 )
 from supervisor.store import sqlite_history as history
 from supervisor.store import sqlite_leases as leases
+from supervisor.store import sqlite_renewal as leases_held
 from supervisor.store.paging import checked_finished, checked_limit
 from supervisor.store.policy import (
     HEALTH_GAP,
     LIVE_TTLS,
-    LOSSES_RESET_TTLS,
     MEMBER_GARBAGE_AFTER,
     MIN_FAILING_SPAN,
     claim_deadline,
@@ -66,7 +66,6 @@ from supervisor.store.records import (
     JobStats,
     Lease,
     Membership,
-    MembershipState,
     Note,
     Paused,
     PoolSnapshot,
@@ -86,7 +85,6 @@ from supervisor.store.sqlite_records import (
     read_members,
     read_snapshot,
     register,
-    stats_params,
 )
 from supervisor.store.sqlite_schema import BUSY_RETRY_PAUSES, BUSY_TIMEOUT_MS, open_connection
 from supervisor.store.witness import FailureWitness
@@ -234,28 +232,7 @@ class SqliteStore:
         def work(tx: Tx) -> RenewResult:
             nonlocal store_boot
             store_boot = tx.boot
-            for lease in leases:
-                history.note_pid(tx, lease, (stats.get(lease.key) or JobStats()).pid)
-            rows = [row for lease in leases for row in tx.rows(
-                "renew_lease", key=lease.key, token=lease.token, owner=owner,
-                deadline=tx.boot + lease_ttl, reset_after=LOSSES_RESET_TTLS * lease_ttl,
-                **stats_params(stats.get(lease.key)))]
-            entry = tx.row("supervisor_entry", id=owner)
-            membership: MembershipState = "missing"
-            if entry is not None:
-                membership = "ok" if entry["instance"] == instance else "taken"
-            if membership == "ok":
-                tx.run("touch_supervisor", id=owner)
-            tx.run("touch_health", gap=HEALTH_GAP)
-            renewed = {(row["key"], row["token"]) for row in rows}
-            return RenewResult(
-                lost=frozenset((lease.key, lease.token) for lease in leases
-                               if (lease.key, lease.token) not in renewed),
-                stop_requested=frozenset(row["key"] for row in rows if row["stop_requested"]),
-                notified=frozenset(row["key"] for row in rows if row["notified"]),
-                store_time=tx.now,
-                membership=membership,
-            )
+            return leases_held.renew(tx, owner, instance, leases, lease_ttl, stats)
 
         sent_at = self._witness.sending()
         result = await self._witnessed(sent_at, self._db.write(work))
