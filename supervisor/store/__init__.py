@@ -18,7 +18,7 @@ DEFAULT_RETENTION = 86400.0
 
 async def open_store(url: str, pool: str, *, retention: float = DEFAULT_RETENTION) -> Store:
     """The store `url` names (redis://, rediss://, unix://, redis+cluster://,
-    rediss+cluster://, sqlite:///path) for `pool`.
+    rediss+cluster://, redis+sentinel://, rediss+sentinel://, sqlite:///path) for `pool`.
     The caller closes it; `opened_store` does that for you."""
     scheme = url.partition("://")[0].lower() if "://" in url else ""
     if scheme in REDIS_SCHEMES:
@@ -32,7 +32,8 @@ async def open_store(url: str, pool: str, *, retention: float = DEFAULT_RETENTIO
         return store
     raise ConfigError(
         f"store URL {redact_url(url)!r}: unknown scheme; use redis://, rediss://, unix://, "
-        "redis+cluster://, rediss+cluster:// or sqlite:///path/to/file.db"
+        "redis+cluster://, rediss+cluster://, redis+sentinel://, rediss+sentinel:// or "
+        "sqlite:///path/to/file.db"
     )
 
 
