@@ -25,7 +25,8 @@ from supervisor.sizes import parse_size as parse_size
 from supervisor.toml_tables import NAME, TomlDocument, TomlTable, is_identifier
 
 _D = TypeVar("_D")
-_STORE_SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster", "unix", "sqlite")
+_STORE_SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster", "redis+sentinel",
+                  "rediss+sentinel", "unix", "sqlite")
 _CRON_FIELD = re.compile(r"[0-9A-Za-z*/,-]+")
 
 
@@ -167,6 +168,7 @@ def _check_store_url(url: str, where: str) -> str:
     if scheme not in _STORE_SCHEMES:
         raise ConfigError(
             f"{where} must be a redis://, rediss://, redis+cluster://, rediss+cluster://, "
+            "redis+sentinel://, rediss+sentinel://, "
             "unix:// or sqlite:// URL"
             f" (got {describe(redact_url(url))})"
         )

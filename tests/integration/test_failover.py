@@ -1,0 +1,170 @@
+"""Guarantee 12: a failover of the store's master (Sentinel, Cluster) never runs a job
+twice at once, even when it loses the last writes; tokens keep growing across it.
+
+Real redis-server and sentinel processes, real supervisors and children.  The lost
+writes are made for real: the replica is cut off (frozen, its link dropped) while the
+master acknowledges a claim, then the master is SIGKILLed and the replica, thawed, is
+promoted without it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from supervisor import Client
+from supervisor.errors import StoreFailure
+from supervisor.store.redis_store import NO_LOCK_DELAY_ENV
+from tests.helpers.pool import (
+    FINISHED,
+    SupervisorProcess,
+    assert_one_process_at_a_time,
+    lifetimes,
+    read_ledger,
+    wait_for,
+)
+from tests.helpers.redis_sentinel import SentinelSetup, cli
+from tests.helpers.redis_server import RedisServer
+from tests.integration.conftest import Pool
+
+LEDGER = {"ledger": {"path": "ledger.py", "timeout": 0, "max_attempts": 3}}
+LEASE_TTL = 4
+# Long enough that the first child, fenced only by its deadline, is still alive when the
+# new master is found (some 3 to 6 s after the kill): without the lock-delay they meet.
+LOST_LEASE_TTL = 10
+
+
+@pytest.fixture
+def sentinel() -> Iterator[SentinelSetup]:
+    setup = SentinelSetup().start()
+    yield setup
+    setup.remove()
+
+
+@pytest.fixture
+def sentinel_pool(tmp_path: Path, sentinel: SentinelSetup, pool_name: str) -> Iterator[Pool]:
+    pool = Pool(tmp_path, sentinel.url, pool_name)
+    yield pool
+    pool.close()
+
+
+def retried(call: Callable[[], Any]) -> Any:
+    """`call`'s answer, or None while the store fails (over)."""
+    try:
+        return call()
+    except StoreFailure:
+        return None
+
+
+def job(client: Client, key: str) -> dict[str, Any] | None:
+    return retried(lambda: client.job(key))
+
+
+def replicated(master: RedisServer, replica: RedisServer) -> bool:
+    """The replica has everything the master wrote so far."""
+    def offset(port: int, field: str) -> int:
+        info = cli(port, "INFO", "replication")
+        return int(info.split(f"{field}:")[1].split()[0])
+    return offset(replica.port, "slave_repl_offset") >= offset(master.port, "master_repl_offset")
+
+
+def cut_off(master: RedisServer, replica: RedisServer) -> None:
+    """From now on the replica gets none of the master's writes: it is frozen (so it
+    cannot connect again), and the master drops its link (so nothing more is sent to it,
+    not even into the socket's buffer, which a thawed replica would still read)."""
+    os.kill(replica.pid, signal.SIGSTOP)
+    cli(master.port, "CLIENT", "KILL", "TYPE", "replica")
+
+
+def thaw(server: RedisServer) -> None:
+    os.kill(server.pid, signal.SIGCONT)
+
+
+def start_pair(pool: Pool, **settings: Any) -> list[SupervisorProcess]:
+    return [pool.start(pool.config(LEDGER, file=f"{name}.toml", id=name, capacity=4,
+                                   lease_ttl=LEASE_TTL, **settings))
+            for name in ("a", "b")]
+
+
+def run_warm_up(client: Client, ledger: Path) -> int:
+    """A job run to its end, so that the pool has handed out leases; its token."""
+    client.dispatch("warm-up", {"ledger": str(ledger), "seconds": 0.05}, handler="ledger")
+    record = wait_for(lambda: (r := job(client, "warm-up")) and r["state"] in FINISHED and r,
+                      30, message="the warm-up job")
+    assert record["state"] == "succeeded"
+    return int(record["token"])
+
+
+def lose_a_claim(pool: Pool, client: Client, ledger: Path, master: RedisServer,
+                 replica: RedisServer) -> tuple[str, int, int]:
+    """A job dispatched and replicated, then claimed once the replica is cut off: the
+    master acknowledges a claim the replica never gets.  (holder id, pid, token)."""
+    client.dispatch("lost", {"ledger": str(ledger), "seconds": 40}, handler="ledger",
+                    run_at=time.time() + 1.5)
+    wait_for(lambda: replicated(master, replica), 10, message="the dispatch to replicate")
+    cut_off(master, replica)
+    record = wait_for(lambda: (r := client.job("lost"))["state"] == "running" and r["pid"] and r,
+                      15, message="the job to start on the old master")
+    return record["supervisor"], record["pid"], int(record["token"])
+
+
+def test_guarantee_12_sentinel_failover_that_loses_a_claim_runs_no_job_twice(
+    sentinel: SentinelSetup, sentinel_pool: Pool, ledger: Path
+) -> None:
+    """The new master holds `lost` pending although its child runs on; the lock-delay
+    keeps every claim back until that child has fenced itself.  Without it (the test-only
+    switch), the job starts a second time beside its first child: red."""
+    spans, killed_at = run_a_lost_claim_again(sentinel, sentinel_pool, ledger, env={})
+    assert_one_process_at_a_time(read_ledger(ledger))
+    assert spans[1][2] - killed_at > LOST_LEASE_TTL  # held back for the longest lease
+
+
+def test_without_the_lock_delay_a_lost_claim_runs_twice_at_once(
+    sentinel: SentinelSetup, sentinel_pool: Pool, ledger: Path
+) -> None:
+    """The scenario is real: with the lock-delay switched off (the test-only switch),
+    the same failover starts the job again while its first child still runs."""
+    spans, _ = run_a_lost_claim_again(sentinel, sentinel_pool, ledger,
+                                      env={NO_LOCK_DELAY_ENV: "1"})
+    with pytest.raises(AssertionError, match="was alive until"):
+        assert_one_process_at_a_time(read_ledger(ledger))
+    assert spans[1][2] < spans[0][3]
+
+
+def run_a_lost_claim_again(sentinel: SentinelSetup, pool: Pool, ledger: Path,
+                           env: dict[str, str]) -> tuple[list[Any], float]:
+    """Lose a claim in a failover and wait until its job runs again; its processes'
+    spans (pid, token, first, last) and when the master was killed (monotonic)."""
+    supervisors = {name: pool.start(pool.config(
+        LEDGER, file=f"{name}.toml", id=name, capacity=4, lease_ttl=LOST_LEASE_TTL), env=env)
+        for name in ("a", "b")}
+    client = pool.client()
+    warm_token = run_warm_up(client, ledger)
+    master, replica = sentinel.master, sentinel.replica
+    holder, first_pid, first_token = lose_a_claim(pool, client, ledger, master, replica)
+    # The holder is frozen: only its fork server's fence ends its child now.
+    supervisors[holder].signal(signal.SIGSTOP)
+    os.kill(master.pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    thaw(replica)
+    sentinel.wait_failover(master)
+    try:
+        spans = wait_for(lambda: len(lifetimes(read_ledger(ledger)).get("lost", [])) >= 2
+                         and lifetimes(read_ledger(ledger))["lost"], LOST_LEASE_TTL + 20,
+                         interval=0.05, message="the lost job to run again")
+    finally:
+        supervisors[holder].signal(signal.SIGCONT)
+    first, second = spans[0], spans[1]
+    assert first[0] == first_pid
+    # Tokens grow past every token of the old master, the lost one included.
+    assert second[1] > first_token > warm_token
+    assert second[2] - killed_at < LOST_LEASE_TTL + 15
+    for process in supervisors.values():
+        assert process.process.poll() is None, pool.logs()
+    return spans, killed_at
