@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from supervisor import Client
@@ -92,6 +93,10 @@ def start_pair(pool: Pool, **settings: Any) -> list[SupervisorProcess]:
             for name in ("a", "b")]
 
 
+def alive(pid: int) -> bool:
+    return psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+
+
 def run_warm_up(client: Client, ledger: Path) -> int:
     """A job run to its end, so that the pool has handed out leases; its token."""
     client.dispatch("warm-up", {"ledger": str(ledger), "seconds": 0.05}, handler="ledger")
@@ -158,6 +163,9 @@ def run_a_lost_claim_again(sentinel: SentinelSetup, pool: Pool, ledger: Path,
         spans = wait_for(lambda: len(lifetimes(read_ledger(ledger)).get("lost", [])) >= 2
                          and lifetimes(read_ledger(ledger))["lost"], LOST_LEASE_TTL + 20,
                          interval=0.05, message="the lost job to run again")
+        # Thawed only once its fork server has fenced the first child: a thawed
+        # supervisor would hear of the lost lease and end that child early.
+        wait_for(lambda: not alive(first_pid), LOST_LEASE_TTL, message="the fence")
     finally:
         supervisors[holder].signal(signal.SIGCONT)
     first, second = spans[0], spans[1]
