@@ -182,6 +182,9 @@ class StoreHealth:
     state: Literal["ok", "failing"]
     since: float
     error: str | None = None
+    master: str | None = None  # host:port of the master behind Sentinel
+    # Until when claims are held after a change of master (core/failover.py), if now.
+    hold_until: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

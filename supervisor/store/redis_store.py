@@ -114,7 +114,8 @@ class RedisStore:
         self._no_lock_delay = os.environ.get(NO_LOCK_DELAY_ENV) == "1"
         self._dispatch = RedisDispatch(self._client, self._keys, self._run, self._where)
         self._reads = RedisReads(self._client, self._keys, self._run, self._where, pool=pool,
-                                 retention_ms=self._retention_ms)
+                                 retention_ms=self._retention_ms,
+                                 master=self._master_address)
         self._debug = RedisDebug(self._client, self._keys, self._where)
         self._steering = RedisSteering(self._client, self._keys, self._run, self._where,
                                        retention_ms=self._retention_ms)
@@ -364,6 +365,10 @@ class RedisStore:
     async def ping(self) -> None:
         with translated_errors(self._where):
             await self._client.ping()
+
+    async def _master_address(self) -> str | None:
+        with translated_errors(self._where):
+            return await self._connection.master_address()
 
     async def close(self) -> None:
         await self._connection.aclose()

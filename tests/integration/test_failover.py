@@ -30,13 +30,14 @@ from tests.helpers.pool import (
     read_ledger,
     wait_for,
 )
+from tests.helpers.redis_cluster import RedisClusterNodes
 from tests.helpers.redis_sentinel import SentinelSetup, cli
 from tests.helpers.redis_server import RedisServer
 from tests.integration.conftest import Pool
 
 LEDGER = {"ledger": {"path": "ledger.py", "timeout": 0, "max_attempts": 3}}
-LEASE_TTL = 4
-# Long enough that the first child, fenced only by its deadline, is still alive when the
+# Long enough that a renewal reaches the new master before the child's fence (so a
+# lease the new master holds goes on), and that the first child, fenced only by its deadline, is still alive when the
 # new master is found (some 3 to 6 s after the kill): without the lock-delay they meet.
 LOST_LEASE_TTL = 10
 
@@ -89,7 +90,7 @@ def thaw(server: RedisServer) -> None:
 
 def start_pair(pool: Pool, **settings: Any) -> list[SupervisorProcess]:
     return [pool.start(pool.config(LEDGER, file=f"{name}.toml", id=name, capacity=4,
-                                   lease_ttl=LEASE_TTL, **settings))
+                                   lease_ttl=LOST_LEASE_TTL, **settings))
             for name in ("a", "b")]
 
 
@@ -176,3 +177,89 @@ def run_a_lost_claim_again(sentinel: SentinelSetup, pool: Pool, ledger: Path,
     for process in supervisors.values():
         assert process.process.poll() is None, pool.logs()
     return spans, killed_at
+
+
+def test_guarantee_12_sentinel_failover_keeps_jobs_running_once_and_serving(
+    sentinel: SentinelSetup, sentinel_pool: Pool, ledger: Path
+) -> None:
+    """A plain failover (the master SIGKILLed, its writes replicated): long jobs whose
+    leases the new master holds go on without a restart, short ones finish, every job
+    dispatched after the promotion succeeds, no supervisor exits, tokens grow."""
+    pool = sentinel_pool
+    supervisors = start_pair(pool)
+    client = pool.client()
+    warm_token = run_warm_up(client, ledger)
+    long_keys = [f"long-{n}" for n in range(3)]
+    for key in long_keys:
+        client.dispatch(key, {"ledger": str(ledger), "seconds": 12}, handler="ledger")
+    for n in range(6):
+        client.dispatch(f"short-{n}", {"ledger": str(ledger), "seconds": 0.3}, handler="ledger")
+    before = wait_for(lambda: all((r := job(client, k)) and r["pid"] for k in long_keys)
+                      and {k: client.job(k) for k in long_keys}, 20, message="long jobs")
+    wait_for(lambda: replicated(sentinel.master, sentinel.replica), 10, message="replication")
+    os.kill(sentinel.master.pid, signal.SIGKILL)
+    sentinel.wait_failover(sentinel.master)
+    after = [f"after-{n}" for n in range(4)]
+    for key in after:
+        wait_for(lambda key=key: retried(lambda: client.dispatch(
+            key, {"ledger": str(ledger), "seconds": 0.2}, handler="ledger")), 20,
+            message="a dispatch to the new master")
+    keys = [*long_keys, *(f"short-{n}" for n in range(6)), *after]
+    records = wait_for(lambda: all((r := job(client, k)) and r["state"] in FINISHED
+                                   for k in keys) and [client.job(k) for k in keys],
+                       LOST_LEASE_TTL + 40, message="every job to finish")
+    assert all(record["state"] == "succeeded" for record in records), records
+    for key in long_keys:  # held by the new master: one run, never restarted
+        spans = lifetimes(read_ledger(ledger))[key]
+        assert [span[0] for span in spans] == [before[key]["pid"]]
+    assert all(int(r["token"]) > warm_token for r in records)
+    assert max(int(client.job(k)["token"]) for k in after) > max(
+        int(r["token"]) for r in before.values())
+    assert_one_process_at_a_time(read_ledger(ledger))
+    for process in supervisors:
+        assert process.process.poll() is None, pool.logs()
+    status = client.status()
+    assert status["store"]["master"] == f"127.0.0.1:{sentinel.replica.port}"
+
+
+@pytest.fixture
+def replicated_cluster() -> Iterator[RedisClusterNodes]:
+    cluster = RedisClusterNodes(replicas=1, node_timeout_ms=1000).start()
+    yield cluster
+    cluster.remove()
+
+
+def test_guarantee_12_cluster_failover_that_loses_a_claim_runs_no_job_twice(
+    replicated_cluster: RedisClusterNodes, tmp_path: Path, pool_name: str, ledger: Path
+) -> None:
+    """The same on a Redis Cluster: the pool slot's master loses a claim and dies; its
+    replica, promoted by the cluster, has another replication id, and holds claims."""
+    cluster = replicated_cluster
+    pool = Pool(tmp_path, cluster.url, pool_name)
+    try:
+        supervisors = {name: pool.start(pool.config(
+            LEDGER, file=f"{name}.toml", id=name, capacity=4, lease_ttl=LOST_LEASE_TTL))
+            for name in ("a", "b")}
+        client = pool.client()
+        warm_token = run_warm_up(client, ledger)
+        master, replica = cluster.master_and_replica_of(f"poolsup:{{{pool_name}}}:token")
+        holder, first_pid, first_token = lose_a_claim(pool, client, ledger, master, replica)
+        supervisors[holder].signal(signal.SIGSTOP)
+        os.kill(master.pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        thaw(replica)
+        try:
+            spans = wait_for(lambda: len(lifetimes(read_ledger(ledger)).get("lost", [])) >= 2
+                             and lifetimes(read_ledger(ledger))["lost"], LOST_LEASE_TTL + 25,
+                             interval=0.05, message="the lost job to run again")
+            wait_for(lambda: not alive(first_pid), LOST_LEASE_TTL, message="the fence")
+        finally:
+            supervisors[holder].signal(signal.SIGCONT)
+        assert spans[0][0] == first_pid
+        assert spans[1][1] > first_token > warm_token
+        assert spans[1][2] - killed_at > LOST_LEASE_TTL
+        assert_one_process_at_a_time(read_ledger(ledger))
+        for process in supervisors.values():
+            assert process.process.poll() is None, pool.logs()
+    finally:
+        pool.close()
