@@ -23,7 +23,8 @@ class RedisClusterNodes:
         self.nodes = [
             RedisServer(args=("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                               "--cluster-node-timeout", str(node_timeout_ms),
-                              "--cluster-port", str(free_port())))
+                              "--cluster-port", str(free_port()),
+                              "--repl-diskless-sync-delay", "0"))
             for _ in range(size * (1 + replicas))
         ]
 
@@ -70,10 +71,17 @@ class RedisClusterNodes:
                 replica_of[fields[3]] = node
         return ids[master_id], replica_of[master_id]
 
+    def _replicas_in_sync(self) -> bool:
+        for node in self.nodes:
+            info = self.cli(node.port, "INFO", "replication")
+            if "role:slave" in info and "master_link_status:up" not in info:
+                return False
+        return True
+
     def _wait_until_ok(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT
         while not all("cluster_state:ok" in self.cli(node.port, "CLUSTER", "INFO")
-                      for node in self.nodes):
+                      for node in self.nodes) or not self._replicas_in_sync():
             if time.monotonic() > deadline:
                 raise RuntimeError("the test cluster did not reach cluster_state:ok")
             time.sleep(0.05)

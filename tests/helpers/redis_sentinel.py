@@ -21,8 +21,10 @@ class SentinelSetup:
     (quorum 2).  After a failover the roles swap: `current_master()` asks a sentinel."""
 
     def __init__(self, replicas: int = 1) -> None:
-        self.master = RedisServer()
-        self.replicas = [RedisServer(args=("--replicaof", "127.0.0.1", str(self.master.port)))
+        quick = ("--repl-diskless-sync-delay", "0")
+        self.master = RedisServer(args=quick)
+        self.replicas = [RedisServer(args=(*quick, "--replicaof", "127.0.0.1",
+                                           str(self.master.port)))
                          for _ in range(replicas)]
         self.sentinel_ports = [free_port() for _ in range(3)]
         self._dir = Path(tempfile.mkdtemp(prefix="poolsup-sentinel-"))

@@ -112,9 +112,10 @@ def lose_a_claim(pool: Pool, client: Client, ledger: Path, master: RedisServer,
     """A job dispatched and replicated, then claimed once the replica is cut off: the
     master acknowledges a claim the replica never gets.  (holder id, pid, token)."""
     client.dispatch("lost", {"ledger": str(ledger), "seconds": 40}, handler="ledger",
-                    run_at=time.time() + 1.5)
+                    run_at=time.time() + 3)
     wait_for(lambda: replicated(master, replica), 10, message="the dispatch to replicate")
     cut_off(master, replica)
+    assert client.job("lost")["state"] == "pending", "claimed before the replica was cut off"
     record = wait_for(lambda: (r := client.job("lost"))["state"] == "running" and r["pid"] and r,
                       15, message="the job to start on the old master")
     return record["supervisor"], record["pid"], int(record["token"])
@@ -256,9 +257,9 @@ def test_guarantee_12_cluster_failover_that_loses_a_claim_runs_no_job_twice(
         finally:
             supervisors[holder].signal(signal.SIGCONT)
         assert spans[0][0] == first_pid
+        assert_one_process_at_a_time(read_ledger(ledger))
         assert spans[1][1] > first_token > warm_token
         assert spans[1][2] - killed_at > LOST_LEASE_TTL
-        assert_one_process_at_a_time(read_ledger(ledger))
         for process in supervisors.values():
             assert process.process.poll() is None, pool.logs()
     finally:
