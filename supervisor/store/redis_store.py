@@ -16,6 +16,7 @@ command (lua/members-3.lua), so that they work while Redis refuses writes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
@@ -27,7 +28,7 @@ import anyio.to_thread
 import orjson
 
 from supervisor.core.limits import Limits
-from supervisor.errors import ConfigError, DispatchRefused, StoreFailure
+from supervisor.errors import ConfigError, DispatchRefused, StoreFailure, StoreUnavailable
 from supervisor.redaction import redact_url
 from supervisor.store.members import encode_info
 from supervisor.store.policy import (
@@ -74,6 +75,7 @@ from supervisor.store.redis_records import milliseconds, seconds
 from supervisor.store.redis_retry import retry_job
 from supervisor.store.redis_scripts import ScriptArg, Scripts, commands
 from supervisor.store.redis_steering import RedisSteering
+from supervisor.store.redis_wait import WAIT_TIMEOUT_MS
 from supervisor.store.witness import FailureWitness
 
 DEFAULT_RETENTION = 86400.0
@@ -96,8 +98,9 @@ def _optional(value: float | None) -> ScriptArg:
 class RedisStore:
     """`Store` on Redis 6.2+ or Valkey (redis://, rediss://, unix://)."""
 
-    def __init__(self, url: str, pool: str, *, retention: float) -> None:
+    def __init__(self, url: str, pool: str, *, retention: float, wait_replicas: int = 0) -> None:
         self.pool = pool
+        self._wait_replicas = wait_replicas
         self._keys = PoolKeys(pool)
         self._where = redact_url(url)
         self._retention_ms = max(1, round(milliseconds(retention)))
@@ -122,11 +125,14 @@ class RedisStore:
 
     @classmethod
     async def open(
-        cls, url: str, pool: str, *, retention: float = DEFAULT_RETENTION
+        cls, url: str, pool: str, *, retention: float = DEFAULT_RETENTION,
+        wait_replicas: int = 0,
     ) -> RedisStore:
-        """A store for `url`; it connects on first use (see `ping`)."""
+        """A store for `url`; it connects on first use (see `ping`).  With `wait_replicas`,
+        a dispatch returns and a claim hands out jobs only once that many replicas hold
+        them (redis_wait.py)."""
         await anyio.to_thread.run_sync(commands)  # read the Lua files off the event loop
-        return cls(url, pool, retention=retention)
+        return cls(url, pool, retention=retention, wait_replicas=wait_replicas)
 
     async def dispatch(self, request: DispatchRequest) -> None:
         await self._dispatch.dispatch(request)
@@ -202,8 +208,8 @@ class RedisStore:
         sent_at = self._witness.sending()
         since = self._witness.since(sent_at)
         claim_by = claim_deadline(self._witness.store_time(sent_at), lease_ttl)
-        answer = await self._witnessed(sent_at, self._run(
-            "claim",
+        answer = await self._witnessed(sent_at, self._claim(
+            owner,
             [k.pending, k.running, k.token, k.done("failed"), k.done("stopped"),
              k.write_probe, k.reserved(owner), k.health, k.last_claim(owner), k.epoch,
              *(k.queue(handler) for handler in handlers)],
@@ -213,7 +219,6 @@ class RedisStore:
              milliseconds(MIN_CLAIM_GAP), milliseconds(JUDGE_AFTER_GAP), claim_id,
              "" if claim_by is None else milliseconds(claim_by), limits_arg(limits or {}),
              "0" if self._no_lock_delay else "1", *handlers],
-            subject=owner,
         ))
         self._witness.answered(sent_at, seconds(answer[2]), reported=True, hold=lease_ttl)
         return claim_batch(answer, owner)
@@ -384,8 +389,43 @@ class RedisStore:
     async def _run(
         self, name: str, keys: Sequence[str], args: Sequence[ScriptArg], *, subject: str
     ) -> list[Any]:
+        if self._wait_replicas and name == "dispatch":
+            answer, acks = await self._run_replicated(name, keys, args, subject=subject)
+            if acks < self._wait_replicas:
+                raise StoreUnavailable(
+                    f"redis at {self._where}: {self._not_replicated(acks)} the dispatch of "
+                    f"{subject!r}; it is on the master, and may not survive its failover")
+            return answer
         with translated_errors(self._where):
             return await self._scripts.run(name, keys, args, subject=subject)
+
+    async def _run_replicated(
+        self, name: str, keys: Sequence[str], args: Sequence[ScriptArg], *, subject: str
+    ) -> tuple[list[Any], int]:
+        with translated_errors(self._where):
+            return await self._scripts.run_replicated(name, keys, args, subject=subject,
+                                                      replicas=self._wait_replicas)
+
+    def _not_replicated(self, acks: int) -> str:
+        return (f"only {acks} of wait_replicas = {self._wait_replicas} replicas acknowledged "
+                f"within {WAIT_TIMEOUT_MS / 1000:g} s")
+
+    async def _claim(self, owner: str, keys: Sequence[str],
+                     args: Sequence[ScriptArg]) -> list[Any]:
+        """The claim script's answer.  With wait_replicas, its jobs start only once that
+        many replicas hold the claim: else they are released (fenced by their tokens:
+        never started, they spend no attempt) and the claim is a store failure.  A
+        release that fails leaves the lease to lapse, and the job to the store's recovery."""
+        if not self._wait_replicas:
+            return await self._run("claim", keys, args, subject=owner)
+        answer, acks = await self._run_replicated("claim", keys, args, subject=owner)
+        if acks >= self._wait_replicas:
+            return answer
+        for job in claim_batch(answer, owner).jobs:
+            with contextlib.suppress(StoreFailure):
+                await self.release(job.lease, reason="replicas did not acknowledge the claim")
+        raise StoreUnavailable(f"redis at {self._where}: {self._not_replicated(acks)} the "
+                               f"claim; its {len(answer[3])} job(s) released unstarted")
 
     async def _end_lease(
         self, name: str, lease: Lease, state: str, args: Sequence[ScriptArg]

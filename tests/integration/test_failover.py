@@ -37,8 +37,9 @@ from tests.integration.conftest import Pool
 
 LEDGER = {"ledger": {"path": "ledger.py", "timeout": 0, "max_attempts": 3}}
 # Long enough that a renewal reaches the new master before the child's fence (so a
-# lease the new master holds goes on), and that the first child, fenced only by its deadline, is still alive when the
-# new master is found (some 3 to 6 s after the kill): without the lock-delay they meet.
+# lease the new master holds goes on), and that the first child, fenced only by its
+# deadline, is still alive when the new master is found (some 3 to 6 s after the kill):
+# without the lock-delay they meet.
 LOST_LEASE_TTL = 10
 
 

@@ -467,3 +467,15 @@ def test_a_bad_limit_names_what_is_wrong(tmp_path: Path, line: str, named: str) 
 def test_a_bad_max_pending_names_what_is_wrong(tmp_path: Path) -> None:
     text = MINIMAL.replace('name = "media"', 'name = "media"\nmax_pending = 0')
     assert "max_pending must be" in error_for(tmp_path, text)
+
+
+def test_wait_replicas_is_read_for_redis_and_refused_on_sqlite(tmp_path: Path) -> None:
+    redis = MINIMAL.replace('name = "media"', 'name = "media"\nstore = "redis+sentinel://'
+                            'a:26379,b:26379/mymaster"\nwait_replicas = 1')
+    assert load(write(tmp_path, redis)).pool.wait_replicas == 1
+    assert load(write(tmp_path, MINIMAL)).pool.wait_replicas == 0
+    sqlite = MINIMAL.replace('name = "media"', 'name = "media"\nwait_replicas = 1')
+    message = error_for(tmp_path, sqlite)
+    assert "wait_replicas is for Redis stores" in message and "\n" not in message
+    negative = MINIMAL.replace('name = "media"', 'name = "media"\nwait_replicas = -1')
+    assert "wait_replicas" in error_for(tmp_path, negative)
