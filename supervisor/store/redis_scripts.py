@@ -128,23 +128,24 @@ class Scripts:
         command, script = self._registered[name]
         command.check_key_count(len(keys))
         answer = await script(keys=list(keys), args=list(args))
-        return _checked(answer, subject)
+        return checked(answer, subject)
 
     async def run_replicated(
         self, name: str, keys: Sequence[str], args: Sequence[ScriptArg], *, subject: str,
         replicas: int,
     ) -> tuple[list[Any], int]:
-        """`run`, then WAIT for `replicas` on the same connection: the answer, and how many
-        replicas acknowledged the script's writes.  A refused script raises as `run`
-        does (its status is checked only after the WAIT)."""
+        """`run`, then WAIT for `replicas` on the same connection: the script's whole
+        answer, status first, unchecked (what a refusal means depends on whether the
+        replicas have what it saw: see `checked`), and how many replicas acknowledged
+        the script's writes."""
         command, script = self._registered[name]
         command.check_key_count(len(keys))
         answer, acks = await run_and_wait(self._client, script.sha, command.source, keys,
                                           args, replicas)
-        return _checked(answer, subject), acks
+        return list(answer), acks
 
 
-def _checked(answer: list[Any], subject: str) -> list[Any]:
+def checked(answer: list[Any], subject: str) -> list[Any]:
     """The rest of a script's answer; the typed error of a non-OK status."""
     status = Status(int(answer[0]))
     if status is not Status.OK:

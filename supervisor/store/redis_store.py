@@ -73,7 +73,7 @@ from supervisor.store.redis_keys import PoolKeys, queue_id
 from supervisor.store.redis_reads import RedisReads
 from supervisor.store.redis_records import milliseconds, seconds
 from supervisor.store.redis_retry import retry_job
-from supervisor.store.redis_scripts import ScriptArg, Scripts, commands
+from supervisor.store.redis_scripts import ScriptArg, Scripts, checked, commands
 from supervisor.store.redis_steering import RedisSteering
 from supervisor.store.redis_wait import WAIT_TIMEOUT_MS
 from supervisor.store.witness import FailureWitness
@@ -389,13 +389,15 @@ class RedisStore:
     async def _run(
         self, name: str, keys: Sequence[str], args: Sequence[ScriptArg], *, subject: str
     ) -> list[Any]:
+        # A dispatch refused (key live) with too few acks is a failure too: the job it
+        # saw may be the unreplicated write of an earlier try.
         if self._wait_replicas and name == "dispatch":
             answer, acks = await self._run_replicated(name, keys, args, subject=subject)
             if acks < self._wait_replicas:
                 raise StoreUnavailable(
                     f"redis at {self._where}: {self._not_replicated(acks)} the dispatch of "
                     f"{subject!r}; it is on the master, and may not survive its failover")
-            return answer
+            return checked(answer, subject)
         with translated_errors(self._where):
             return await self._scripts.run(name, keys, args, subject=subject)
 
@@ -418,7 +420,8 @@ class RedisStore:
         release that fails leaves the lease to lapse, and the job to the store's recovery."""
         if not self._wait_replicas:
             return await self._run("claim", keys, args, subject=owner)
-        answer, acks = await self._run_replicated("claim", keys, args, subject=owner)
+        raw, acks = await self._run_replicated("claim", keys, args, subject=owner)
+        answer = checked(raw, owner)
         if acks >= self._wait_replicas:
             return answer
         for job in claim_batch(answer, owner).jobs:
