@@ -83,6 +83,9 @@ DEFAULT_RETENTION = 86400.0
 # counted per owner and handler in running-load (lua/upgrade-layout-3.lua).
 LAYOUT = 3
 NO_LOCK_DELAY_ENV = "POOLSUP_TEST_NO_LOCK_DELAY"
+# With wait_replicas, the writes a caller is told have happened (a client's), and the
+# claim, return once that many replicas acknowledged them.
+WAITED = frozenset({"dispatch", "notify", "stop", "retry"})
 
 
 def _key_tokens(flat: list[bytes]) -> frozenset[tuple[str, int]]:
@@ -389,13 +392,13 @@ class RedisStore:
     async def _run(
         self, name: str, keys: Sequence[str], args: Sequence[ScriptArg], *, subject: str
     ) -> list[Any]:
-        # A dispatch refused (key live) with too few acks is a failure too: the job it
-        # saw may be the unreplicated write of an earlier try.
-        if self._wait_replicas and name == "dispatch":
+        # A refusal (key live, unknown) with too few acks is a failure too: what it saw
+        # may be the unreplicated write of an earlier try.
+        if self._wait_replicas and name in WAITED:
             answer, acks = await self._run_replicated(name, keys, args, subject=subject)
             if acks < self._wait_replicas:
                 raise StoreUnavailable(
-                    f"redis at {self._where}: {self._not_replicated(acks)} the dispatch of "
+                    f"redis at {self._where}: {self._not_replicated(acks)} the {name} of "
                     f"{subject!r}; it is on the master, and may not survive its failover")
             return checked(answer, subject)
         with translated_errors(self._where):

@@ -107,6 +107,20 @@ class SentinelSetup:
         self._wait(promoted, "a replica to be promoted", timeout)
         return found[-1]
 
+    def replica_of_master(self) -> RedisServer | None:
+        """A running server other than the current master."""
+        master = self.current_master()
+        return next((s for s in self.servers if s is not master and s.running), None)
+
+    def restart_as_replica(self, server: RedisServer, master: RedisServer) -> None:
+        """Start `server` (killed) again, empty, as a replica of `master`; wait for sync."""
+        server.stop()
+        server.args = ("--repl-diskless-sync-delay", "0", "--replicaof", "127.0.0.1",
+                       str(master.port))
+        server.start()
+        self._wait(lambda: "master_link_status:up" in cli(server.port, "INFO", "replication"),
+                   "the restarted server to sync")
+
     def _wait(self, condition, what: str, timeout: float = START_TIMEOUT) -> None:  # type: ignore[no-untyped-def]
         deadline = time.monotonic() + timeout
         while True:
