@@ -83,9 +83,11 @@ DEFAULT_RETENTION = 86400.0
 # counted per owner and handler in running-load (lua/upgrade-layout-3.lua).
 LAYOUT = 3
 NO_LOCK_DELAY_ENV = "POOLSUP_TEST_NO_LOCK_DELAY"
-# With wait_replicas, the writes a caller is told have happened (a client's), and the
-# claim, return once that many replicas acknowledged them.
-WAITED = frozenset({"dispatch", "notify", "stop", "retry"})
+# With wait_replicas, the writes a caller is told have happened (a client's), a
+# supervisor's (de)registration (lost, the membership would go back in time and take the
+# new instance's id for another's), and the claim, return once that many replicas
+# acknowledged them.
+WAITED = frozenset({"dispatch", "notify", "stop", "retry", "register", "deregister"})
 
 
 def _key_tokens(flat: list[bytes]) -> frozenset[tuple[str, int]]:

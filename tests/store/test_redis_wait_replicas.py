@@ -51,11 +51,11 @@ async def test_dispatch_and_claim_wait_for_the_replica(
     _, replica = master_and_replica
     await waiting_store.dispatch(request("k1"))
     # Returned: the replica holds it already (read from the replica itself).
-    assert cli(replica.port, "HGET", f"poolsup:{{{pool_name}}}:job:k1", "state").strip() == "pending"
+    job_key = f"poolsup:{{{pool_name}}}:job:k1"
+    assert cli(replica.port, "HGET", job_key, "state").strip() == "pending"
     batch = await waiting_store.claim("sup", ["h"], 1, 10, 3)
     assert [job.key for job in batch.jobs] == ["k1"]
-    assert cli(replica.port, "HGET", f"poolsup:{{{pool_name}}}:job:k1",
-               "state").strip() == "running"
+    assert cli(replica.port, "HGET", job_key, "state").strip() == "running"
 
 
 async def test_without_the_replica_nothing_is_acknowledged_and_nothing_starts(
