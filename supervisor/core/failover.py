@@ -91,3 +91,11 @@ def step_epoch(recorded: Epoch | None, master: str, *, has_leases: bool, lease_t
     max_ttl = lease_ttl if recorded is None else max(recorded.max_ttl, lease_ttl)
     return EpochStep(epoch=Epoch(master=master, number=number, seen_at=now, max_ttl=max_ttl),
                      changed=True, token_floor=number << TOKEN_EPOCH_BITS)
+
+
+def ended_by_failover(lease_end: float | None, hold_until: float | None) -> bool:
+    """A lease that ran out before the hold after a master change ended (`hold_until`,
+    whether or not it is still held) was ended by the failover, not by its job: its
+    renewals may be the lost writes, and none could be handed out again before then.
+    Its recovery counts no lease loss."""
+    return lease_end is not None and hold_until is not None and lease_end <= hold_until

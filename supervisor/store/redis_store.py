@@ -16,7 +16,6 @@ command (lua/members-3.lua), so that they work while Redis refuses writes.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
@@ -28,7 +27,7 @@ import anyio.to_thread
 import orjson
 
 from supervisor.core.limits import Limits
-from supervisor.errors import ConfigError, DispatchRefused, StoreFailure, StoreUnavailable
+from supervisor.errors import ConfigError, DispatchRefused, StoreFailure
 from supervisor.redaction import redact_url
 from supervisor.store.members import encode_info
 from supervisor.store.policy import (
@@ -72,10 +71,10 @@ from supervisor.store.redis_events import ended_hint, open_feed
 from supervisor.store.redis_keys import PoolKeys, queue_id
 from supervisor.store.redis_reads import RedisReads
 from supervisor.store.redis_records import milliseconds, seconds
+from supervisor.store.redis_replicated import ReplicatedWrites
 from supervisor.store.redis_retry import retry_job
-from supervisor.store.redis_scripts import ScriptArg, Scripts, checked, commands
+from supervisor.store.redis_scripts import ScriptArg, Scripts, commands
 from supervisor.store.redis_steering import RedisSteering
-from supervisor.store.redis_wait import WAIT_TIMEOUT_MS
 from supervisor.store.witness import FailureWitness
 
 DEFAULT_RETENTION = 86400.0
@@ -83,11 +82,6 @@ DEFAULT_RETENTION = 86400.0
 # counted per owner and handler in running-load (lua/upgrade-layout-3.lua).
 LAYOUT = 3
 NO_LOCK_DELAY_ENV = "POOLSUP_TEST_NO_LOCK_DELAY"
-# With wait_replicas, the writes a caller is told have happened (a client's), a
-# supervisor's (de)registration (lost, the membership would go back in time and take the
-# new instance's id for another's), and the claim, return once that many replicas
-# acknowledged them.
-WAITED = frozenset({"dispatch", "notify", "stop", "retry", "register", "deregister"})
 
 
 def _key_tokens(flat: list[bytes]) -> frozenset[tuple[str, int]]:
@@ -105,7 +99,6 @@ class RedisStore:
 
     def __init__(self, url: str, pool: str, *, retention: float, wait_replicas: int = 0) -> None:
         self.pool = pool
-        self._wait_replicas = wait_replicas
         self._keys = PoolKeys(pool)
         self._where = redact_url(url)
         self._retention_ms = max(1, round(milliseconds(retention)))
@@ -115,6 +108,7 @@ class RedisStore:
             raise ConfigError(f"store URL {self._where!r}: {exc}") from exc
         self._client: RedisClient = self._connection.client
         self._scripts = Scripts(self._client)
+        self._replicated = ReplicatedWrites(self._scripts, self._where, wait_replicas)
         self._witness = FailureWitness(time.monotonic, max_wait=SOCKET_TIMEOUT + 1.0)
         self._layout_checked = False
         # Only for the tests that show the lock-delay is needed (tests/integration/
@@ -394,46 +388,20 @@ class RedisStore:
     async def _run(
         self, name: str, keys: Sequence[str], args: Sequence[ScriptArg], *, subject: str
     ) -> list[Any]:
-        # A refusal (key live, unknown) with too few acks is a failure too: what it saw
-        # may be the unreplicated write of an earlier try.
-        if self._wait_replicas and name in WAITED:
-            answer, acks = await self._run_replicated(name, keys, args, subject=subject)
-            if acks < self._wait_replicas:
-                raise StoreUnavailable(
-                    f"redis at {self._where}: {self._not_replicated(acks)} the {name} of "
-                    f"{subject!r}; it is on the master, and may not survive its failover")
-            return checked(answer, subject)
+        if self._replicated.waits(name):
+            return await self._replicated.run(name, keys, args, subject=subject)
         with translated_errors(self._where):
             return await self._scripts.run(name, keys, args, subject=subject)
 
-    async def _run_replicated(
-        self, name: str, keys: Sequence[str], args: Sequence[ScriptArg], *, subject: str
-    ) -> tuple[list[Any], int]:
-        with translated_errors(self._where):
-            return await self._scripts.run_replicated(name, keys, args, subject=subject,
-                                                      replicas=self._wait_replicas)
-
-    def _not_replicated(self, acks: int) -> str:
-        return (f"only {acks} of wait_replicas = {self._wait_replicas} replicas acknowledged "
-                f"within {WAIT_TIMEOUT_MS / 1000:g} s")
-
     async def _claim(self, owner: str, keys: Sequence[str],
                      args: Sequence[ScriptArg]) -> list[Any]:
-        """The claim script's answer.  With wait_replicas, its jobs start only once that
-        many replicas hold the claim: else they are released (fenced by their tokens:
-        never started, they spend no attempt) and the claim is a store failure.  A
-        release that fails leaves the lease to lapse, and the job to the store's recovery."""
-        if not self._wait_replicas:
+        if not self._replicated.replicas:
             return await self._run("claim", keys, args, subject=owner)
-        raw, acks = await self._run_replicated("claim", keys, args, subject=owner)
-        answer = checked(raw, owner)
-        if acks >= self._wait_replicas:
-            return answer
-        for job in claim_batch(answer, owner).jobs:
-            with contextlib.suppress(StoreFailure):
-                await self.release(job.lease, reason="replicas did not acknowledge the claim")
-        raise StoreUnavailable(f"redis at {self._where}: {self._not_replicated(acks)} the "
-                               f"claim; its {len(answer[3])} job(s) released unstarted")
+
+        async def release(lease: Lease) -> None:
+            await self.release(lease, reason="replicas did not acknowledge the claim")
+
+        return await self._replicated.claim(keys, args, owner=owner, release=release)
 
     async def _end_lease(
         self, name: str, lease: Lease, state: str, args: Sequence[ScriptArg]

@@ -3,7 +3,7 @@ tokens past the old master's."""
 
 from __future__ import annotations
 
-from supervisor.core.failover import FAILOVER_MARGIN, Epoch, step_epoch
+from supervisor.core.failover import FAILOVER_MARGIN, Epoch, ended_by_failover, step_epoch
 
 A, B = "run-a:replid-a", "run-b:replid-b"
 
@@ -48,3 +48,11 @@ def test_after_the_hold_claims_go_on() -> None:
     recorded = Epoch(master=B, number=4, seen_at=2000, max_ttl=10)
     step = step_epoch(recorded, B, has_leases=True, lease_ttl=10, now=2012)
     assert not step.held(2012) and not step.changed
+
+
+def test_a_lease_that_ran_out_before_the_hold_ended_counts_no_loss() -> None:
+    assert ended_by_failover(2005, 2011)
+    assert ended_by_failover(2011, 2011)
+    assert not ended_by_failover(2011.5, 2011)  # renewed on the new master, then lost
+    assert not ended_by_failover(2005, None)  # no master change in this pool
+    assert not ended_by_failover(None, 2011)

@@ -204,7 +204,10 @@ for _, key in ipairs(expired) do
     redis.call('EXISTS', notes, queue_of(pool, queue_id(f[4] or '', f[6])), load_key(pool))
     recovered = recovered + 1
     local losses
-    local counted = loss_counts(tonumber(f[5] or ''), failing)
+    -- core/failover.py ended_by_failover: not counted either.
+    local lease_end = tonumber(f[5] or '')
+    local counted = loss_counts(lease_end, failing)
+                    and not (lease_end and hold_until and lease_end <= hold_until)
     if counted then
       losses = redis.call('HINCRBY', job, 'lease_losses', 1)
     else
