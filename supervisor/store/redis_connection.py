@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from redis import exceptions as redis_errors
 from redis.asyncio import Redis
@@ -82,13 +83,15 @@ def _master_of(sentinel: redis_url.SentinelTarget, master_url: str) -> Connectio
     options = parse_url(master_url)
     del options["host"]
     tls = options.pop("connection_class", None) is SSLConnection
-    common = {"socket_timeout": SOCKET_TIMEOUT, "socket_connect_timeout": SOCKET_TIMEOUT,
-              "retry": Retry(NoBackoff(), 0)}
-    own = {"ssl": tls, **{name: value for name, value in options.items()
-                          if name.startswith("ssl_")}}
+    common: dict[str, Any] = {"socket_timeout": SOCKET_TIMEOUT,
+                              "socket_connect_timeout": SOCKET_TIMEOUT,
+                              "retry": Retry(NoBackoff(), 0)}
+    own: dict[str, Any] = {"ssl": tls, **{name: value for name, value in options.items()
+                                          if name.startswith("ssl_")}}
     if sentinel.password is not None:
         own |= {"username": sentinel.username, "password": sentinel.password}
-    watchers = Sentinel(list(sentinel.sentinels), sentinel_kwargs={**common, **own})
+    watchers = Sentinel(  # type: ignore[no-untyped-call]
+        list(sentinel.sentinels), sentinel_kwargs={**common, **own})
     client = watchers.master_for(sentinel.master, ssl=tls,
                                  health_check_interval=HEALTH_CHECK_INTERVAL,
                                  **common, **options)

@@ -384,7 +384,8 @@ def test_bad_store_scheme_is_rejected_without_the_password(tmp_path: Path) -> No
 
     assert message.endswith(
         ':3: [pool] store must be a redis://, rediss://, redis+cluster://, rediss+cluster://, '
-        'unix:// or sqlite:// URL (got "http://u:***@h/0")')
+        'redis+sentinel://, rediss+sentinel://, unix:// or sqlite:// URL '
+        '(got "http://u:***@h/0")')
     assert "hunter2" not in message
 
 
