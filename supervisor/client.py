@@ -72,6 +72,7 @@ def client_options(config: Config) -> tuple[str, dict[str, Any]]:
         "handlers": config.handlers,
         "max_payload": config.pool.max_payload,
         "schedules": config.schedules,
+        "wait_replicas": config.pool.wait_replicas,
     }
 
 
@@ -87,8 +88,10 @@ class AsyncClient:
         handlers: Mapping[str, HandlerConfig] | None = None,
         max_payload: int = DEFAULT_MAX_PAYLOAD,
         schedules: Mapping[str, ScheduleConfig] | None = None,
+        wait_replicas: int = 0,
     ) -> None:
         self._url = store
+        self._wait_replicas = wait_replicas
         self.pool = pool
         self._retention = retention
         self._handlers = dict(handlers or {})
@@ -107,7 +110,8 @@ class AsyncClient:
 
     async def _opened(self) -> Store:
         if self._store is None:
-            self._store = await open_store(self._url, self.pool, retention=self._retention)
+            self._store = await open_store(self._url, self.pool, retention=self._retention,
+                                           wait_replicas=self._wait_replicas)
         return self._store
 
     def _resolve_handler(self, handler: str | None) -> str:

@@ -25,7 +25,8 @@ from supervisor.sizes import parse_size as parse_size
 from supervisor.toml_tables import NAME, TomlDocument, TomlTable, is_identifier
 
 _D = TypeVar("_D")
-_STORE_SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster", "unix", "sqlite")
+_STORE_SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster", "redis+sentinel",
+                  "rediss+sentinel", "unix", "sqlite")
 _CRON_FIELD = re.compile(r"[0-9A-Za-z*/,-]+")
 
 
@@ -63,6 +64,8 @@ class PoolConfig:
     max_result: int = 1048576  # bytes of a handler's JSON result; larger fails the attempt
     max_pending: int | None = None  # dispatch refused while this many jobs are pending
     max_log: int = 1048576  # bytes of each run's output kept in the store; 0: none
+    # Redis: a dispatch returns, and a claimed job starts, once this many replicas hold it.
+    wait_replicas: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -168,6 +171,7 @@ def _check_store_url(url: str, where: str) -> str:
     if scheme not in _STORE_SCHEMES:
         raise ConfigError(
             f"{where} must be a redis://, rediss://, redis+cluster://, rediss+cluster://, "
+            "redis+sentinel://, rediss+sentinel://, "
             "unix:// or sqlite:// URL"
             f" (got {describe(redact_url(url))})"
         )
@@ -186,9 +190,15 @@ def _read_pool(t: TomlTable, base: Path, environ: Mapping[str, str]) -> PoolConf
     name = t.string("name", None) or t.missing("name")
     if not NAME.fullmatch(name):
         raise t.fail("name", f"must be 1-64 of A-Z a-z 0-9 _ . - (got {describe(name)})")
+    store = store or f"sqlite:///{base / 'poolsup.db'}"
+    wait_replicas = t.integer("wait_replicas", 0, low=0)
+    if wait_replicas and store.lower().startswith("sqlite:"):
+        raise t.fail("wait_replicas", "is for Redis stores: SQLite has no replicas "
+                     "(leave it 0)")
     return PoolConfig(
         name=name,
-        store=store or f"sqlite:///{base / 'poolsup.db'}",
+        store=store,
+        wait_replicas=wait_replicas,
         retention=t.seconds("retention", 86400.0, low=0, above=True),
         max_payload=t.size("max_payload", 1048576),
         max_result=t.size("max_result", 1048576),

@@ -22,6 +22,10 @@ def render_status_json(snapshot: PoolSnapshot) -> dict[str, Any]:
             "state": snapshot.store.state,
             "since": snapshot.store.since,
             "error": snapshot.store.error,
+            # The master behind Sentinel (host:port), and until when claims are held
+            # after it changed (core/failover.py); None when not.
+            "master": snapshot.store.master,
+            "failover_hold_until": snapshot.store.hold_until,
         },
         "supervisors": [
             {
@@ -90,6 +94,11 @@ def render_status_text(status: dict[str, Any]) -> str:
     store = status["store"]
     if store["state"] != "ok":
         lines.append(f"store: {store['state']} ({store['error']})")
+    if store.get("master"):
+        lines.append(f"store master: {store['master']}")
+    if store.get("failover_hold_until"):
+        left = store["failover_hold_until"] - status["store_time"]
+        lines.append(f"store master changed: no job starts for {left:.1f} s more (lock-delay)")
     counts = status["counts"]
     lines.append("jobs: " + ", ".join(f"{counts[state]} {state}" for state in ALL_STATES))
     paused = status["paused"]

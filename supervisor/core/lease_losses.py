@@ -23,7 +23,7 @@ It is left for a claim that did witness it, and judged by whichever claim comes 
 both the gap and the lease ended `defer` ago (a supervisor that was there claims every
 half second and retries a failing store within a second).
 
-Pure: times are store seconds passed in.  The Lua claim script (lua/claim-9+n.lua)
+Pure: times are store seconds passed in.  The Lua claim script (lua/claim-10+n.lua)
 implements the same two functions; its numbers come from Python as arguments.
 """
 

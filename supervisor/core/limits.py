@@ -8,7 +8,7 @@ moment.  Running counts include a crashed supervisor's jobs until their leases r
 and a claim recovers them.  The rate is a sliding window over the store's clock: a start
 is allowed while fewer than N starts of the handler happened in the last period.
 
-Pure: `now` is store seconds passed in.  The Lua claim script (lua/claim-9+n.lua)
+Pure: `now` is store seconds passed in.  The Lua claim script (lua/claim-10+n.lua)
 implements `startable` the same way; both stores pass it the due jobs highest priority
 first, oldest first within one.
 """

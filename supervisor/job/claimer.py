@@ -74,6 +74,7 @@ class Claimer:
         self._claim_ids = (f"{uuid.uuid4().hex}:{n}" for n in itertools.count())
         self._claim_id = next(self._claim_ids)
         self._first_sent_at: float | None = None
+        self._held_until: float | None = None
 
     def wake(self) -> None:
         self._wakeup.ring()
@@ -137,6 +138,7 @@ class Claimer:
                 sent_at = self._first_sent_at
             self._claim_id, self._first_sent_at = next(self._claim_ids), None
             self.failures.succeeded()
+            self._note_hold(batch.held_until)
             metrics.claims.inc(len(batch.jobs))
             if batch.recovered:
                 metrics.recovered.inc(batch.recovered)
@@ -152,6 +154,18 @@ class Claimer:
                     metrics.failover.observe(started_at - claimed.lease_expired_at)
                 self._start_job(claimed, sent_at)
             return batch, free
+
+    def _note_hold(self, held_until: float | None) -> None:
+        """Say once when claims start and stop being held after the store's master
+        changed (core/failover.py)."""
+        if held_until is not None and self._held_until != held_until:
+            log.warning("the store's master changed: no job starts until store time %.1f, "
+                        "when every lease the old master may have granted has run out",
+                        held_until)
+        elif held_until is None and self._held_until is not None:
+            log.info("claims go on after the store's master changed")
+        self._held_until = held_until
+        metrics.failover_held.set(0 if held_until is None else 1)
 
     async def _sleep(self, seconds: float) -> None:
         with anyio.move_on_after(seconds):

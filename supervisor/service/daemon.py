@@ -208,7 +208,8 @@ async def serve(config: Config) -> int:
                                f"{error.strerror or error}") from None
     try:
         async with opened_store(
-            config.pool.store, config.pool.name, retention=config.pool.retention
+            config.pool.store, config.pool.name, retention=config.pool.retention,
+            wait_replicas=config.pool.wait_replicas,
         ) as store:
             supervisor = Supervisor(config, store, environment)
             await supervisor.serve()

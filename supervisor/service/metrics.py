@@ -63,6 +63,7 @@ class Metrics:
         self.loop_restarts: Any = _OFF
         self.paused: Any = _OFF
         self.tasks: Any = _OFF
+        self.failover_held: Any = _OFF
         self._server: Any = None
 
     @property
@@ -118,6 +119,10 @@ class Metrics:
         self.loop_restarts = prom.Counter(
             "poolsup_loop_restarts", "Background loops restarted after an unexpected "
             "exception, by loop", ["loop"], registry=registry)
+        self.failover_held = prom.Gauge(
+            "poolsup_store_failover_held", "1 while the store holds every claim after its "
+            "master changed (the lock-delay), as this supervisor's last claim saw it",
+            registry=registry)
         self.paused = prom.Gauge(
             "poolsup_paused", "1 while no supervisor claims jobs of this handler (\"*\": the "
             "whole pool), read every 5 s", ["handler"], registry=registry)

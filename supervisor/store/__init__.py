@@ -16,15 +16,18 @@ __all__ = ["Store", "open_store", "opened_store"]
 DEFAULT_RETENTION = 86400.0
 
 
-async def open_store(url: str, pool: str, *, retention: float = DEFAULT_RETENTION) -> Store:
+async def open_store(url: str, pool: str, *, retention: float = DEFAULT_RETENTION,
+                     wait_replicas: int = 0) -> Store:
     """The store `url` names (redis://, rediss://, unix://, redis+cluster://,
-    rediss+cluster://, sqlite:///path) for `pool`.
+    rediss+cluster://, redis+sentinel://, rediss+sentinel://, sqlite:///path) for `pool`.
+    `wait_replicas` (Redis only): see RedisStore.open.
     The caller closes it; `opened_store` does that for you."""
     scheme = url.partition("://")[0].lower() if "://" in url else ""
     if scheme in REDIS_SCHEMES:
         from supervisor.store.redis_store import RedisStore
 
-        return await RedisStore.open(url, pool, retention=retention)
+        return await RedisStore.open(url, pool, retention=retention,
+                                     wait_replicas=wait_replicas)
     if scheme == "sqlite":
         # Imported by name so that each store's driver loads only when it is used.
         sqlite_store = importlib.import_module("supervisor.store.sqlite_store")
@@ -32,16 +35,17 @@ async def open_store(url: str, pool: str, *, retention: float = DEFAULT_RETENTIO
         return store
     raise ConfigError(
         f"store URL {redact_url(url)!r}: unknown scheme; use redis://, rediss://, unix://, "
-        "redis+cluster://, rediss+cluster:// or sqlite:///path/to/file.db"
+        "redis+cluster://, rediss+cluster://, redis+sentinel://, rediss+sentinel:// or "
+        "sqlite:///path/to/file.db"
     )
 
 
 @asynccontextmanager
 async def opened_store(
-    url: str, pool: str, *, retention: float = DEFAULT_RETENTION
+    url: str, pool: str, *, retention: float = DEFAULT_RETENTION, wait_replicas: int = 0
 ) -> AsyncIterator[Store]:
     """`open_store` as a context manager that closes the store."""
-    store = await open_store(url, pool, retention=retention)
+    store = await open_store(url, pool, retention=retention, wait_replicas=wait_replicas)
     try:
         yield store
     finally:

@@ -112,6 +112,9 @@ class ClaimBatch:
     replayed: bool = False
     recoveries: tuple[LeaseRecovery, ...] = ()  # one per lease recovered
     left_to_witness: int = 0  # expired leases left for a claim that saw the store's gap
+    # Until when (store time) no lease is handed out after a change of the store's master
+    # (core/failover.py); None while claims are not held.
+    held_until: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -198,6 +201,9 @@ class StoreHealth:
     state: Literal["ok", "failing"]
     since: float
     error: str | None = None
+    master: str | None = None  # host:port of the master behind Sentinel
+    # Until when claims are held after a change of master (core/failover.py), if now.
+    hold_until: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

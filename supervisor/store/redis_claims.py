@@ -1,4 +1,4 @@
-"""The Redis claim script's interface (lua/claim-9+n.lua): the pool-wide limits it is
+"""The Redis claim script's interface (lua/claim-10+n.lua): the pool-wide limits it is
 handed, and its answer read into a ClaimBatch."""
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ def limits_arg(limits: Mapping[str, Limits]) -> str:
 
 def claim_batch(answer: list[Any], owner: str) -> ClaimBatch:
     """The script's answer: {recovered, next due in, store time, claimed jobs, completed,
-    replayed, judged leases, left to a witness}."""
-    recovered, next_due, _now, claimed, completed, replayed, judged, left = answer
+    replayed, judged leases, left to a witness, held until}."""
+    recovered, next_due, _now, claimed, completed, replayed, judged, left, *rest = answer
+    held_until = rest[0] if rest else None
     jobs = tuple(
         ClaimedJob(
             key=key.decode(),
@@ -51,6 +52,7 @@ def claim_batch(answer: list[Any], owner: str) -> ClaimBatch:
     return ClaimBatch(jobs=jobs, recovered=int(recovered), next_due_in=next_due_in,
                       completed=tuple(bool(done) for done in completed),
                       replayed=bool(replayed), left_to_witness=int(left),
+                      held_until=None if held_until is None else seconds(held_until),
                       recoveries=tuple(
                           LeaseRecovery(key.decode(), holder.decode(), bool(counted),
                                         int(losses), outcome.decode())

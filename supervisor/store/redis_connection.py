@@ -1,15 +1,20 @@
-"""Connecting to Redis (one server or a Cluster), and turning driver errors into poolsup's."""
+"""Connecting to Redis (one server, a Cluster, or a master behind Sentinel), and turning
+driver errors into poolsup's."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
 
 from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.connection import SSLConnection, parse_url
 from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
 
 from supervisor.errors import StoreError, StoreUnavailable
@@ -22,7 +27,30 @@ HEALTH_CHECK_INTERVAL = 30
 RedisClient = Redis | RedisCluster
 
 
-def connect(url: str) -> RedisClient:
+@dataclass(frozen=True)
+class Connection:
+    """A client, and the sentinels that name its master (None: not behind Sentinel)."""
+
+    client: RedisClient
+    sentinel: tuple[str, Sentinel] | None = None
+
+    async def master_address(self) -> str | None:
+        """host:port of the master the sentinels name now (None: not behind Sentinel).
+        Raises driver errors when no sentinel answers."""
+        if self.sentinel is None:
+            return None
+        name, watchers = self.sentinel
+        host, port = await watchers.discover_master(name)
+        return f"{host}:{port}"
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+        if self.sentinel is not None:
+            for watcher in self.sentinel[1].sentinels:
+                await watcher.aclose()
+
+
+def connect(url: str) -> Connection:
     """A client for `url` (checked by redis_url.parse: ConfigError if it is wrong).  It
     connects on first use.
 
@@ -35,16 +63,39 @@ def connect(url: str) -> RedisClient:
     again before its next command.
     """
     target = redis_url.parse(url, redact_url(url))
+    if target.sentinel is not None:
+        return _master_of(target.sentinel, target.url)
     client: type[Redis] | type[RedisCluster] = RedisCluster if target.cluster else Redis
-    return client.from_url(
+    return Connection(client.from_url(
         target.url,
         socket_timeout=SOCKET_TIMEOUT,
         socket_connect_timeout=SOCKET_TIMEOUT,
         health_check_interval=HEALTH_CHECK_INTERVAL,
         retry=Retry(NoBackoff(), 0),
-    )
+    ))
 
 
+def _master_of(sentinel: redis_url.SentinelTarget, master_url: str) -> Connection:
+    """A client of the master the sentinels name.  Each new connection asks them where the
+    master is; a connection to a master demoted under it fails (READONLY becomes a
+    ConnectionError), so the next call, retried by its caller, finds the new one.  The
+    sentinels' own connections take the same timeouts, no-retry policy and TLS options."""
+    options = parse_url(master_url)
+    del options["host"]
+    tls = options.pop("connection_class", None) is SSLConnection
+    common: dict[str, Any] = {"socket_timeout": SOCKET_TIMEOUT,
+                              "socket_connect_timeout": SOCKET_TIMEOUT,
+                              "retry": Retry(NoBackoff(), 0)}
+    own: dict[str, Any] = {"ssl": tls, **{name: value for name, value in options.items()
+                                          if name.startswith("ssl_")}}
+    if sentinel.password is not None:
+        own |= {"username": sentinel.username, "password": sentinel.password}
+    watchers = Sentinel(  # type: ignore[no-untyped-call]
+        list(sentinel.sentinels), sentinel_kwargs={**common, **own})
+    client = watchers.master_for(sentinel.master, ssl=tls,
+                                 health_check_interval=HEALTH_CHECK_INTERVAL,
+                                 **common, **options)
+    return Connection(client, (sentinel.master, watchers))
 
 
 async def open_pubsub(client: RedisClient) -> PubSub:

@@ -4,7 +4,7 @@ Every key of a pool starts with `poolsup:{<pool>}:`, so the braces make the pool
 the hash tag: all keys of a pool live in one Redis Cluster slot, on one node.
 
 Scripts declare in KEYS every key they touch, except the three that find jobs while
-they run (lua/claim-9+n.lua, lua/members-3.lua, lua/upgrade-layout-3.lua): a claim
+they run (lua/claim-10+n.lua, lua/members-3.lua, lua/upgrade-layout-3.lua): a claim
 cannot know which job hashes it will recover or claim before it has read the queues.
 They build those names from the key prefix, as lua/_lib.lua's job_key, notes_key,
 queue_key and reserved_key do, and each script's header lists them.  Every script that
@@ -83,7 +83,7 @@ class PoolKeys:
 
     def starts(self, handler: str) -> str:
         """zset per rate-limited handler: the token -> store time (ms) of each start within
-        its rate's period (lua/claim-9+n.lua builds the same name)."""
+        its rate's period (lua/claim-10+n.lua builds the same name)."""
         return f"{self.prefix}starts:{handler}"
 
     @property
@@ -94,7 +94,7 @@ class PoolKeys:
     @property
     def paused(self) -> str:
         """hash: handler (or "*" for the whole pool) -> when it was paused (store ms);
-        no claim serves them (lua/claim-9+n.lua builds the same name)."""
+        no claim serves them (lua/claim-10+n.lua builds the same name)."""
         return self.prefix + "paused"
 
     def reserved(self, supervisor_id: str) -> str:
@@ -105,7 +105,7 @@ class PoolKeys:
 
     def last_claim(self, supervisor_id: str) -> str:
         """string per supervisor: the id and jobs of its last claim, for a claim sent
-        again after its reply was lost (lua/claim-9+n.lua)."""
+        again after its reply was lost (lua/claim-10+n.lua)."""
         return f"{self.prefix}last-claim:{supervisor_id}"
 
     @property
@@ -113,6 +113,11 @@ class PoolKeys:
         """never written: a script's first write when it must be refused under maxmemory
         (lua/_lib.lua refuse_when_full)."""
         return self.prefix + "write-probe"
+
+    @property
+    def epoch(self) -> str:
+        """The pool's epoch record: which master it is on, since when (core/failover.py)."""
+        return self.prefix + "epoch"
 
     @property
     def health(self) -> str:

@@ -4,9 +4,10 @@ snapshot for `status` (RedisStore delegates here)."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
+from supervisor.core.failover import FAILOVER_MARGIN
 from supervisor.errors import JobNotFound, StoreError
 from supervisor.store import redis_pages
 from supervisor.store.members import live_members
@@ -27,8 +28,10 @@ from supervisor.store.redis_records import decode_job, milliseconds, seconds
 
 class RedisReads:
     def __init__(self, client: RedisClient, keys: PoolKeys, run: RunScript, where: str, *,
-                 pool: str, retention_ms: int) -> None:
+                 pool: str, retention_ms: int,
+                 master: Callable[[], Awaitable[str | None]]) -> None:
         self._client = client
+        self._master = master  # host:port of the master behind Sentinel, or None
         self._keys = keys
         self._run = run
         self._where = where
@@ -116,14 +119,22 @@ class RedisReads:
                 # A live reservation scores later than now, as do retries held back.
                 pipe.zrangebyscore(k.pending, f"({milliseconds(now):.3f}", "+inf")
                 pipe.hkeys(k.paused)
-                health, running_keys, later_keys, paused = await pipe.execute()
+                pipe.hmget(k.epoch, "seen_at", "max_ttl")
+                health, running_keys, later_keys, paused, epoch = await pipe.execute()
+            master = await self._master()
         records = await self._records([key.decode() for key in running_keys], history=False)
         running = tuple(r for r in records if r is not None and r.state == "running")
         last_ok, ok_since = (None if value is None else seconds(value) for value in health)
+        seen_at, max_ttl = (None if value is None else seconds(value) for value in epoch)
+        # core/failover.py Epoch.hold_until, while it lasts.
+        hold = None if seen_at is None or max_ttl is None else seen_at + max_ttl + FAILOVER_MARGIN
+        hold_until = hold if hold is not None and hold > now else None
         if error is None:
-            store = StoreHealth(state="ok", since=ok_since or now)
+            store = StoreHealth(state="ok", since=ok_since or now, master=master,
+                                hold_until=hold_until)
         else:
-            store = StoreHealth(state="failing", since=last_ok or now, error=error)
+            store = StoreHealth(state="failing", since=last_ok or now, error=error,
+                                master=master, hold_until=hold_until)
         return PoolSnapshot(
             pool=self.pool,
             store_time=now,

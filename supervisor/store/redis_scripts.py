@@ -28,6 +28,7 @@ from supervisor.errors import (
     SupervisorIdTaken,
 )
 from supervisor.store.redis_connection import RedisClient
+from supervisor.store.redis_wait import run_and_wait
 
 _LIBRARY = "_lib.lua"
 _COMMAND_FILE = re.compile(r"(?P<name>[a-z][a-z-]*)-(?P<keys>\d+)(?:\+(?P<per>\d*)n)?\.lua")
@@ -113,6 +114,7 @@ class Scripts:
     """The commands registered on one client (EVALSHA, loaded again after NOSCRIPT)."""
 
     def __init__(self, client: RedisClient) -> None:
+        self._client = client
         self._registered: dict[str, tuple[Command, AsyncScript]] = {
             name: (command, client.register_script(command.source))
             for name, command in commands().items()
@@ -126,7 +128,26 @@ class Scripts:
         command, script = self._registered[name]
         command.check_key_count(len(keys))
         answer = await script(keys=list(keys), args=list(args))
-        status = Status(int(answer[0]))
-        if status is not Status.OK:
-            raise error_for(status, subject)
-        return list(answer[1:])
+        return checked(answer, subject)
+
+    async def run_replicated(
+        self, name: str, keys: Sequence[str], args: Sequence[ScriptArg], *, subject: str,
+        replicas: int,
+    ) -> tuple[list[Any], int]:
+        """`run`, then WAIT for `replicas` on the same connection: the script's whole
+        answer, status first, unchecked (what a refusal means depends on whether the
+        replicas have what it saw: see `checked`), and how many replicas acknowledged
+        the script's writes."""
+        command, script = self._registered[name]
+        command.check_key_count(len(keys))
+        answer, acks = await run_and_wait(self._client, script.sha, command.source, keys,
+                                          args, replicas)
+        return list(answer), acks
+
+
+def checked(answer: list[Any], subject: str) -> list[Any]:
+    """The rest of a script's answer; the typed error of a non-OK status."""
+    status = Status(int(answer[0]))
+    if status is not Status.OK:
+        raise error_for(status, subject)
+    return list(answer[1:])

@@ -16,6 +16,7 @@ command (lua/members-3.lua), so that they work while Redis refuses writes.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -73,6 +74,7 @@ from supervisor.store.redis_notes import RedisNotes
 from supervisor.store.redis_output import RedisOutput
 from supervisor.store.redis_reads import RedisReads
 from supervisor.store.redis_records import milliseconds, seconds
+from supervisor.store.redis_replicated import ReplicatedWrites
 from supervisor.store.redis_retry import retry_job
 from supervisor.store.redis_scripts import ScriptArg, Scripts, commands
 from supervisor.store.redis_steering import RedisSteering
@@ -82,6 +84,7 @@ DEFAULT_RETENTION = 86400.0
 # 2: pending jobs are also in one claim queue per handler; 3: the running jobs are
 # counted per owner and handler in running-load (lua/upgrade-layout-3.lua).
 LAYOUT = 3
+NO_LOCK_DELAY_ENV = "POOLSUP_TEST_NO_LOCK_DELAY"
 
 
 def _key_tokens(flat: list[bytes]) -> frozenset[tuple[str, int]]:
@@ -97,21 +100,27 @@ def _optional(value: float | None) -> ScriptArg:
 class RedisStore:
     """`Store` on Redis 6.2+ or Valkey (redis://, rediss://, unix://)."""
 
-    def __init__(self, url: str, pool: str, *, retention: float) -> None:
+    def __init__(self, url: str, pool: str, *, retention: float, wait_replicas: int = 0) -> None:
         self.pool = pool
         self._keys = PoolKeys(pool)
         self._where = redact_url(url)
         self._retention_ms = max(1, round(milliseconds(retention)))
         try:
-            self._client: RedisClient = connect(url)
+            self._connection = connect(url)
         except ValueError as exc:
             raise ConfigError(f"store URL {self._where!r}: {exc}") from exc
+        self._client: RedisClient = self._connection.client
         self._scripts = Scripts(self._client)
+        self._replicated = ReplicatedWrites(self._scripts, self._where, wait_replicas)
         self._witness = FailureWitness(time.monotonic, max_wait=SOCKET_TIMEOUT + 1.0)
         self._layout_checked = False
+        # Only for the tests that show the lock-delay is needed (tests/integration/
+        # test_failover.py): without it a failover that lost writes runs a job twice.
+        self._no_lock_delay = os.environ.get(NO_LOCK_DELAY_ENV) == "1"
         self._dispatch = RedisDispatch(self._client, self._keys, self._run, self._where)
         self._reads = RedisReads(self._client, self._keys, self._run, self._where, pool=pool,
-                                 retention_ms=self._retention_ms)
+                                 retention_ms=self._retention_ms,
+                                 master=self._master_address)
         self._debug = RedisDebug(self._client, self._keys, self._where)
         self._notes = RedisNotes(self._keys, self._run)
         self._output = RedisOutput(self._client, self._keys, self._run, self._where)
@@ -120,11 +129,14 @@ class RedisStore:
 
     @classmethod
     async def open(
-        cls, url: str, pool: str, *, retention: float = DEFAULT_RETENTION
+        cls, url: str, pool: str, *, retention: float = DEFAULT_RETENTION,
+        wait_replicas: int = 0,
     ) -> RedisStore:
-        """A store for `url`; it connects on first use (see `ping`)."""
+        """A store for `url`; it connects on first use (see `ping`).  With `wait_replicas`,
+        a dispatch returns and a claim hands out jobs only once that many replicas hold
+        them (redis_wait.py)."""
         await anyio.to_thread.run_sync(commands)  # read the Lua files off the event loop
-        return cls(url, pool, retention=retention)
+        return cls(url, pool, retention=retention, wait_replicas=wait_replicas)
 
     async def dispatch(self, request: DispatchRequest) -> None:
         await self._dispatch.dispatch(request)
@@ -209,18 +221,17 @@ class RedisStore:
         sent_at = self._witness.sending()
         since = self._witness.since(sent_at)
         claim_by = claim_deadline(self._witness.store_time(sent_at), lease_ttl)
-        answer = await self._witnessed(sent_at, self._run(
-            "claim",
+        answer = await self._witnessed(sent_at, self._claim(
+            owner,
             [k.pending, k.running, k.token, k.done("failed"), k.done("stopped"),
-             k.write_probe, k.reserved(owner), k.health, k.last_claim(owner),
+             k.write_probe, k.reserved(owner), k.health, k.last_claim(owner), k.epoch,
              *(k.queue(handler) for handler in handlers)],
             [k.prefix, owner, count, milliseconds(lease_ttl), max_lease_losses,
              self._retention_ms, k.channel, completions,
              "" if since is None else milliseconds(since), milliseconds(MIN_FAILING_SPAN),
              milliseconds(MIN_CLAIM_GAP), milliseconds(JUDGE_AFTER_GAP), claim_id,
              "" if claim_by is None else milliseconds(claim_by), limits_arg(limits or {}),
-             *handlers],
-            subject=owner,
+             "0" if self._no_lock_delay else "1", *handlers],
         ))
         self._witness.answered(sent_at, seconds(answer[2]), reported=True, hold=lease_ttl)
         return claim_batch(answer, owner)
@@ -364,8 +375,12 @@ class RedisStore:
         with translated_errors(self._where):
             await self._client.ping()
 
+    async def _master_address(self) -> str | None:
+        with translated_errors(self._where):
+            return await self._connection.master_address()
+
     async def close(self) -> None:
-        await self._client.aclose()
+        await self._connection.aclose()
 
     async def _witnessed(self, sent_at: float, call: Awaitable[list[Any]]) -> list[Any]:
         """`call`'s answer; its failure is told to the witness (a claim, a renewal)."""
@@ -378,8 +393,20 @@ class RedisStore:
     async def _run(
         self, name: str, keys: Sequence[str], args: Sequence[ScriptArg], *, subject: str
     ) -> list[Any]:
+        if self._replicated.waits(name):
+            return await self._replicated.run(name, keys, args, subject=subject)
         with translated_errors(self._where):
             return await self._scripts.run(name, keys, args, subject=subject)
+
+    async def _claim(self, owner: str, keys: Sequence[str],
+                     args: Sequence[ScriptArg]) -> list[Any]:
+        if not self._replicated.replicas:
+            return await self._run("claim", keys, args, subject=owner)
+
+        async def release(lease: Lease) -> None:
+            await self.release(lease, reason="replicas did not acknowledge the claim")
+
+        return await self._replicated.claim(keys, args, owner=owner, release=release)
 
     async def _end_lease(
         self, name: str, lease: Lease, state: str, args: Sequence[ScriptArg]

@@ -1,5 +1,5 @@
-"""`python -m tests.chaos --minutes N --seed S [--store redis|sqlite]`: a randomized
-fault-injection run of a real pool, then the checker's verdict on its history.
+"""`python -m tests.chaos --minutes N --seed S [--store redis|sqlite] [--sentinel]`: a
+randomized fault-injection run of a real pool, then the checker's verdict on its history.
 
 One `random.Random(seed)` draws both plans (faults, workload) before anything starts, so
 a seed replays the same schedule.  Exit 0 if the checker finds no violation, 1 if it
@@ -40,7 +40,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m tests.chaos", description=__doc__)
     parser.add_argument("--minutes", type=float, required=True)
     parser.add_argument("--seed", type=int, required=True)
-    parser.add_argument("--store", choices=("redis", "sqlite"), default="redis")
+    parser.add_argument("--store", choices=("redis", "sqlite", "sentinel"), default="redis")
+    parser.add_argument("--sentinel", action="store_true",
+                        help="the store is a master and a replica behind three sentinels, "
+                             "with failovers (some losing the last writes) among the faults; "
+                             "as --store sentinel")
     parser.add_argument("--supervisors", type=int, default=3,
                         help="how many run from the start (default 3); one more joins and "
                              "leaves")
@@ -57,7 +61,8 @@ def chaos_run(minutes: float, seed: int, store: str, directory: Path,
     seconds = minutes * 60
     run_id = f"c{seed}x{os.getpid()}"
     faults = plan_faults(rng, seconds, redis=store == "redis", lease_ttl=LEASE_TTL,
-                         supervisors=supervisors, overlap=overlap)
+                         supervisors=supervisors, overlap=overlap,
+                         sentinel=store == "sentinel")
     work = plan_work(rng, seconds, run_id)
     log(f"seed {seed}: {len(faults)} faults, {len(work)} workload items, dir {directory}")
     ledger = directory / "ledger.jsonl"
@@ -67,8 +72,8 @@ def chaos_run(minutes: float, seed: int, store: str, directory: Path,
     try:
         cluster.start()
         monitor.start()
-        with Client(cluster.store, pool=run_id) as work_client, \
-                Client(cluster.store, pool=run_id) as fault_client:
+        with Client(cluster.store, pool=run_id, wait_replicas=cluster.wait_replicas) \
+                as work_client, Client(cluster.store, pool=run_id) as fault_client:
             workload = Workload(work_client, history, ledger, log)
             _play(cluster, history, faults, workload, work, fault_client, log)
             log("healing")
@@ -191,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if not 1 <= args.supervisors <= 24:
         raise SystemExit("--supervisors: from 1 to 24")
-    report = chaos_run(args.minutes, args.seed, args.store, directory, log, args.supervisors,
+    store = "sentinel" if args.sentinel else args.store
+    report = chaos_run(args.minutes, args.seed, store, directory, log, args.supervisors,
                        args.overlap)
     text = render(report)
     print(text, flush=True)
@@ -200,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(directory, ignore_errors=True)
     else:
         print(f"run files kept in {directory}; replay: python -m tests.chaos "
-              f"--minutes {args.minutes} --seed {args.seed} --store {args.store} "
+              f"--minutes {args.minutes} --seed {args.seed} --store {store} "
               f"--supervisors {args.supervisors}{' --overlap' if args.overlap else ''}",
               flush=True)
     return 0 if report.ok else 1

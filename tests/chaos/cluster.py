@@ -1,6 +1,7 @@
-"""The pool under chaos: a durable redis-server (or one SQLite file) and real `poolsup
-run` processes, each in a session of its own so that its whole process group can be
-frozen without touching the driver."""
+"""The pool under chaos: a durable redis-server (or one SQLite file, or a master and a
+replica behind three sentinels, with wait_replicas = 1) and real `poolsup run`
+processes, each in a session of its own so that its whole process group can be frozen
+without touching the driver."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import redis
 from tests.chaos.checker import LIMITED, LIMITED_MAX_RUNNING
 from tests.chaos.plan import supervisor_ids
 from tests.helpers.pool import SupervisorProcess, write_pool
+from tests.helpers.redis_sentinel import SentinelSetup
 from tests.helpers.redis_server import RedisServer
 
 LEASE_TTL = 2
@@ -54,7 +56,10 @@ class Cluster:
         self.directory = directory
         self.pool = pool
         self.redis = RedisServer(args=DURABLE_REDIS) if store == "redis" else None
+        self.sentinel = SentinelSetup() if store == "sentinel" else None
         self.store_kind = store
+        # Behind Sentinel, what a dispatch returned survives a failover only with this.
+        self.wait_replicas = 1 if store == "sentinel" else 0
         self.supervisors: dict[str, SupervisorProcess] = {}
         self._starts: dict[str, int] = {}
 
@@ -62,6 +67,8 @@ class Cluster:
     def store(self) -> str:
         if self.redis is not None:
             return self.redis.url
+        if self.sentinel is not None:
+            return self.sentinel.url
         return f"sqlite:///{self.directory}/pool.db"
 
     def config(self, supervisor: str) -> Path:
@@ -70,7 +77,9 @@ class Cluster:
                           lease_ttl=LEASE_TTL, drain_timeout=DRAIN_TIMEOUT,
                           stop_grace=STOP_GRACE)
         ledger = self.directory / "ledger.jsonl"
-        path.write_text(path.read_text() + f"""
+        text = path.read_text()
+        text = text.replace("[pool]\n", f"[pool]\nwait_replicas = {self.wait_replicas}\n", 1)
+        path.write_text(text + f"""
 [schedules.{TICK_SCHEDULE}]
 every = {TICK_EVERY}
 handler = "short"
@@ -82,6 +91,8 @@ payload = {{ledger = "{ledger}", seconds = 0.05}}
     def start(self) -> None:
         if self.redis is not None:
             self.redis.start()
+        if self.sentinel is not None:
+            self.sentinel.start()
         for supervisor in self.ids:
             self.start_supervisor(supervisor)
 
@@ -138,12 +149,28 @@ payload = {{ledger = "{ledger}", seconds = 0.05}}
                 admin.replicaof("NO", "ONE")
             finally:
                 admin.close()
+        if self.sentinel is not None:
+            self.heal_sentinel()
         for supervisor, process in self.supervisors.items():
             if process.process.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGCONT)
             elif supervisor in self.ids:
                 self.start_supervisor(supervisor)
+
+    def heal_sentinel(self) -> None:
+        """Thaw every server, and bring a dead one back as a replica of the master."""
+        assert self.sentinel is not None
+        for server in self.sentinel.servers:
+            if server.running:
+                server.resume()
+        wait_until(lambda: self.sentinel is not None and (
+            (master := self.sentinel.current_master()) is not None and master.running), 60)
+        master = self.sentinel.current_master()
+        assert master is not None
+        for server in self.sentinel.servers:
+            if not server.running:
+                self.sentinel.restart_as_replica(server, master)
 
     def poolsup(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
         """The `poolsup` command line, as a user runs it, against this pool."""
@@ -160,6 +187,8 @@ payload = {{ledger = "{ledger}", seconds = 0.05}}
             process.kill()
         if self.redis is not None:
             self.redis.remove()
+        if self.sentinel is not None:
+            self.sentinel.remove()
 
 
 def wait_until(predicate: Any, timeout: float, interval: float = 0.2) -> bool:

@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import redis
+
 from supervisor import Client
 from tests.chaos.checker import Drain, Freeze, History, Kill
 from tests.chaos.cluster import Cluster
@@ -131,6 +133,36 @@ class FaultInjector:
         server.stop()
         time.sleep(fault.duration)
         server.start()
+
+    def failover(self, fault: Fault) -> None:
+        self._kill_master(lose_writes_for=None)
+
+    def lose_writes(self, fault: Fault) -> None:
+        self._kill_master(lose_writes_for=fault.duration)
+
+    def _kill_master(self, lose_writes_for: float | None) -> None:
+        """SIGKILL the master behind Sentinel and wait for the replica's promotion; with
+        `lose_writes_for`, the replica is first cut off (frozen, its link dropped) for
+        that long, so that the master's last writes never reach it.  The old master comes
+        back, empty, as a replica of the new one."""
+        setup = self.cluster.sentinel
+        assert setup is not None
+        master, replica = setup.current_master(), setup.replica_of_master()
+        assert master is not None and replica is not None
+        if lose_writes_for is not None:
+            replica.pause()
+            with contextlib.suppress(Exception):
+                admin = redis.Redis(port=master.port, socket_timeout=5)
+                try:
+                    admin.client_kill_filter(_type="replica")
+                finally:
+                    admin.close()
+            time.sleep(lose_writes_for)
+        os.kill(master.pid, signal.SIGKILL)
+        replica.resume()
+        promoted = setup.wait_failover(master, timeout=60)
+        self.log(f"master {master.port} -> {promoted.port}")
+        setup.restart_as_replica(master, promoted)
 
     def redis_oom(self, fault: Fault) -> None:
         self._redis_errors(fault, lambda admin: admin.config_set("maxmemory", 1),

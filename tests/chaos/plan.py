@@ -16,9 +16,13 @@ def supervisor_ids(count: int) -> tuple[tuple[str, ...], str]:
 
 
 REDIS_FAULTS = ("freeze_redis", "restart_redis", "redis_oom", "redis_readonly")
+# Behind Sentinel: the master killed (its writes replicated), or killed once the replica
+# has missed its last writes (lost on the promoted replica).
+SENTINEL_FAULTS = ("failover", "lose_writes")
 FAULT_WEIGHTS = {"kill_supervisor": 4, "freeze_supervisor": 3, "freeze_group": 2,
                  "kill_fork_server": 3, "drain": 3, "rolling_restart": 1, "join_leave": 2,
-                 "freeze_redis": 2, "restart_redis": 2, "redis_oom": 2, "redis_readonly": 2}
+                 "freeze_redis": 2, "restart_redis": 2, "redis_oom": 2, "redis_readonly": 2,
+                 "failover": 3, "lose_writes": 3}
 
 # Kind of job -> weight among the dispatches after the first long-running ones.
 KIND_WEIGHTS = {"short": 35, "cpu": 8, "failing": 8, "fail_for_good": 5, "stoppable": 10,
@@ -49,10 +53,16 @@ class Work:
 
 
 def plan_faults(rng: random.Random, seconds: float, *, redis: bool, lease_ttl: float,
-                supervisors: int = 3, overlap: bool = False) -> list[Fault]:
+                supervisors: int = 3, overlap: bool = False,
+                sentinel: bool = False) -> list[Fault]:
     """One lane of faults; with `overlap` (and Redis), two: the supervisors' faults in
-    lane 0 and Redis's in lane 1, at the same time."""
-    kinds = [kind for kind in FAULT_WEIGHTS if redis or kind not in REDIS_FAULTS]
+    lane 0 and Redis's in lane 1, at the same time.  With `sentinel`, the store's faults
+    are failovers (SENTINEL_FAULTS) instead of REDIS_FAULTS."""
+    if sentinel:
+        kinds = [kind for kind in FAULT_WEIGHTS if kind not in REDIS_FAULTS]
+        return _lane(rng, seconds, kinds, lease_ttl, supervisors, 0)
+    kinds = [kind for kind in FAULT_WEIGHTS
+             if (redis or kind not in REDIS_FAULTS) and kind not in SENTINEL_FAULTS]
     if not (overlap and redis):
         return _lane(rng, seconds, kinds, lease_ttl, supervisors, 0)
     return sorted(
@@ -71,7 +81,7 @@ def _lane(rng: random.Random, seconds: float, kinds: list[str], lease_ttl: float
     while at < seconds - 5:
         kind = rng.choices(kinds, weights)[0]
         target = rng.choice(ids)
-        if kind in REDIS_FAULTS:
+        if kind in REDIS_FAULTS or kind in SENTINEL_FAULTS:
             target = "redis"
         elif kind == "rolling_restart":
             target = "all"
@@ -85,6 +95,7 @@ def _lane(rng: random.Random, seconds: float, kinds: list[str], lease_ttl: float
             "restart_redis": rng.uniform(0.2, 2.0),
             "redis_oom": rng.uniform(1.0, 4.0),
             "redis_readonly": rng.uniform(1.0, 4.0),
+            "lose_writes": rng.uniform(0.5, 2.0),  # the replica cut off before the kill
             "join_leave": rng.uniform(4.0, 12.0),
         }.get(kind, 0.0)
         faults.append(Fault(round(at, 3), kind, target, round(duration, 3), lane))

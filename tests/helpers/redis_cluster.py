@@ -1,4 +1,5 @@
-"""A real, throwaway Redis Cluster for tests: three primaries, no replicas, localhost."""
+"""A real, throwaway Redis Cluster for tests: three primaries (with a replica each if
+asked), localhost."""
 
 from __future__ import annotations
 
@@ -15,13 +16,16 @@ class RedisClusterNodes:
     """Three `redis-server --cluster-enabled yes` processes joined into one cluster with
     `redis-cli --cluster create`, each slot served by one of them."""
 
-    def __init__(self, size: int = 3) -> None:
+    def __init__(self, size: int = 3, *, replicas: int = 0,
+                 node_timeout_ms: int = NODE_TIMEOUT_MS) -> None:
         # The cluster bus port is set apart: its default, port + 10000, may be past 65535.
+        self.replicas = replicas
         self.nodes = [
             RedisServer(args=("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                              "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
-                              "--cluster-port", str(free_port())))
-            for _ in range(size)
+                              "--cluster-node-timeout", str(node_timeout_ms),
+                              "--cluster-port", str(free_port()),
+                              "--repl-diskless-sync-delay", "0"))
+            for _ in range(size * (1 + replicas))
         ]
 
     @property
@@ -36,7 +40,7 @@ class RedisClusterNodes:
             subprocess.run(
                 ["redis-cli", "--cluster", "create",
                  *(f"127.0.0.1:{node.port}" for node in self.nodes),
-                 "--cluster-replicas", "0", "--cluster-yes"],
+                 "--cluster-replicas", str(self.replicas), "--cluster-yes"],
                 check=True, capture_output=True, timeout=START_TIMEOUT,
             )
             self._wait_until_ok()
@@ -51,10 +55,33 @@ class RedisClusterNodes:
             check=True, capture_output=True, text=True, timeout=10,
         ).stdout
 
+    def master_and_replica_of(self, key: str) -> tuple[RedisServer, RedisServer]:
+        """The node serving `key`'s slot, and a replica of it."""
+        port = self.nodes[0].port
+        slot = int(self.cli(port, "CLUSTER", "KEYSLOT", key))
+        ids: dict[str, RedisServer] = {}
+        master_id, replica_of = "", {}
+        for line in self.cli(port, "CLUSTER", "NODES").splitlines():
+            fields = line.split()
+            node = next(n for n in self.nodes if f":{n.port}@" in fields[1])
+            ids[fields[0]] = node
+            if "master" in fields[2] and any(_covers(r, slot) for r in fields[8:]):
+                master_id = fields[0]
+            if "slave" in fields[2]:
+                replica_of[fields[3]] = node
+        return ids[master_id], replica_of[master_id]
+
+    def _replicas_in_sync(self) -> bool:
+        for node in self.nodes:
+            info = self.cli(node.port, "INFO", "replication")
+            if "role:slave" in info and "master_link_status:up" not in info:
+                return False
+        return True
+
     def _wait_until_ok(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT
         while not all("cluster_state:ok" in self.cli(node.port, "CLUSTER", "INFO")
-                      for node in self.nodes):
+                      for node in self.nodes) or not self._replicas_in_sync():
             if time.monotonic() > deadline:
                 raise RuntimeError("the test cluster did not reach cluster_state:ok")
             time.sleep(0.05)
@@ -62,3 +89,8 @@ class RedisClusterNodes:
     def remove(self) -> None:
         for node in self.nodes:
             node.remove()
+
+
+def _covers(slots: str, slot: int) -> bool:
+    low, _, high = slots.partition("-")
+    return low.isdigit() and int(low) <= slot <= int(high or low)

@@ -102,6 +102,10 @@ class RedisServer:
         return f"rediss://{auth}127.0.0.1:{self.port}/0?{urlencode(files)}"
 
     @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    @property
     def pid(self) -> int:
         assert self._process is not None, "the server is not running"
         return self._process.pid

@@ -22,6 +22,9 @@ ACL_ARGS = (
     "--user", USER, "on", f">{PASSWORD}", "~poolsup:*", "&poolsup:*", "+@all",
     "--user", "reader", "on", ">reader-pw", "~poolsup:*", "&poolsup:*", "+@all", "-evalsha",
     "--user", "deaf", "on", ">deaf-pw", "~poolsup:*", "+@all",
+    # docs/stores.md's ACL: INFO (in @dangerous) is the claim script's master check.
+    "--user", "careful", "on", ">careful-pw", "~poolsup:*", "&poolsup:*", "+@all",
+    "-@dangerous", "+info",
     "--user", "default", "off",
 )
 
@@ -46,6 +49,11 @@ async def test_an_acl_user_with_a_password_runs_the_pool(
     acl_redis: RedisServer, pool_name: str
 ) -> None:
     async with opened_store(acl_redis.url, pool_name) as store:
+        await dispatch_claim_complete_with_events(store)
+
+
+async def test_the_documented_acl_runs_the_pool(acl_redis: RedisServer, pool_name: str) -> None:
+    async with opened_store(acl_redis.url_as("careful", "careful-pw"), pool_name) as store:
         await dispatch_claim_complete_with_events(store)
 
 

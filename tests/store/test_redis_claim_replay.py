@@ -1,6 +1,6 @@
 """Redis: a claim sent again after its reply was lost (the same claim id) hands out
 nothing new and answers the jobs the lost claim handed out, so none is orphaned to run
-out its lease (lua/claim-9+n.lua)."""
+out its lease (lua/claim-10+n.lua)."""
 
 from __future__ import annotations
 

@@ -384,7 +384,8 @@ def test_bad_store_scheme_is_rejected_without_the_password(tmp_path: Path) -> No
 
     assert message.endswith(
         ':3: [pool] store must be a redis://, rediss://, redis+cluster://, rediss+cluster://, '
-        'unix:// or sqlite:// URL (got "http://u:***@h/0")')
+        'redis+sentinel://, rediss+sentinel://, unix:// or sqlite:// URL '
+        '(got "http://u:***@h/0")')
     assert "hunter2" not in message
 
 
@@ -489,3 +490,15 @@ def test_a_bad_max_log_is_one_line_naming_it(tmp_path: Path, value: str, says: s
     message = error_for(tmp_path, with_max_log(value))
     assert says in message
     assert "[pool]" in message
+
+
+def test_wait_replicas_is_read_for_redis_and_refused_on_sqlite(tmp_path: Path) -> None:
+    redis = MINIMAL.replace('name = "media"', 'name = "media"\nstore = "redis+sentinel://'
+                            'a:26379,b:26379/mymaster"\nwait_replicas = 1')
+    assert load(write(tmp_path, redis)).pool.wait_replicas == 1
+    assert load(write(tmp_path, MINIMAL)).pool.wait_replicas == 0
+    sqlite = MINIMAL.replace('name = "media"', 'name = "media"\nwait_replicas = 1')
+    message = error_for(tmp_path, sqlite)
+    assert "wait_replicas is for Redis stores" in message and "\n" not in message
+    negative = MINIMAL.replace('name = "media"', 'name = "media"\nwait_replicas = -1')
+    assert "wait_replicas" in error_for(tmp_path, negative)

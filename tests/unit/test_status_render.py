@@ -1,4 +1,6 @@
-"""`status`: shares and moving jobs, as JSON and as text."""
+"""`status`: shares and moving jobs, the store's master, as JSON and as text."""
+
+import dataclasses
 
 from supervisor.cli.status import render_status_json, render_status_text
 from supervisor.store.records import (
@@ -45,3 +47,17 @@ def test_status_shows_each_members_share_and_the_jobs_on_their_way() -> None:
     text = render_status_text(status)
     assert "SHARE" in text and "MOVING" in text
     assert any(line.split()[:4] == ["k1", "long", "a", "b"] for line in text.splitlines())
+
+
+def test_status_shows_the_sentinel_master_and_the_lock_delay() -> None:
+    held = dataclasses.replace(snapshot(), store=StoreHealth(
+        state="ok", since=1.0, master="10.0.0.2:6379", hold_until=107.25))
+    status = render_status_json(held)
+    assert status["store"]["master"] == "10.0.0.2:6379"
+    assert status["store"]["failover_hold_until"] == 107.25
+    text = render_status_text(status)
+    assert "store master: 10.0.0.2:6379" in text
+    assert "store master changed: no job starts for 7.2 s more (lock-delay)" in text
+    plain = render_status_json(snapshot())
+    assert plain["store"]["master"] is None and plain["store"]["failover_hold_until"] is None
+    assert "store master" not in render_status_text(plain)

@@ -5,7 +5,7 @@
 -- then due ones, highest priority first, oldest first within one, across their queues.
 -- KEYS: 1 pending zset, 2 running zset, 3 token counter, 4 done:failed, 5 done:stopped,
 --       6 write-probe, 7 reserved:<owner>, 8 health hash, 9 last-claim:<owner>,
---       10... queue:<handler> of each handler in ARGV 16...
+--       10 epoch hash, 11... queue:<handler> of each handler in ARGV 17...
 -- ARGV: 1 key prefix, 2 owner, 3 count, 4 lease ttl (ms), 5 max lease losses (0: no
 --       limit), 6 retention (ms), 7 events channel, 8 the jobs to complete, a JSON
 --       array of [key, token, result text] ('' for none), 9 since when the owner's
@@ -15,8 +15,9 @@
 --       12 for how long after the gap (ms), 13 this claim's id ('' for none), 14 the
 --       store time after which it hands out no job ('' for none: a claim held up that
 --       long, by a frozen store, may come after its sender stopped), 15 the pool-wide
---       limits of the handlers that have any (JSON, see below; '' for none), 16...
---       handlers this owner runs
+--       limits of the handlers that have any (JSON, see below; '' for none), 16 '1'
+--       (the lock-delay after a master change; '0' only in tests that show it is
+--       needed), 17... handlers this owner runs
 -- Undeclared keys (found while it runs, so not known to the caller; built from the
 -- prefix): paused (handlers, or '*' for the pool, that no claim serves), the claim
 -- queues of priorities 1-9 (queue:<handler>:<priority>), starts:<handler> (the store
@@ -32,7 +33,11 @@
 --            has notes (0/1), checkpoint or false, lease_expired_at (ms) or false}...},
 --           completed: per job to complete 1, or 0 (stale lease), replayed (1/0),
 --           {key, holder, counted (1/0), losses in a row, 'requeued'|'failed'|'stopped'}
---           for each lease recovered, how many expired leases were left to a witness}
+--           for each lease recovered, how many expired leases were left to a witness,
+--           until when claims are held after a change of master (ms) or false}
+-- The master change (core/failover.py, whose docstring has the argument): the master's
+-- identity is read here, with INFO, atomically with the claim.  While the hold lasts,
+-- the claim completes jobs but hands out none and recovers no expired lease.
 -- A claim sent again with the id of the owner's last claim (its reply was lost) claims
 -- nothing anew: it answers the jobs that claim handed out which the owner still holds
 -- (recovered 0, next due unknown), and whether it completed its job.  The last claim's
@@ -58,13 +63,53 @@ local pool = {pending = KEYS[1], running = KEYS[2], done_failed = KEYS[4],
               done_stopped = KEYS[5], queues = {}, reserved = {[owner] = KEYS[7]},
               prefix = prefix, now = store_now(), retention = tonumber(ARGV[6]),
               done_succeeded = prefix .. 'done:succeeded'}
-local FIRST_HANDLER, FIRST_QUEUE = 16, 10
+local FIRST_HANDLER, FIRST_QUEUE = 17, 11
 for i = FIRST_HANDLER, #ARGV do
   pool.queues[ARGV[i]] = KEYS[i - FIRST_HANDLER + FIRST_QUEUE]
 end
 
 refuse_when_full(KEYS[6])
 if claim_by and pool.now > claim_by then
+  count = 0
+end
+
+-- core/failover.py step_epoch; returns the hold's end (ms) or nil.
+local FAILOVER_MARGIN, TOKEN_EPOCH = 1000, 4294967296  -- failover.FAILOVER_MARGIN, 1 << 32
+local function master_identity()
+  local server, replication = redis.call('INFO', 'server'), redis.call('INFO', 'replication')
+  return string.match(server, 'run_id:(%x+)') .. ':'
+         .. string.match(replication, 'master_replid:(%x+)')
+end
+
+local function step_epoch(epoch, token, running, now, lease_ttl)
+  local f = redis.call('HMGET', epoch, 'master', 'number', 'seen_at', 'max_ttl')
+  local master = master_identity()
+  if f[1] == master then
+    local seen_at, max_ttl = tonumber(f[3] or ''), tonumber(f[4])
+    if lease_ttl > max_ttl then
+      max_ttl = lease_ttl
+      redis.call('HSET', epoch, 'max_ttl', max_ttl)
+    end
+    return seen_at and seen_at + max_ttl + FAILOVER_MARGIN
+  end
+  if not f[1] and redis.call('EXISTS', token, running) == 0 then
+    redis.call('HSET', epoch, 'master', master, 'number', 1, 'max_ttl', lease_ttl)
+    return nil
+  end
+  local number = (tonumber(f[2] or '') or 0) + 1
+  local max_ttl = math.max(tonumber(f[4] or '') or 0, lease_ttl)
+  redis.call('HSET', epoch, 'master', master, 'number', number, 'seen_at', fmt(now),
+             'max_ttl', max_ttl)
+  local floor = number * TOKEN_EPOCH
+  if tonumber(redis.call('GET', token) or '0') < floor then
+    redis.call('SET', token, string.format('%d', floor))
+  end
+  return now + max_ttl + FAILOVER_MARGIN
+end
+
+local hold_until = step_epoch(KEYS[10], KEYS[3], pool.running, pool.now, ttl)
+local held = hold_until ~= nil and pool.now < hold_until and ARGV[16] == '1'
+if held then
   count = 0
 end
 
@@ -84,7 +129,8 @@ if claim_id ~= '' then
                              redis.call('EXISTS', notes_key(prefix, key)), f[9], false}
       end
     end
-    return {OK, 0, false, fmt(pool.now), again, saved.completed, 1, {}, 0}
+    return {OK, 0, false, fmt(pool.now), again, saved.completed, 1, {}, 0,
+            held and fmt(hold_until)}
   end
 end
 -- core/lease_losses.py write_gap: this claim ends the gap since the pool's last one.
@@ -140,8 +186,11 @@ local failing = failing_window(tonumber(ARGV[9]), pool.now, tonumber(ARGV[10]))
 local defer = tonumber(ARGV[12])
 
 local recovered, requeued, judged, left = 0, false, {}, 0
-local expired = redis.call('ZRANGEBYSCORE', pool.running, '-inf', pool.now,
-                           'LIMIT', 0, RECOVER_BATCH)
+local expired = {}
+if not held then
+  expired = redis.call('ZRANGEBYSCORE', pool.running, '-inf', pool.now,
+                       'LIMIT', 0, RECOVER_BATCH)
+end
 for _, key in ipairs(expired) do
   local job, notes = job_key(prefix, key), notes_key(prefix, key)
   local f = redis.call('HMGET', job, 'state', 'stop_requested', 'owner', 'handler',
@@ -155,7 +204,10 @@ for _, key in ipairs(expired) do
     redis.call('EXISTS', notes, queue_of(pool, queue_id(f[4] or '', f[6])), load_key(pool))
     recovered = recovered + 1
     local losses
-    local counted = loss_counts(tonumber(f[5] or ''), failing)
+    -- core/failover.py ended_by_failover: not counted either.
+    local lease_end = tonumber(f[5] or '')
+    local counted = loss_counts(lease_end, failing)
+                    and not (lease_end and hold_until and lease_end <= hold_until)
     if counted then
       losses = redis.call('HINCRBY', job, 'lease_losses', 1)
     else
@@ -378,4 +430,5 @@ if claim_id ~= '' then
   redis.call('SET', last_claim, cjson.encode({id = claim_id, jobs = held, completed = completed}),
              'PX', math.max(2 * ttl, 1000))
 end
-return {OK, recovered, next_due, fmt(pool.now), claimed, completed, 0, judged, left}
+return {OK, recovered, next_due, fmt(pool.now), claimed, completed, 0, judged, left,
+        held and fmt(hold_until)}

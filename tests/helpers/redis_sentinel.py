@@ -1,0 +1,147 @@
+"""A real, throwaway Redis behind Sentinel for tests: a master, a replica and three
+sentinels on free ports, localhost only, quick to fail over."""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from tests.helpers.redis_server import RedisServer, free_port
+
+MASTER_NAME = "poolsup"
+DOWN_AFTER_MS = 1000
+FAILOVER_TIMEOUT_MS = 3000
+START_TIMEOUT = 20.0
+
+
+class SentinelSetup:
+    """`master` and `replica` (a `--replicaof` of it), watched by three sentinels
+    (quorum 2).  After a failover the roles swap: `current_master()` asks a sentinel."""
+
+    def __init__(self, replicas: int = 1) -> None:
+        quick = ("--repl-diskless-sync-delay", "0")
+        self.master = RedisServer(args=quick)
+        self.replicas = [RedisServer(args=(*quick, "--replicaof", "127.0.0.1",
+                                           str(self.master.port)))
+                         for _ in range(replicas)]
+        self.sentinel_ports = [free_port() for _ in range(3)]
+        self._dir = Path(tempfile.mkdtemp(prefix="poolsup-sentinel-"))
+        self._sentinels: list[subprocess.Popen[bytes]] = []
+
+    @property
+    def replica(self) -> RedisServer:
+        return self.replicas[0]
+
+    @property
+    def servers(self) -> list[RedisServer]:
+        return [self.master, *self.replicas]
+
+    @property
+    def url(self) -> str:
+        hosts = ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)
+        return f"redis+sentinel://{hosts}/{MASTER_NAME}/0"
+
+    def start(self) -> SentinelSetup:
+        try:
+            self.master.start()
+            for replica in self.replicas:
+                replica.start()
+            self._wait(lambda: all("master_link_status:up" in cli(r.port, "INFO", "replication")
+                                   for r in self.replicas), "the replicas to sync")
+            for n, port in enumerate(self.sentinel_ports):
+                conf = self._dir / f"sentinel-{n}.conf"
+                conf.write_text(
+                    f"port {port}\nbind 127.0.0.1\ndir {self._dir}\n"
+                    f"sentinel monitor {MASTER_NAME} 127.0.0.1 {self.master.port} 2\n"
+                    f"sentinel down-after-milliseconds {MASTER_NAME} {DOWN_AFTER_MS}\n"
+                    f"sentinel failover-timeout {MASTER_NAME} {FAILOVER_TIMEOUT_MS}\n"
+                    f"sentinel parallel-syncs {MASTER_NAME} 1\n")
+                self._sentinels.append(subprocess.Popen(
+                    ["redis-server", str(conf), "--sentinel"],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            self._wait(self._sentinels_see_all, "the sentinels to see each other")
+        except BaseException:
+            self.remove()
+            raise
+        return self
+
+    def _sentinels_see_all(self) -> bool:
+        for port in self.sentinel_ports:
+            try:
+                info = cli(port, "SENTINEL", "MASTER", MASTER_NAME)
+            except subprocess.CalledProcessError:
+                return False
+            fields = info.split("\n")
+            values = dict(zip(fields[::2], fields[1::2], strict=False))
+            if (int(values.get("num-other-sentinels", 0)) < 2
+                    or int(values.get("num-slaves", 0)) < len(self.replicas)):
+                return False
+        return True
+
+    def current_master(self) -> RedisServer | None:
+        """The server a sentinel names as master now."""
+        for port in self.sentinel_ports:
+            try:
+                host_port = cli(port, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME).split()
+            except subprocess.CalledProcessError:
+                continue
+            if len(host_port) == 2:
+                return next((s for s in self.servers if s.port == int(host_port[1])), None)
+        return None
+
+    def wait_failover(self, old: RedisServer, timeout: float = 20.0) -> RedisServer:
+        """Wait until another server is master (by ROLE and by the sentinels)."""
+        found: list[RedisServer] = []
+
+        def promoted() -> bool:
+            master = self.current_master()
+            if master is None or master is old:
+                return False
+            if not cli(master.port, "ROLE").startswith("master"):
+                return False
+            found.append(master)
+            return True
+
+        self._wait(promoted, "a replica to be promoted", timeout)
+        return found[-1]
+
+    def replica_of_master(self) -> RedisServer | None:
+        """A running server other than the current master."""
+        master = self.current_master()
+        return next((s for s in self.servers if s is not master and s.running), None)
+
+    def restart_as_replica(self, server: RedisServer, master: RedisServer) -> None:
+        """Start `server` (killed) again, empty, as a replica of `master`; wait for sync."""
+        server.stop()
+        server.args = ("--repl-diskless-sync-delay", "0", "--replicaof", "127.0.0.1",
+                       str(master.port))
+        server.start()
+        self._wait(lambda: "master_link_status:up" in cli(server.port, "INFO", "replication"),
+                   "the restarted server to sync")
+
+    def _wait(self, condition, what: str, timeout: float = START_TIMEOUT) -> None:  # type: ignore[no-untyped-def]
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if condition():
+                    return
+            except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"timed out waiting for {what}")
+            time.sleep(0.05)
+
+    def remove(self) -> None:
+        for process in self._sentinels:
+            process.kill()
+            process.wait()
+        self._sentinels.clear()
+        for server in self.servers:
+            server.remove()
+
+
+def cli(port: int, *args: str) -> str:
+    return subprocess.run(["redis-cli", "-p", str(port), *args], check=True,
+                          capture_output=True, text=True, timeout=5).stdout

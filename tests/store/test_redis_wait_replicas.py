@@ -1,0 +1,77 @@
+"""`[pool] wait_replicas` on a real master with one replica: a dispatch and a claim
+return once the replica holds them; with the replica cut off, a dispatch is a store
+failure and a claim starts nothing (its jobs are released, unspent)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from supervisor.errors import StoreUnavailable
+from supervisor.store.base import Store
+from supervisor.store.records import DispatchRequest
+from supervisor.store.redis_store import RedisStore
+from tests.helpers.redis_sentinel import cli
+from tests.helpers.redis_server import RedisServer
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def master_and_replica() -> Iterator[tuple[RedisServer, RedisServer]]:
+    master = RedisServer(args=("--repl-diskless-sync-delay", "0")).start()
+    replica = RedisServer(args=("--replicaof", "127.0.0.1", str(master.port))).start()
+    try:
+        while "master_link_status:up" not in cli(replica.port, "INFO", "replication"):
+            pass
+        yield master, replica
+    finally:
+        replica.remove()
+        master.remove()
+
+
+@pytest.fixture
+async def waiting_store(master_and_replica: tuple[RedisServer, RedisServer],
+                        pool_name: str) -> AsyncIterator[Store]:
+    store = await RedisStore.open(master_and_replica[0].url, pool_name, wait_replicas=1)
+    yield store
+    await store.close()
+
+
+def request(key: str) -> DispatchRequest:
+    return DispatchRequest(key=key, handler="h", payload=b"{}", max_attempts=3)
+
+
+async def test_dispatch_and_claim_wait_for_the_replica(
+    waiting_store: Store, master_and_replica: tuple[RedisServer, RedisServer], pool_name: str
+) -> None:
+    _, replica = master_and_replica
+    await waiting_store.dispatch(request("k1"))
+    # Returned: the replica holds it already (read from the replica itself).
+    job_key = f"poolsup:{{{pool_name}}}:job:k1"
+    assert cli(replica.port, "HGET", job_key, "state").strip() == "pending"
+    batch = await waiting_store.claim("sup", ["h"], 1, 10, 3)
+    assert [job.key for job in batch.jobs] == ["k1"]
+    assert cli(replica.port, "HGET", job_key, "state").strip() == "running"
+
+
+async def test_without_the_replica_nothing_is_acknowledged_and_nothing_starts(
+    waiting_store: Store, master_and_replica: tuple[RedisServer, RedisServer]
+) -> None:
+    master, replica = master_and_replica
+    await waiting_store.dispatch(request("k1"))
+    os.kill(replica.pid, signal.SIGSTOP)
+    try:
+        cli(master.port, "CLIENT", "KILL", "TYPE", "replica")
+        with pytest.raises(StoreUnavailable, match="only 0 of wait_replicas = 1 replicas"):
+            await waiting_store.dispatch(request("k2"))
+        with pytest.raises(StoreUnavailable, match=r"released unstarted"):
+            await waiting_store.claim("sup", ["h"], 2, 10, 3)
+        for key in ("k1", "k2"):  # back to pending, no attempt spent
+            record = await waiting_store.job(key)
+            assert (record.state, record.attempts) == ("pending", 0)
+    finally:
+        os.kill(replica.pid, signal.SIGCONT)

@@ -1,0 +1,77 @@
+"""redis+sentinel:// URLs: what they name, and a clear error for each mistake."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from supervisor.errors import ConfigError
+from supervisor.store.redis_connection import connect
+from supervisor.store.redis_url import SentinelTarget, parse
+
+
+def target(url: str) -> tuple[str, SentinelTarget]:
+    found = parse(url, url)
+    assert found.sentinel is not None and not found.cluster
+    return found.url, found.sentinel
+
+
+def test_one_sentinel_default_port_and_database() -> None:
+    url, sentinel = target("redis+sentinel://10.0.0.1/mymaster")
+    assert sentinel == SentinelTarget(sentinels=(("10.0.0.1", 26379),), master="mymaster")
+    assert url == "redis://sentinel-master/0"
+
+
+def test_several_sentinels_credentials_and_database() -> None:
+    url, sentinel = target(
+        "redis+sentinel://app:s%40cret@a:26380,b:26381,[::1]:26382/mymaster/3")
+    assert sentinel.sentinels == (("a", 26380), ("b", 26381), ("::1", 26382))
+    assert sentinel.master == "mymaster"
+    assert url == "redis://app:s%40cret@sentinel-master/3"  # the master's credentials
+
+
+def test_sentinel_credentials_and_options_from_the_query() -> None:
+    url, sentinel = target("redis+sentinel://a:1,b:2/m?sentinel_password=pw&"
+                           "sentinel_username=watch&socket_timeout=2")
+    assert (sentinel.username, sentinel.password) == ("watch", "pw")
+    assert url == "redis://sentinel-master/0?socket_timeout=2"
+
+
+def test_tls_options_only_with_rediss(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    ca = tmp_path / "ca.pem"
+    ca.write_text("x")
+    url, _ = target(f"rediss+sentinel://a/m?ssl_ca_certs={ca}")
+    assert url.startswith("rediss://sentinel-master/0?ssl_ca_certs=")
+    with pytest.raises(ConfigError, match="only for rediss://"):
+        parse(f"redis+sentinel://a/m?ssl_ca_certs={ca}", "shown")
+
+
+@pytest.mark.parametrize(("url", "message"), [
+    ("redis+sentinel://a:26379", "no master name"),
+    ("redis+sentinel://a:26379/", "no master name"),
+    ("redis+sentinel://a:26379//0", "no master name"),
+    ("redis+sentinel://a:26379/m/x", "database after the master name must be a number"),
+    ("redis+sentinel://a:26379/m/1/2", "database after the master name must be a number"),
+    ("redis+sentinel://a:26379,,b/m", "bad sentinel address ''"),
+    ("redis+sentinel://a:port/m", "bad port in sentinel address 'a:port'"),
+    ("redis+sentinel://a:70000/m", "bad port"),
+    ("redis+sentinel:///m", "bad sentinel address"),
+    ("redis+sentinel://[::1/m", "bad address"),
+    ("redis+sentinel://a,[::1/m", "bad address"),
+    ("redis+sentinel://a/m?bogus=1", "unknown parameter 'bogus'"),
+])
+def test_bad_urls_are_one_line_config_errors(url: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as caught:
+        parse(url, "shown")
+    assert "\n" not in str(caught.value) and "shown" in str(caught.value)
+
+
+def test_the_client_names_its_sentinels_and_master() -> None:
+    connection = connect("redis+sentinel://u:pw@127.0.0.1:1,127.0.0.1:2/m/1")
+    assert connection.sentinel is not None
+    name, watchers = connection.sentinel
+    assert name == "m"
+    assert [w.connection_pool.connection_kwargs["port"] for w in watchers.sentinels] == [1, 2]
+    kwargs = connection.client.connection_pool.connection_kwargs
+    assert (kwargs["password"], kwargs["db"], kwargs["retry"].get_retries()) == ("pw", 1, 0)
+    anyio.run(connection.aclose)
