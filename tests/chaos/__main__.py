@@ -66,7 +66,7 @@ def chaos_run(minutes: float, seed: int, store: str, directory: Path,
     work = plan_work(rng, seconds, run_id)
     log(f"seed {seed}: {len(faults)} faults, {len(work)} workload items, dir {directory}")
     ledger = directory / "ledger.jsonl"
-    history = History()
+    history = History(wall_minus_boot=time.time() - now())
     cluster = Cluster(directory, store=store, pool=run_id, supervisors=supervisors)
     monitor = ProcessMonitor(ledger)
     try:

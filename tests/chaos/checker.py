@@ -61,8 +61,7 @@ class Freeze:
 
 # Slack between the driver's clock and the store's, both of this host.
 CLOCK_SLACK = 1.0
-# A counted loss follows its holder's outage within this many seconds: the lease runs
-# out (a ttl), the recovering claim may wait for the store (chaos faults last seconds).
+# How long before a counted loss its run began, when its `started` event is gone.
 OUTAGE_TO_LOSS = 30.0
 
 
@@ -73,6 +72,7 @@ class Drain:
     # A store fault was on during the drain: then exit 1 (an outcome left to the store's
     # recovery, as docs/store-failures.md says) is allowed.
     store_fault: bool = False
+    at: float | None = None  # when it began (None: not known)
 
 
 @dataclass
@@ -87,6 +87,8 @@ class History:
     faults: list[str] = field(default_factory=list)
     kills: list[Kill] = field(default_factory=list)
     freezes: list[Freeze] = field(default_factory=list)
+    # The wall clock (the store's times) minus the clock of `at` and the ledger's.
+    wall_minus_boot: float = 0.0
     drains: list[Drain] = field(default_factory=list)
     # per schedule: name, every, fires, skipped, missed, ticks (see check_schedule_ticks)
     schedule_ticks: list[dict[str, Any]] = field(default_factory=list)
@@ -211,20 +213,30 @@ def check_long_running(history: History) -> list[Violation]:
 
 def unexplained_losses(history: History, key: str) -> list[str] | None:
     """For a job failed by its lease-loss limit: what its counted lease losses leave
-    unexplained by a kill or freeze of their holder (empty: the ending was earned).  None
-    if it failed otherwise."""
+    unexplained (empty: the ending was earned).  A loss is explained by an outage of its
+    holder during the run (from its `started` event to the loss): a kill, a freeze, or
+    a drain that did not exit 0 (a drain during a store fault may leave its leases to
+    run out).  None if the job did not fail that way."""
     record = history.records.get(key, {})
     limit = re.match(r"lease lost \d+ times \(limit (\d+)\)", str(record.get("error") or ""))
     if limit is None:
         return None
-    outages = [*history.kills, *history.freezes]
-    counted = [event for event in record.get("events", [])
-               if event.get("event") == "lease_lost"
+    events = record.get("events", [])
+    started = {event["token"]: event["at"] for event in events if event.get("event") == "started"}
+    outages = [(outage.supervisor, outage.at) for outage in (*history.kills, *history.freezes)]
+    outages += [(drain.supervisor, drain.at) for drain in history.drains
+                if drain.exit_code != 0 and drain.at is not None]
+    counted = [event for event in events if event.get("event") == "lease_lost"
                and str(event.get("detail", "")).startswith("counted")]
-    unexplained = [f"{event['at']} ({event['supervisor']})" for event in counted
-                   if not any(outage.supervisor == event["supervisor"] and key in outage.keys
-                              and event["at"] - OUTAGE_TO_LOSS <= outage.at
-                              <= event["at"] + CLOCK_SLACK for outage in outages)]
+    unexplained = []
+    for event in counted:
+        lost_at = event["at"] - history.wall_minus_boot
+        held_from = started.get(event["token"], event["at"] - OUTAGE_TO_LOSS) \
+            - history.wall_minus_boot
+        if not any(supervisor == event["supervisor"]
+                   and held_from - CLOCK_SLACK <= at <= lost_at + CLOCK_SLACK
+                   for supervisor, at in outages):
+            unexplained.append(f"{event['at']} ({event['supervisor']})")
     if len(counted) < int(limit[1]):
         unexplained.append(f"{int(limit[1]) - len(counted)} not in its events")
     return unexplained
@@ -252,6 +264,8 @@ def check_notes(history: History) -> list[Violation]:
                         f"key {key}: {_who(run)} took note {after} after note {before}")))
         taken = {n for run in runs for n in run.notes}
         last_sign = max((run.last_line for run in runs), default=-math.inf)
+        if runs and unexplained_losses(history, key) == []:
+            last_sign = runs[-1].started  # its last run was cut short by its holder's outage
         lost = [note.n for note in sent if note.sent_at < last_sign and note.n not in taken]
         if lost:
             violations.append(Violation("notes", (

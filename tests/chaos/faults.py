@@ -50,10 +50,11 @@ class FaultInjector:
 
     def _drained(self, supervisor: str) -> Drain:
         faults_before, on_before = self._store_faults, self._store_fault_on.is_set()
+        began = now()
         exit_code = self.cluster.drain(supervisor, DRAIN_WAIT)
         store_fault = (on_before or self._store_fault_on.is_set()
                        or self._store_faults != faults_before)
-        return Drain(supervisor, exit_code, store_fault)
+        return Drain(supervisor, exit_code, store_fault, began)
 
     def _held_keys(self, supervisor: str) -> tuple[str, ...]:
         try:

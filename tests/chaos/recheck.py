@@ -29,6 +29,7 @@ def load_history(directory: Path) -> History:
                  for freeze in saved.get("freezes", [])],
         drains=[Drain(**drain) for drain in saved["drains"]],
         schedule_ticks=saved["schedule_ticks"],
+        wall_minus_boot=saved.get("wall_minus_boot", 0.0),
     )
 
 

@@ -141,10 +141,14 @@ def test_4_a_long_running_run_that_raised() -> None:
 
 
 def lost_five_times(holders: list[str]) -> dict[str, Any]:
-    """A long job's record failed by its lease-loss limit, each counted loss on `holders`."""
-    events = [{"at": 50.0 + 10 * n, "event": "lease_lost", "supervisor": holder,
-               "token": 10 + n, "detail": f"counted ({n + 1} in a row); requeued"}
-              for n, holder in enumerate(holders)]
+    """A long job's record failed by its lease-loss limit: run n started at 45 + 10n on
+    holders[n] and lost its lease at 50 + 10n, counted."""
+    events = []
+    for n, holder in enumerate(holders):
+        events += [{"at": 45.0 + 10 * n, "event": "started", "supervisor": holder,
+                    "token": 10 + n, "detail": "attempt 1"},
+                   {"at": 50.0 + 10 * n, "event": "lease_lost", "supervisor": holder,
+                    "token": 10 + n, "detail": f"counted ({n + 1} in a row); requeued"}]
     return {**record("failed", f"lease lost {len(holders)} times (limit 5), last held by b"),
             "events": events}
 
@@ -152,9 +156,10 @@ def lost_five_times(holders: list[str]) -> dict[str, Any]:
 def test_4_a_long_running_job_failed_by_lease_losses_its_holders_outages_explain() -> None:
     history = clean()
     history.records["l1"] = lost_five_times(["a", "b", "a", "c", "b"])
-    history.kills += [Kill("a", 49.0, ("l1",)), Kill("c", 78.5, ("l1", "s1"))]
-    history.freezes = [Freeze("b", 58.0, ("l1",)), Freeze("a", 69.0, ("l1",)),
+    history.kills += [Kill("a", 49.0, ("l1",))]
+    history.freezes = [Freeze("b", 58.0, ()), Freeze("a", 69.0, ("l1",)),
                        Freeze("b", 89.9, ("l1",))]
+    history.drains.append(Drain("c", 1, store_fault=True, at=77.0))
     assert violations(check(history), "long") == []
     assert check(history).counts["long jobs failed by their holders' outages"] == 1
 
@@ -162,13 +167,38 @@ def test_4_a_long_running_job_failed_by_lease_losses_its_holders_outages_explain
 def test_4_a_long_running_job_failed_by_lease_losses_no_outage_explains() -> None:
     history = clean()
     history.records["l1"] = lost_five_times(["a", "b", "a", "c", "b"])
-    history.kills += [Kill("a", 49.0, ("l1",)), Kill("c", 78.5, ("s1",))]  # c did not hold l1
+    history.kills += [Kill("a", 49.0, ("l1",)), Kill("c", 70.0, ("l1",))]  # before c's run
     history.freezes = [Freeze("b", 58.0, ("l1",)), Freeze("a", 69.0, ("l1",)),
                        Freeze("a", 89.0, ("l1",))]  # a, not b, was frozen then
+    history.drains.append(Drain("c", 0, at=77.0))  # a clean drain releases its jobs
     assert violations(check(history), "long") == [
         "long-running job l1 ended failed (lease lost 5 times (limit 5), last held by b), not "
         "by a stop; its counted lease losses at 80.0 (c), 90.0 (b) follow no kill or freeze "
         "of their holder"]
+
+
+def test_4_outage_times_are_on_the_ledger_clock_and_loss_times_on_the_stores() -> None:
+    history = clean()
+    history.records["l1"] = lost_five_times(["a", "b", "a", "c", "b"])
+    history.wall_minus_boot = 1000.0  # so the store's 50.0 is the ledger's -950.0
+    history.kills += [Kill("a", 49.0, ("l1",)), Kill("c", 78.5, ("l1",))]
+    history.freezes = [Freeze("b", 58.0, ()), Freeze("a", 69.0, ()), Freeze("b", 89.9, ())]
+    assert len(violations(check(history), "long")) == 1
+    for outage in [*history.kills[1:], *history.freezes]:
+        object.__setattr__(outage, "at", outage.at - 1000.0)
+    assert violations(check(history), "long") == []
+
+
+def test_5_a_job_failed_by_its_holders_outages_owes_no_note_sent_in_its_last_run() -> None:
+    history = clean()
+    history.records["l1"] = lost_five_times(["a", "b", "a", "c", "b"])
+    history.freezes = [Freeze(holder, 46.0 + 10 * n, ())
+                       for n, holder in enumerate(["a", "b", "a", "c", "b"])]
+    history.notes["l1"].append(Note(4, 25.0))  # sent after l1's last run (20.3) began
+    assert violations(check(history), "notes") == []
+    history.notes["l1"].append(Note(5, 20.0))  # before it: that run had to take it
+    assert violations(check(history), "notes") == [
+        "key l1: notes [5] were sent before its last run ended and no run took them"]
 
 
 def test_5_notes_taken_out_of_order_in_a_run() -> None:
