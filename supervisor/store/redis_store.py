@@ -69,7 +69,8 @@ from supervisor.store.redis_connection import (
 from supervisor.store.redis_debug import RedisDebug
 from supervisor.store.redis_dispatch import RedisDispatch
 from supervisor.store.redis_events import ended_hint, open_feed
-from supervisor.store.redis_keys import PoolKeys, queue_id
+from supervisor.store.redis_keys import PoolKeys
+from supervisor.store.redis_lease_ends import RedisLeaseEnds
 from supervisor.store.redis_notes import RedisNotes
 from supervisor.store.redis_output import RedisOutput
 from supervisor.store.redis_reads import RedisReads
@@ -124,6 +125,8 @@ class RedisStore:
         self._debug = RedisDebug(self._client, self._keys, self._where)
         self._notes = RedisNotes(self._keys, self._run)
         self._output = RedisOutput(self._client, self._keys, self._run, self._where)
+        self._ends = RedisLeaseEnds(self._client, self._keys, self._run, self._where,
+                                    retention_ms=self._retention_ms)
         self._steering = RedisSteering(self._client, self._keys, self._run, self._where,
                                        retention_ms=self._retention_ms)
 
@@ -266,20 +269,10 @@ class RedisStore:
         )
 
     async def complete(self, lease: Lease, result: bytes) -> None:
-        await self._end_lease("complete", lease, "succeeded", [result, self._retention_ms])
+        await self._ends.complete(lease, result)
 
     async def fail(self, lease: Lease, error: str, *, final: bool, retry_delay: float) -> JobState:
-        k = self._keys
-        queue = await self._queue_of(lease.key)
-        (state,) = await self._run(
-            "fail",
-            [k.job(lease.key), k.notes(lease.key), k.pending, k.running, k.done("failed"),
-             k.done("stopped"), k.queue(queue)],
-            [lease.key, lease.token, lease.owner, queue, error, "1" if final else "0",
-             milliseconds(retry_delay), self._retention_ms, k.channel],
-            subject=lease.key,
-        )
-        return cast(JobState, state.decode())
+        return await self._ends.fail(lease, error, final=final, retry_delay=retry_delay)
 
     async def release(
         self,
@@ -290,26 +283,14 @@ class RedisStore:
         reserve_ttl: float = 0.0,
         reason: str = "",
     ) -> None:
-        k = self._keys
-        queue = await self._queue_of(lease.key)
-        await self._run(
-            "release",
-            [k.job(lease.key), k.notes(lease.key), k.pending, k.running, k.done("stopped"),
-             k.queue(queue), k.reserved(reserve_for or "")],
-            [lease.key, lease.token, lease.owner, queue, max(0.0, milliseconds(delay)),
-             self._retention_ms, k.channel, reserve_for or "",
-             max(0.0, milliseconds(reserve_ttl)), reason],
-            subject=lease.key,
-        )
+        await self._ends.release(lease, delay=delay, reserve_for=reserve_for,
+                                 reserve_ttl=reserve_ttl, reason=reason)
 
     async def save_checkpoint(self, lease: Lease, value: bytes) -> None:
-        await self._run(
-            "save-checkpoint", [self._keys.job(lease.key)], [lease.token, lease.owner, value],
-            subject=lease.key,
-        )
+        await self._ends.save_checkpoint(lease, value)
 
     async def finish_stopped(self, lease: Lease, reason: str) -> None:
-        await self._end_lease("finish-stopped", lease, "stopped", [reason, self._retention_ms])
+        await self._ends.finish_stopped(lease, reason)
 
     async def stop(self, key: str, *, fired: FiredTick | None = None) -> JobState:
         return await self._steering.stop(key, fired=fired)
@@ -407,28 +388,3 @@ class RedisStore:
             await self.release(lease, reason="replicas did not acknowledge the claim")
 
         return await self._replicated.claim(keys, args, owner=owner, release=release)
-
-    async def _end_lease(
-        self, name: str, lease: Lease, state: str, args: Sequence[ScriptArg]
-    ) -> list[Any]:
-        """Run a command that ends a running job in `state` (KEYS: job, notes, running,
-        done:<state>; ARGV: key, token, owner, then `args`)."""
-        k = self._keys
-        return await self._run(
-            name,
-            [k.job(lease.key), k.notes(lease.key), k.running, k.done(state)],
-            [lease.key, lease.token, lease.owner, *args],
-            subject=lease.key,
-        )
-
-    async def _queue_of(self, key: str) -> str:
-        """The job's claim queue (handler, or handler:priority; '' for a job that is
-        gone: the script then finds the lease stale before it touches a queue)."""
-        with translated_errors(self._where):
-            fields = cast(list[bytes | None], await self._client.hmget(
-                self._keys.job(key), "handler", "priority"))
-        handler, priority = fields
-        if handler is None:
-            return ""
-        return queue_id(handler.decode(), int(priority or 0))
-
