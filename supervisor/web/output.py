@@ -3,17 +3,10 @@ them, through the one client call that reads them."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from supervisor.client import AsyncClient
+from supervisor.job_output import AttemptOutput
 
 
-async def attempt_outputs(client: AsyncClient, key: str) -> list[Any] | None:
-    """Each run's output (AttemptOutput: attempt, supervisor, text, dropped_bytes, ended),
-    oldest first, as `client.logs` gives it; None where this client cannot read outputs
-    (a poolsup without `logs`)."""
-    logs = getattr(client, "logs", None)
-    if logs is None:
-        return None
-    outputs: list[Any] = await logs(key)
-    return outputs
+async def attempt_outputs(client: AsyncClient, key: str) -> list[AttemptOutput]:
+    """Each run's output, oldest first, as `poolsup logs` shows it."""
+    return await client.logs(key)
