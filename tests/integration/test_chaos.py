@@ -14,10 +14,11 @@ from tests.chaos.__main__ import chaos_run
 from tests.chaos.checker import render
 from tests.chaos.plan import plan_faults
 
-# Seed 114's first minute: a supervisor SIGKILL, a fork server SIGKILL, Redis OOM answers,
+# Seed 176's first minute: a supervisor SIGKILL, a fork server SIGKILL, Redis OOM answers,
 # a 4th supervisor joining and leaving, a drain, Redis frozen, a supervisor's whole
-# process group frozen, and a Redis restart.
-SEED = 114
+# process group frozen, and a Redis restart.  (Seed 114 drew these until the plan
+# learned the Sentinel faults, whose durations take a draw of their own.)
+SEED = 176
 MINUTES = 1.0
 
 
