@@ -34,7 +34,7 @@ from supervisor.pool.plan_apply import plan_diff
 from supervisor.run_at import check_run_at
 from supervisor.store import open_store
 from supervisor.store.base import Store
-from supervisor.store.records import FINISHED_STATES, DispatchRequest, JobState
+from supervisor.store.records import FINISHED_STATES, DispatchRequest, JobState, RunOutput
 from supervisor.waiting import wait_for_end
 
 T = TypeVar("T")
@@ -303,8 +303,11 @@ class AsyncClient:
     async def logs(self, key: str, attempt: int | None = None) -> list[AttemptOutput]:
         """What each run of the job printed (of `attempt` only, if given), oldest first.
         Raises `JobNotFound`, or `AttemptNotFound` (one too) for an attempt without output."""
-        runs = await (await self._opened()).output(key)
-        return [attempt_output(run) for run in of_attempt(key, runs, attempt)]
+        return [attempt_output(run) for run in await self.output_runs(key, attempt)]
+
+    async def output_runs(self, key: str, attempt: int | None = None) -> list[RunOutput]:
+        """`logs` as the store keeps it: each run's bytes, undecoded."""
+        return of_attempt(key, await (await self._opened()).output(key), attempt)
 
     async def output_follower(self, key: str, attempt: int | None = None) -> OutputFollower:
         """Reads the job's output on as it comes (`logs --follow`)."""

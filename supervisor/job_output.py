@@ -64,11 +64,11 @@ class OutputFollower:
 
     async def read(self) -> tuple[list[RunOutput], bool]:
         finished = (await self._store.job(self._key)).state in FINISHED_STATES
-        runs = await self._store.output(self._key, self._offsets)
+        runs = everyone = await self._store.output(self._key, self._offsets)
         if self._attempt is not None:
-            runs = [run for run in runs if run.attempt == self._attempt]
-            if finished and not runs and not self._offsets:
-                of_attempt(self._key, await self._store.output(self._key), self._attempt)
+            runs = [run for run in everyone if run.attempt == self._attempt]
+            if finished and not runs and not self._offsets:  # so `everyone` is whole
+                of_attempt(self._key, everyone, self._attempt)
         new = [run for run in runs
                if run.data or run.token not in self._offsets]
         for run in runs:

@@ -10,7 +10,6 @@ import click
 
 from supervisor.cli.support import config_option, reports_errors, with_client
 from supervisor.client import AsyncClient
-from supervisor.job_output import of_attempt
 from supervisor.store.records import RunOutput
 
 FOLLOW_POLL = 0.5
@@ -66,8 +65,8 @@ def logs_command(config_path: str | None, key: str, follow: bool, attempt: int |
     printer = Printer()
 
     async def show(client: AsyncClient) -> None:
-        runs, _ = await (await client.output_follower(key)).read()
-        for run in of_attempt(key, runs, attempt):
+        runs = await client.output_runs(key, attempt)
+        for run in runs:
             printer.show(run)
         if not runs:
             click.echo(f"poolsup: job {key!r} has no output kept (none printed yet, or "
