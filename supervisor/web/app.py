@@ -24,7 +24,6 @@ from supervisor.client import AsyncClient, parse_payload
 from supervisor.errors import JobNotFound, PoolsupError, StoreFailure
 from supervisor.store.records import ALL_STATES
 from supervisor.web.auth import CSRF_FIELD, Gate, csrf_ok, csrf_value
-from supervisor.web.output import attempt_outputs
 from supervisor.web.views import FILTERS, job_path
 
 REFRESH_MS = 1500
@@ -159,7 +158,7 @@ class _Pages:
 
     async def _job_values(self, key: str) -> dict[str, Any]:
         record = await self._client.job(key)
-        return {"job": record, "outputs": await attempt_outputs(self._client, key)}
+        return {"job": record, "outputs": await self._client.logs(key)}
 
     async def job(self, request: Request) -> Response:
         key = request.path_params["key"]
