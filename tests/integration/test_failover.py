@@ -163,14 +163,16 @@ def run_a_lost_claim_again(sentinel: SentinelSetup, pool: Pool, ledger: Path,
     thaw(replica)
     sentinel.wait_failover(master)
     try:
-        spans = wait_for(lambda: len(lifetimes(read_ledger(ledger)).get("lost", [])) >= 2
-                         and lifetimes(read_ledger(ledger))["lost"], LOST_LEASE_TTL + 20,
-                         interval=0.05, message="the lost job to run again")
+        wait_for(lambda: len(lifetimes(read_ledger(ledger)).get("lost", [])) >= 2,
+                 LOST_LEASE_TTL + 20, interval=0.05, message="the lost job to run again")
         # Thawed only once its fork server has fenced the first child: a thawed
         # supervisor would hear of the lost lease and end that child early.
         wait_for(lambda: not alive(first_pid), LOST_LEASE_TTL, message="the fence")
     finally:
         supervisors[holder].signal(signal.SIGCONT)
+    # Read once the first child is gone: before that, its last line may predate the
+    # second child's first although it was still alive.
+    spans = lifetimes(read_ledger(ledger))["lost"]
     first, second = spans[0], spans[1]
     assert first[0] == first_pid
     # Tokens grow past every token of the old master, the lost one included.
