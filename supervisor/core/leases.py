@@ -33,3 +33,17 @@ def fence_deadline(sent_at: float, lease_ttl: float) -> float:
 def renewal_lag(expected_at: float, sent_at: float) -> float:
     """How late a renewal went out compared with its schedule (never negative)."""
     return max(0.0, sent_at - expected_at)
+
+
+def outcome_deadline(fence_at: float, lease_ttl: float, *, draining: bool) -> float:
+    """Until when a job's outcome that the store did not take is tried again.
+
+    The store may hold the lease past the fence: by the fence's margin, and by a
+    lease_ttl more if it runs late a renewal it took while it did not answer (a frozen
+    Redis runs what it had buffered when it thaws).  An outcome stored then keeps the
+    lease's end from counting as a loss; a stale token changes nothing.  A draining
+    supervisor stops at the fence, to exit within its drain's budget.
+    """
+    if draining:
+        return fence_at
+    return fence_at + fence_margin(lease_ttl) + lease_ttl

@@ -9,6 +9,11 @@ freed slots in the same store call; if that claim fails or does not come within
 reply, or beside a claim that did carry it) finds its result stored under its own
 lease and changes nothing (`Store.complete`).  The claim runs in the claimer's task:
 a lost reply there loses no claimed job (`Store.claim`'s claim id).
+
+An outcome the store does not take is tried again past the job's fence, for as long as
+the store may still hold the lease (`core.leases.outcome_deadline`): the child is dead by
+then, and a stale token changes nothing, but an outcome stored keeps the lease's later
+end from counting as a loss of the job.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from collections.abc import Awaitable, Callable
 import anyio
 
 from sandbox import protocol
+from supervisor.core.leases import outcome_deadline
 from supervisor.core.outcome import Abandon, Complete, Fail, Outcome, Release, Stopped, StopReason
 from supervisor.core.retry import backoff_delay
 from supervisor.errors import StaleToken, StoreFailure, StoreUnavailable
@@ -44,22 +50,26 @@ class Settler:
     failures (an outage is logged once, not once a job)."""
 
     def __init__(self, store: Store, registry: Registry, failures: StoreFailures, *,
+                 lease_ttl: float, draining: anyio.Event,
                  with_claim: CompleteWithClaim | None = None) -> None:
         self._store = store
         self._registry = registry
         self.failures = failures
+        self._lease_ttl = lease_ttl
+        self._draining = draining
         self._with_claim = with_claim
 
     async def settle(self, job: RunningJob, outcome: Outcome) -> bool:
         """Store the outcome, retrying while the store fails and the lease may still be
-        held.  Once the job's fence has passed, the store may have given the job to
-        someone else: the outcome is left to the store's recovery (False)."""
+        held.  After that the outcome is left to the store's recovery (False)."""
         self._registry.mark_finalizing(job)
-        return await _settle(job, outcome, self._store, self.failures, self._with_claim)
+        return await _settle(job, outcome, self._store, self.failures, self._with_claim,
+                             lambda: outcome_deadline(job.fence_at, self._lease_ttl,
+                                                      draining=self._draining.is_set()))
 
 
 async def _settle(job: RunningJob, outcome: Outcome, store: Store, failures: StoreFailures,
-                  with_claim: CompleteWithClaim | None) -> bool:
+                  with_claim: CompleteWithClaim | None, give_up_at: Callable[[], float]) -> bool:
     while True:
         carry, with_claim = with_claim, None  # only a first try goes with a claim
         if job.lease_lost and not isinstance(outcome, Abandon):
@@ -75,7 +85,7 @@ async def _settle(job: RunningJob, outcome: Outcome, store: Store, failures: Sto
             return True
         except (StoreFailure, TimeoutError) as error:
             delay = failures.failed(error)
-            if protocol.fence_clock() + delay >= job.fence_at:
+            if protocol.fence_clock() + delay >= give_up_at():
                 log.warning("[%s] outcome not stored, left to the store's recovery once the "
                             "lease expires (token %d): %s", job.key, job.token,
                             str(error) or "no answer")

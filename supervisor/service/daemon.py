@@ -69,6 +69,7 @@ class Supervisor:
                              instance=info.instance, lease_ttl=settings.lease_ttl,
                              on_membership=membership.renewed)
         outcome_failures = StoreFailures("storing outcomes")
+        shutdown = anyio.Event()
         results = PendingResults(wake_claimer=claims_wanted.ring)
         services = JobServices(
             store=store,
@@ -78,7 +79,8 @@ class Supervisor:
                                  max_checkpoint=config.pool.max_payload,
                                  max_log=config.pool.max_log),
             outcome_failures=outcome_failures,
-            settler=Settler(store, registry, outcome_failures, with_claim=results.complete),
+            settler=Settler(store, registry, outcome_failures, lease_ttl=settings.lease_ttl,
+                            draining=shutdown, with_claim=results.complete),
             note_failures=StoreFailures("notifications"),
             output_failures=StoreFailures("job output"),
             child_started=keeper.renew_soon,
@@ -86,7 +88,7 @@ class Supervisor:
         self.life = Lifetime(
             membership=membership, keeper=keeper, services=services,
             claims_wanted=claims_wanted, claim_failures=StoreFailures("claim"), results=results,
-            environment=environment, shutdown=anyio.Event(), hurry=anyio.Event(),
+            environment=environment, shutdown=shutdown, hurry=anyio.Event(),
             give_up=self._give_up,
         )
         self._serving: Serving | None = None  # None until registered

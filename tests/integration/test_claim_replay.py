@@ -121,8 +121,8 @@ async def test_a_lost_reply_to_a_claim_carrying_a_result_loses_neither(
                       owner="sup-a", handlers=["h"], limits={}, capacity=1, lease_ttl=30.0,
                       start_job=start_job, spawn_ready=ready, spawn_possible=lambda: True,
                       wakeup=wakeup, failures=StoreFailures("claim"), results=results)
-    settler = Settler(store, registry, StoreFailures("storing outcomes"),
-                      with_claim=results.complete)
+    settler = Settler(store, registry, StoreFailures("storing outcomes"), lease_ttl=30.0,
+                      draining=anyio.Event(), with_claim=results.complete)
     async with anyio.create_task_group() as group:
         group.start_soon(claimer.run)
         with anyio.fail_after(10):

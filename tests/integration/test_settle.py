@@ -8,6 +8,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from sandbox.protocol import fence_clock
@@ -55,7 +56,8 @@ async def test_a_lost_reply_to_a_complete_is_settled_by_its_retry_and_orphans_no
     registry = Registry(slot_freed=lambda: None)
     registry.add(job)
     lossy = LosesOneCompleteReply(store)
-    settler = Settler(lossy, registry, StoreFailures("storing outcomes"))  # type: ignore[arg-type]
+    settler = Settler(lossy, registry, StoreFailures("storing outcomes"),  # type: ignore[arg-type]
+                      lease_ttl=30.0, draining=anyio.Event())
 
     with caplog.at_level(logging.INFO):
         stored = await settler.settle(job, Complete(b'{"ok": true}'))

@@ -8,9 +8,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 import redis
 
+from supervisor.store.redis_keys import PoolKeys
 from tests.helpers.pool import assert_one_process_at_a_time, finished, read_ledger, wait_for
 from tests.helpers.redis_server import RedisServer, free_port
 from tests.integration.conftest import Pool
@@ -138,4 +140,53 @@ def test_guarantee_2_a_flapping_redis_does_not_fail_a_long_running_job(
     record = wait_for(lambda: (job := client.job("steady"))["state"] == "running" and job, 30,
                       message="the job running again")
     assert record["lease_losses"] < 5, record
+    assert_one_process_at_a_time(read_ledger(ledger))
+
+
+
+def test_a_fenced_childs_release_is_stored_once_the_store_answers_again(
+    redis_pool: Pool, own_redis: RedisServer, ledger: Path
+) -> None:
+    """A store may run a renewal late, after the supervisor gave it up: a frozen Redis
+    runs what it took into its sockets when it thaws.  The lease then outlives the fence
+    and the outage.  A release given up at the fence left it to run out later, with
+    nobody seeing the store fail, so a lease loss counted (the chaos run's seed 7 with
+    `--overlap`).  Here the store refuses the supervisor every command (its ACL user
+    loses them), the fence kills the child, and the test, as that late renewal, pushes
+    the lease 20 s on; once the store answers again, the release, still being tried,
+    puts the job back without a loss.  (A real thaw cannot be timed to run the renewal
+    before the supervisor's buffered claim, which would recover the lease.)"""
+    lease_ttl = 3
+    pool = redis_pool
+    key = "fenced"
+    admin = redis.Redis(port=own_redis.port)
+    admin.acl_setuser("admin", enabled=True, passwords=["+admin"], keys=["*"], channels=["*"],
+                      commands=["+@all"])
+    admin = redis.Redis(port=own_redis.port, username="admin", password="admin")
+    supervisor = pool.start(pool.config(LEDGER, id="a", capacity=1, lease_ttl=lease_ttl))
+    client = pool.client()
+    client.dispatch(key, {"ledger": str(ledger), "seconds": 600}, handler="ledger")
+    first = wait_for(lambda: (r := client.job(key))["pid"] and r, 20, message="a run")
+    admin.acl_setuser("default", enabled=True, nopass=True, keys=["*"], channels=["*"],
+                      commands=["-@all"], reset=True)
+    try:
+        wait_for(lambda: not psutil.pid_exists(first["pid"]), lease_ttl + 2,
+                 message="the fence")
+        seconds, micros = admin.time()
+        pushed = (seconds + micros / 1e6 + 20) * 1000
+        names = PoolKeys(pool.name)
+        admin.hset(names.job(key), "lease_deadline", f"{pushed:.3f}")
+        admin.zadd(names.running, {key: pushed})
+        time.sleep(1.5)  # past the fence's margin: the release was refused till then
+    finally:
+        admin.acl_setuser("default", enabled=True, nopass=True, keys=["*"], channels=["*"],
+                          commands=["+@all"], reset=True)
+        admin.close()
+    again = wait_for(lambda: (r := client.job(key))["state"] == "running"
+                     and r["token"] != first["token"] and r, 40, message="a second run")
+    events = [(event["event"], event["detail"]) for event in again["events"]]
+    assert again["lease_losses"] == 0, events
+    assert "lease_lost" not in [kind for kind, _ in events], events
+    assert "released" in [kind for kind, _ in events], events
+    assert supervisor.process.poll() is None
     assert_one_process_at_a_time(read_ledger(ledger))
