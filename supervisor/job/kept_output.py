@@ -51,6 +51,7 @@ class OutputKeeper:
         self._stored = 0  # the store has what the run printed up to here
         self.dropped = 0  # bytes the store never got
         self._writing = False
+        self._batch_done: anyio.Event | None = None  # set when the batch in flight ends
         self._closed = False
         self._refused = False  # the store takes no more of this run's output
         self._last_start = clock()
@@ -72,13 +73,16 @@ class OutputKeeper:
         self._cancel_timer()
 
     async def finish(self) -> None:
-        """The run's end: write what is left, marked as its last, within FINAL_WAIT.
+        """The run's end: write what is left, marked as its last, within FINAL_WAIT,
+        after the batch in flight (so the last write is the last to reach the store).
         Also for a run whose lease was lost: its tail is worth reading."""
         self.close()
-        if self._printed and not self._refused:
-            with anyio.move_on_after(FINAL_WAIT), \
-                    contextlib.suppress(StoreFailure, StaleToken, JobNotFound):
-                await self._write(ended=True)
+        with anyio.move_on_after(FINAL_WAIT):
+            if self._writing and self._batch_done is not None:
+                await self._batch_done.wait()
+            if self._printed and not self._refused:
+                with contextlib.suppress(StoreFailure, StaleToken, JobNotFound):
+                    await self._write(ended=True)
         if self.dropped or self._printed > self._stored:
             log.warning("[%s] %d byte(s) of output not stored: the store lagged behind "
                         "(token %d)", self._job.key,
@@ -93,6 +97,7 @@ class OutputKeeper:
         if due <= now:
             self._cancel_timer()
             self._writing = True
+            self._batch_done = anyio.Event()
             self._last_start = now
             self._start(self._write_batch)
         elif self._timer is None or due < self._timer_due:
@@ -119,6 +124,8 @@ class OutputKeeper:
             self._refused = True  # dispatched again, or its record is gone
         finally:
             self._writing = False
+            if self._batch_done is not None:
+                self._batch_done.set()
             self._schedule()
 
     async def _write(self, *, ended: bool) -> None:
