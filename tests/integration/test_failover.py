@@ -267,3 +267,76 @@ def test_guarantee_12_cluster_failover_that_loses_a_claim_runs_no_job_twice(
             assert process.process.poll() is None, pool.logs()
     finally:
         pool.close()
+
+
+# A Redis that keeps its data across a restart in place: every write is on disk before
+# it is acknowledged.  Its run_id is new at every start, so a restart is a change of master.
+DURABLE_REDIS = ("--appendonly", "yes", "--appendfsync", "always")
+# Long enough that the frozen holder's lease, renewed just before, ends only once the
+# restarted Redis is answering again (so inside the hold, not before the restart).
+HOLD_LEASE_TTL = 6
+
+
+@pytest.fixture
+def durable_redis() -> Iterator[RedisServer]:
+    server = RedisServer(args=DURABLE_REDIS).start()
+    yield server
+    server.remove()
+
+
+def store_time(server: RedisServer) -> float:
+    seconds, micros = cli(server.port, "TIME").split()
+    return int(seconds) + int(micros) / 1e6
+
+
+def test_guarantee_12_a_lease_that_runs_out_during_the_hold_counts_no_loss(
+    durable_redis: RedisServer, tmp_path: Path, pool_name: str, ledger: Path
+) -> None:
+    """Redis restarted in place (its data kept, a new run_id) while a job's supervisor
+    is frozen: the lease, whose renewals stopped with the holder, runs out during the
+    lock-delay that the restart began.  The other supervisor recovers it once the hold
+    is over and runs the job again, without counting a lease loss: the failover ended
+    that lease, not the job (core/failover.py ended_by_failover, in the claim script)."""
+    redis = durable_redis
+    pool = Pool(tmp_path, redis.url, pool_name)
+    try:
+        supervisors = {name: pool.start(pool.config(
+            LEDGER, file=f"{name}.toml", id=name, capacity=4, lease_ttl=HOLD_LEASE_TTL))
+            for name in ("a", "b")}
+        client = pool.client()
+        client.dispatch("long", {"ledger": str(ledger), "seconds": 120}, handler="ledger")
+        first = wait_for(lambda: (r := client.job("long"))["state"] == "running"
+                         and r["pid"] and r, 20, message="the job to start")
+        holder, first_pid = first["supervisor"], first["pid"]
+        (other,) = set(supervisors) - {holder}
+        # Frozen just after a renewal: its lease ends a whole lease_ttl later, long after
+        # Redis is back.  Only its fork server's fence ends its child now.
+        wait_for(lambda: client.job("long")["lease_deadline"] > first["lease_deadline"],
+                 HOLD_LEASE_TTL, interval=0.01, message="a renewal")
+        supervisors[holder].signal(signal.SIGSTOP)
+        lease_end = client.job("long")["lease_deadline"]
+        stopped_at = store_time(redis)
+        redis.stop()
+        redis.start()
+        try:
+            # The lease survived the restart and ends after it: no claim before the
+            # restart recovered it, and every claim since is held until after its end.
+            assert store_time(redis) < lease_end, "the lease ran out before Redis was back"
+            assert stopped_at < lease_end
+            wait_for(lambda: len(lifetimes(read_ledger(ledger)).get("long", [])) >= 2,
+                     2 * HOLD_LEASE_TTL + 30, interval=0.05, message="the job to run again")
+            wait_for(lambda: not alive(first_pid), HOLD_LEASE_TTL, message="the fence")
+        finally:
+            supervisors[holder].signal(signal.SIGCONT)
+        assert_one_process_at_a_time(read_ledger(ledger))
+        record = wait_for(lambda: (r := job(client, "long")) and r["state"] == "running"
+                          and r["supervisor"] == other and r, 10, message="the second run")
+        lost = [event for event in record["events"] if event["event"] == "lease_lost"]
+        assert [event["supervisor"] for event in lost] == [holder], record["events"]
+        assert lost[0]["detail"].startswith("not counted"), lost
+        assert record["lease_losses"] == 0, lost
+        assert "the store's master changed" in supervisors[other].log()
+        for process in supervisors.values():
+            assert process.process.poll() is None, pool.logs()
+    finally:
+        pool.close()
