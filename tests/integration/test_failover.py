@@ -9,6 +9,7 @@ promoted without it.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -21,6 +22,7 @@ import pytest
 
 from supervisor import Client
 from supervisor.errors import StoreFailure
+from supervisor.store.redis_keys import PoolKeys
 from supervisor.store.redis_store import NO_LOCK_DELAY_ENV
 from tests.helpers.pool import (
     FINISHED,
@@ -338,5 +340,72 @@ def test_guarantee_12_a_lease_that_runs_out_during_the_hold_counts_no_loss(
         assert "the store's master changed" in supervisors[other].log()
         for process in supervisors.values():
             assert process.process.poll() is None, pool.logs()
+    finally:
+        pool.close()
+
+
+@pytest.fixture
+def sentinel_with_two_replicas() -> Iterator[SentinelSetup]:
+    """With wait_replicas = 1, a replica must be left once another is promoted."""
+    setup = SentinelSetup(replicas=2).start()
+    yield setup
+    setup.remove()
+
+
+def member_pid(server: RedisServer, pool_name: str, supervisor_id: str) -> int | None:
+    """The pid in the membership entry of `supervisor_id` as `server` holds it."""
+    entry = cli(server.port, "HGET", PoolKeys(pool_name).supervisors, supervisor_id).strip()
+    return int(json.loads(entry)["pid"]) if entry else None
+
+
+def test_guarantee_12_a_restart_whose_registration_a_failover_loses_keeps_its_id(
+    sentinel_with_two_replicas: SentinelSetup, tmp_path: Path, pool_name: str, ledger: Path
+) -> None:
+    """A supervisor restarted just before a failover that loses the master's last writes:
+    on the new master its id is still held by the previous instance's entry.  With
+    `wait_replicas = 1` its registration was never acknowledged on the old master, so it
+    registers on the new one (once the previous instance's entry is stale) and serves;
+    it does not take its own id for another instance's and drain (exit 1)."""
+    sentinel = sentinel_with_two_replicas
+    pool = Pool(tmp_path, sentinel.url, pool_name)
+    try:
+        config = pool.config(LEDGER, id="a", capacity=2, lease_ttl=3,
+                             pool_options={"wait_replicas": 1})
+        before = pool.start(config)
+        master = sentinel.master
+        wait_for(lambda: all(replicated(master, r) for r in sentinel.replicas), 10,
+                 message="the first instance's registration to replicate")
+        assert all(member_pid(r, pool_name, "a") == before.pid for r in sentinel.replicas)
+        # From now on nothing the master takes reaches a replica: the first instance's
+        # deregistration and the second's registration are lost in the failover.
+        for replica in sentinel.replicas:
+            os.kill(replica.pid, signal.SIGSTOP)
+        cli(master.port, "CLIENT", "KILL", "TYPE", "replica")
+        before.signal(signal.SIGTERM)
+        before.wait(30)
+        after = pool.start(config, serving=False)
+        wait_for(lambda: member_pid(master, pool_name, "a") == after.pid, 30,
+                 message="the second instance's registration on the old master")
+        os.kill(master.pid, signal.SIGKILL)
+        for replica in sentinel.replicas:
+            thaw(replica)
+        new_master = sentinel.wait_failover(master)
+        assert member_pid(new_master, pool_name, "a") == before.pid  # the writes were lost
+        client = pool.client()
+        wait_for(lambda: retried(lambda: client.dispatch(
+            "after", {"ledger": str(ledger), "seconds": 0.2}, handler="ledger")), 20,
+            message="a dispatch to the new master")
+        # A job starts on the new master only after the lock-delay (lease_ttl + 1 s); by
+        # then the second instance's renewals (every lease_ttl / 3, each answering whether
+        # the entry is its own) have found its id taken or not: taken, it drains, exit 1.
+        wait_for(lambda: after.process.poll() is not None
+                 or ((r := job(client, "after")) and r["state"] in FINISHED), 60,
+                 message="the job to run on the new master, or the supervisor to exit")
+        assert after.process.poll() is None, pool.logs()
+        record = client.job("after")
+        assert record["state"] == "succeeded" and record["supervisor"] == "a", record
+        assert "taken by another instance" not in after.log()
+        (listed,) = [s for s in client.status()["supervisors"] if s["id"] == "a"]
+        assert listed["pid"] == after.pid and listed["state"] == "running", listed
     finally:
         pool.close()
