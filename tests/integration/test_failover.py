@@ -335,7 +335,7 @@ def test_guarantee_12_a_lease_that_runs_out_during_the_hold_counts_no_loss(
                           and r["supervisor"] == other and r, 10, message="the second run")
         lost = [event for event in record["events"] if event["event"] == "lease_lost"]
         assert [event["supervisor"] for event in lost] == [holder], record["events"]
-        assert lost[0]["detail"].startswith("not counted"), lost
+        assert lost[0]["detail"].startswith("not counted: the store's master changed"), lost
         assert record["lease_losses"] == 0, lost
         assert "the store's master changed" in supervisors[other].log()
         for process in supervisors.values():

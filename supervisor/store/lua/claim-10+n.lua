@@ -206,8 +206,8 @@ for _, key in ipairs(expired) do
     local losses
     -- core/failover.py ended_by_failover: not counted either.
     local lease_end = tonumber(f[5] or '')
-    local counted = loss_counts(lease_end, failing)
-                    and not (lease_end and hold_until and lease_end <= hold_until)
+    local by_failover = lease_end and hold_until and lease_end <= hold_until
+    local counted = loss_counts(lease_end, failing) and not by_failover
     if counted then
       losses = redis.call('HINCRBY', job, 'lease_losses', 1)
     else
@@ -220,7 +220,9 @@ for _, key in ipairs(expired) do
       outcome = 'failed'
     end
     note_event(job, pool.now, 'lease_lost', string.format('%s (%d in a row); %s',
-      counted and 'counted' or 'not counted: the store was failing', losses, outcome))
+      counted and 'counted'
+        or by_failover and "not counted: the store's master changed"
+        or 'not counted: the store was failing', losses, outcome))
     if outcome == 'stopped' then
       finish(pool, job, notes, key, 'stopped', 'stop requested; lease of ' .. holder .. ' expired')
     elseif outcome == 'failed' then
