@@ -95,7 +95,11 @@ class Membership:
 
     async def write_bounded(self, what: str, write: Callable[[], Awaitable[None]]) -> None:
         try:
-            with anyio.move_on_after(SHUTDOWN_WRITE_TIMEOUT):
+            with anyio.move_on_after(SHUTDOWN_WRITE_TIMEOUT) as waited:
                 await write()
         except (StoreFailure, SupervisorIdTaken) as error:
             log.warning("could not %s: %s", what, error)
+            return
+        if waited.cancelled_caught:
+            log.warning("could not %s: no answer from the store within %g s", what,
+                        SHUTDOWN_WRITE_TIMEOUT)

@@ -190,3 +190,18 @@ def test_a_fenced_childs_release_is_stored_once_the_store_answers_again(
     assert "released" in [kind for kind, _ in events], events
     assert supervisor.process.poll() is None
     assert_one_process_at_a_time(read_ledger(ledger))
+
+
+def test_a_membership_write_left_unanswered_at_shutdown_is_logged(
+    redis_pool: Pool, own_redis: RedisServer
+) -> None:
+    """A drain marks the entry draining and then removes it, each within a bounded
+    wait; a store that does not answer must not make either pass in silence."""
+    supervisor = redis_pool.start(redis_pool.config(LEDGER, id="a", lease_ttl=10))
+    own_redis.pause()
+    try:
+        supervisor.signal(signal.SIGTERM)
+        supervisor.wait(30)
+    finally:
+        own_redis.resume()
+    assert "no answer from the store within 2 s" in supervisor.log(), supervisor.log()
