@@ -28,7 +28,9 @@ async def run_and_wait(client: RedisClient, sha: str, source: str, keys: Sequenc
     """The script's raw answer, and how many replicas acknowledged its writes."""
     for _ in range(2):
         async with client.pipeline(transaction=False) as pipe:
-            pipe.evalsha(sha, len(keys), *keys, *args)
+            # Not `pipe.evalsha`: a cluster pipeline refuses that method, not the command
+            # (it sends EVALSHA to the node of its keys' slot).
+            pipe.execute_command("EVALSHA", sha, len(keys), *keys, *args)
             if isinstance(client, RedisCluster):
                 node = client.get_node_from_key(keys[0])
                 pipe.execute_command("WAIT", replicas, WAIT_TIMEOUT_MS, target_nodes=node)

@@ -56,7 +56,16 @@ class RedisClusterNodes:
         ).stdout
 
     def master_and_replica_of(self, key: str) -> tuple[RedisServer, RedisServer]:
-        """The node serving `key`'s slot, and a replica of it."""
+        """The node serving `key`'s slot, and a replica of it (once the node asked has
+        heard of that replica: a new cluster's gossip may not have told it yet)."""
+        deadline = time.monotonic() + START_TIMEOUT
+        while (pair := self._master_and_replica_of(key)) is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no replica of the node serving {key!r}")
+            time.sleep(0.05)
+        return pair
+
+    def _master_and_replica_of(self, key: str) -> tuple[RedisServer, RedisServer] | None:
         port = self.nodes[0].port
         slot = int(self.cli(port, "CLUSTER", "KEYSLOT", key))
         ids: dict[str, RedisServer] = {}
@@ -69,6 +78,8 @@ class RedisClusterNodes:
                 master_id = fields[0]
             if "slave" in fields[2]:
                 replica_of[fields[3]] = node
+        if master_id not in replica_of:
+            return None
         return ids[master_id], replica_of[master_id]
 
     def _replicas_in_sync(self) -> bool:
