@@ -158,3 +158,16 @@ def test_oversized_payload_is_refused(config: Path) -> None:
     assert result.returncode == 2, result.stderr
     assert "above the limit" in result.stderr
     assert poolsup("job", "-c", str(config), "big").returncode == 4
+
+
+@pytest.mark.parametrize(
+    "when", [["--in", "1e15"], ["--in", "1e300"], ["--at", "0001-01-01T00:00:00"]]
+)
+def test_a_start_time_beyond_what_a_date_can_hold_is_refused_with_exit_2(
+    config: Path, when: list[str]
+) -> None:
+    result = poolsup("dispatch", "-c", str(config), "far", *when)
+    assert result.returncode == 2, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert when[0] in result.stderr
+    assert poolsup("job", "-c", str(config), "far").returncode == 4
