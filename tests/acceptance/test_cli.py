@@ -193,3 +193,32 @@ def test_max_attempts_past_what_the_store_holds_is_refused_with_exit_2(tmp_path:
     assert result.returncode == 2, result.stderr
     assert "max_attempts" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["dispatch", "k", "--priority", "abc"], "--priority"),
+        (["dispatch", "k", "--payload-file", "/nonexistent/payload.json"], "--payload-file"),
+        (["notify", "k"], "--payload"),
+        (["status", "--bogus"], "--bogus"),
+        (["stauts"], "stauts"),
+        (["logs", "k", "--attempt", "0"], "--attempt"),
+    ],
+)
+def test_a_usage_error_is_one_line_with_exit_2(
+    config: Path, args: list[str], expected: str
+) -> None:
+    result = poolsup(*args[:1], "-c", str(config), *args[1:])
+    assert result.returncode == 2, result.stderr
+    assert expected in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "--help" in result.stderr  # where to look next, as click's usage text said
+
+
+def test_help_and_version_still_work(config: Path) -> None:
+    assert poolsup("--help").returncode == 0
+    assert "dispatch" in poolsup("--help").stdout
+    assert poolsup("dispatch", "--help").returncode == 0
+    assert poolsup("--version").returncode == 0
+    assert poolsup().returncode in (0, 2)  # click shows the usage for a bare group
