@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import weakref
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
@@ -336,6 +338,18 @@ class AsyncClient:
         await self.close()
 
 
+def _shut(async_client: AsyncClient, portal: anyio.from_thread.BlockingPortal, stack: ExitStack,
+          *, cancel_pending: bool) -> None:
+    try:
+        portal.call(async_client.close)
+    finally:
+        if cancel_pending:
+            # A call the program left running (Ctrl-C in `wait`) must not hold up its exit.
+            with contextlib.suppress(RuntimeError):
+                portal.call(portal.stop, True)
+        stack.close()
+
+
 class Client:
     """The blocking twin of `AsyncClient`, for programs without an event loop."""
 
@@ -343,6 +357,11 @@ class Client:
         self._async = AsyncClient(store, pool=pool, **options)
         self._stack = ExitStack()
         self._portal = self._stack.enter_context(anyio.from_thread.start_blocking_portal())
+        # A program that never calls close() (or raises before it) is closed when it exits
+        # or drops the client: left to the interpreter's teardown, the portal would wait
+        # forever for its thread, frozen by then, and the program would never end.
+        self._at_exit = weakref.finalize(self, _shut, self._async, self._portal, self._stack,
+                                         cancel_pending=True)
 
     @classmethod
     def from_config(cls, path: str | Path) -> Client:
@@ -403,10 +422,8 @@ class Client:
         self._call(self._async.resume, handlers)
 
     def close(self) -> None:
-        try:
-            self._call(self._async.close)
-        finally:
-            self._stack.close()
+        if self._at_exit.detach() is not None:
+            _shut(self._async, self._portal, self._stack, cancel_pending=False)
 
     def __enter__(self) -> Client:
         return self

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime
+from datetime import UTC, datetime
 
 from supervisor.errors import UsageError
+
+# What a date can hold (years 1-9999), less a day for any time zone: a start time past
+# these could not be shown.
+EARLIEST_RUN_AT = datetime(1, 1, 2, tzinfo=UTC).timestamp()
+LATEST_RUN_AT = datetime(9999, 12, 30, tzinfo=UTC).timestamp()
+RUN_AT_RANGE = "0001-01-02 to 9999-12-30 UTC"
 
 
 def run_at_from(in_seconds: str | None, at: str | None, *, now: float) -> float | None:
@@ -20,21 +26,31 @@ def run_at_from(in_seconds: str | None, at: str | None, *, now: float) -> float 
             raise UsageError(f"--in must be a number of seconds (got {in_seconds!r})") from None
         if not math.isfinite(seconds) or seconds < 0:
             raise UsageError(f"--in must be 0 or more seconds (got {in_seconds!r})")
+        if now + seconds > LATEST_RUN_AT:
+            raise UsageError(f"--in must end by 9999-12-30 UTC (got {in_seconds!r})")
         return now + seconds
     if at is not None:
         try:
-            moment = datetime.fromisoformat(at)
+            parsed = datetime.fromisoformat(at)
         except ValueError:
             raise UsageError(
                 f"--at must be an ISO 8601 time such as 2026-12-01T08:00:00Z (got {at!r})"
             ) from None
-        return moment.timestamp()  # without an offset: this host's local time
+        try:
+            moment = parsed.timestamp()  # without an offset: this host's local time
+        except (ValueError, OverflowError, OSError):
+            moment = math.nan
+        if not EARLIEST_RUN_AT <= moment <= LATEST_RUN_AT:
+            raise UsageError(f"--at must be a time from {RUN_AT_RANGE} (got {at!r})")
+        return moment
     return None
 
 
 def check_run_at(run_at: float | None) -> float | None:
     if run_at is not None and not (isinstance(run_at, int | float) and math.isfinite(run_at)):
         raise UsageError(f"run_at must be epoch seconds (got {run_at!r})")
+    if run_at is not None and not EARLIEST_RUN_AT <= run_at <= LATEST_RUN_AT:
+        raise UsageError(f"run_at must be epoch seconds from {RUN_AT_RANGE} (got {run_at!r})")
     return None if run_at is None else float(run_at)
 
 

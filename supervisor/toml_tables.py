@@ -21,6 +21,10 @@ _D = TypeVar("_D")
 NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 # A table header line; the anchors keep array lines such as `  [1, 2],` out.
 _HEADER = re.compile(r"\s*\[\[?[^\[\]=]+\]\]?\s*(?:#.*)?$")
+# Past these a value breaks what holds it (SQLite's and orjson's signed 64 bits; a C long
+# of seconds for the CPU rlimit), so it is a config error rather than a crash later.
+LARGEST_INTEGER = 2**63 - 1
+LONGEST_DURATION = 1_000_000_000  # seconds, about 31 years
 
 
 class TomlDocument:
@@ -164,14 +168,15 @@ class TomlTable:
             return default
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.fail(key, f"must be an integer (got {describe(value)})")
-        return int(self._in_range(key, value, low=low, high=high))
+        return int(self._in_range(key, value, low=low,
+                                  high=LARGEST_INTEGER if high is None else high))
 
     def seconds(self, key: str, default: _D, *, low: float, above: bool = False) -> float | _D:
         value = self.data.get(key)
         if value is None:
             return default
         seconds = parse_duration(value, where=self.where(key))
-        return self._in_range(key, seconds, low=low, above=above)
+        return self._in_range(key, seconds, low=low, high=LONGEST_DURATION, above=above)
 
     def size(self, key: str, default: _D, *, zero: bool = False) -> int | _D:
         """A size above 0 (with `zero`: 0 or above)."""
@@ -179,7 +184,7 @@ class TomlTable:
         if value is None:
             return default
         size = parse_size(value, where=self.where(key))
-        return int(self._in_range(key, size, low=0, above=not zero))
+        return int(self._in_range(key, size, low=0, high=LARGEST_INTEGER, above=not zero))
 
     def location(self, key: str, base: Path, *, directory: bool) -> Path | None:
         value = self.string(key, None)
@@ -202,7 +207,8 @@ class TomlTable:
         if value < low:
             raise self.fail(key, f"must be at least {low:g} (got {describe(value)})")
         if high is not None and value > high:
-            raise self.fail(key, f"must be at most {high:g} (got {describe(value)})")
+            limit = high if isinstance(high, int) else f"{high:g}"
+            raise self.fail(key, f"must be at most {limit} (got {describe(value)})")
         return value
 
 

@@ -23,6 +23,7 @@ from supervisor.cli.sandbox_report import check_sandboxes, kernel_lines
 from supervisor.cli.schedules import plan_command, schedules_command
 from supervisor.cli.status import render_status_text
 from supervisor.cli.support import (
+    PoolsupGroup,
     config_option,
     print_json,
     read_config,
@@ -38,7 +39,7 @@ WEB_EXTRA_MODULES = ("starlette", "uvicorn", "jinja2")
 WEB_TOKEN_ENV = "POOLSUP_WEB_TOKEN"
 
 
-@click.group()
+@click.group(cls=PoolsupGroup)
 @click.version_option(package_name="poolsup")
 def main() -> None:
     """poolsup: a per-host supervisor for durable, keyed jobs."""

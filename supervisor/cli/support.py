@@ -3,10 +3,11 @@ where error types become exit codes."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator
+from typing import IO, Any, TypeVar
 
 import anyio
 import click
@@ -22,6 +23,38 @@ config_option = click.option(
     "-c", "--config", "config_path", default=None, metavar="FILE",
     help="pool.toml (default: $POOLSUP_CONFIG, then ./pool.toml)",
 )
+
+
+class OneLineUsageError(click.UsageError):
+    """A usage error shown as every poolsup error is: one line on stderr, exit 2."""
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        hint = f" (see {self.ctx.command_path} --help)" if self.ctx is not None else ""
+        click.echo(f"poolsup: {self.format_message().rstrip('.')}{hint}", err=True)
+
+
+@contextlib.contextmanager
+def usage_errors_on_one_line() -> Iterator[None]:
+    try:
+        yield
+    except (OneLineUsageError, click.exceptions.NoArgsIsHelpError):
+        raise  # the latter: a bare `poolsup` shows its help, as click does
+    except click.UsageError as error:
+        raise OneLineUsageError(error.format_message(), error.ctx) from error
+
+
+class PoolsupGroup(click.Group):
+    """The `poolsup` group: click's usage errors (a bad option value, a missing
+    argument, an unknown command) come out as one line, not click's usage text."""
+
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: click.Context | None = None, **extra: Any) -> click.Context:
+        with usage_errors_on_one_line():
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with usage_errors_on_one_line():
+            return super().invoke(ctx)
 
 
 def fail(error: PoolsupError) -> None:

@@ -9,6 +9,7 @@ from supervisor.errors import InvalidJob
 MAX_KEY_LENGTH = 256
 MAX_PRIORITY = 9
 DEFAULT_MAX_PAYLOAD = 1024 * 1024
+MAX_ATTEMPTS = 2**63 - 1  # what the stores hold (SQLite's signed 64 bits)
 
 
 def validate_key(key: str) -> str:
@@ -26,8 +27,8 @@ def validate_payload_size(payload: bytes, limit: int = DEFAULT_MAX_PAYLOAD) -> b
 
 
 def validate_max_attempts(value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidJob(f"max_attempts must be an integer of at least 1 (got {value!r})")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ATTEMPTS:
+        raise InvalidJob(f"max_attempts must be an integer 1-{MAX_ATTEMPTS} (got {value!r})")
     return value
 
 

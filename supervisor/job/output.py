@@ -32,9 +32,13 @@ class OutputPump:
         key: str,
         stream: anyio.abc.ByteReceiveStream,
         *,
+        token: int | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._key = key
+        # The job's token rides along as a field (the JSON log's `token`): the text line
+        # stays as the handler printed it.
+        self._about = {"key": key} if token is None else {"key": key, "token": token}
         self._clock = clock
         self._stream = stream
         self._tail: deque[bytes] = deque(maxlen=TAIL_LINES)
@@ -84,7 +88,8 @@ class OutputPump:
         if self._tokens >= 1:
             self._tokens -= 1
             self._report_suppressed()
-            output_log.info("[%s] %s", self._key, line.decode(errors="replace"))
+            output_log.info("[%s] %s", self._key, line.decode(errors="replace"),
+                            extra=self._about)
         else:
             self.suppressed += 1
 
@@ -98,6 +103,6 @@ class OutputPump:
         if self.suppressed:
             output_log.warning(
                 "[%s] %d output line(s) not logged: over %d lines/s",
-                self._key, self.suppressed, LINES_PER_SECOND,
+                self._key, self.suppressed, LINES_PER_SECOND, extra=self._about,
             )
             self.suppressed = 0

@@ -146,7 +146,7 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices) -> tu
     (`SocketFeed`), its timeout is a timer, and the stop, the notes and the checkpoints
     start a task of their own only while one is under way."""
 
-    output = OutputPump(job.key, child.output)
+    output = OutputPump(job.key, child.output, token=job.token)
     timeout = job.handler.timeout
     timer = (asyncio.get_running_loop().call_later(timeout, job.request_stop,
                                                    StopReason.TIMEOUT)
@@ -233,6 +233,7 @@ async def _stop(job: RunningJob, child: Child, writer: ControlWriter, stop_grace
         with anyio.move_on_after(stop_grace) as grace:
             await job.lease_lost_event.wait()
         if grace.cancelled_caught:
-            log.info("[%s] did not stop within stop_grace (%g s), killing", job.key, stop_grace)
+            log.info("[%s] did not stop within stop_grace (%g s), killing (token %d)",
+                     job.key, stop_grace, job.token)
             job.killed_at_grace_end()
         await fork_server.kill(child.job_id)

@@ -35,4 +35,5 @@ async def answer_debug(store: Store, job: RunningJob, request: str, supervisor: 
     try:
         await store.answer_stacks(request, orjson.dumps(answer))
     except StoreFailure as error:
-        log.warning("[%s] could not store the debug answer: %s", job.key, error.message)
+        log.warning("[%s] could not store the debug answer (token %d): %s", job.key,
+                    job.token, error.message)

@@ -27,7 +27,7 @@ import anyio.to_thread
 import orjson
 
 from supervisor.core.limits import Limits
-from supervisor.errors import ConfigError, DispatchRefused, StoreFailure
+from supervisor.errors import ConfigError, DispatchRefused, JobNotFound, StoreFailure
 from supervisor.redaction import redact_url
 from supervisor.store.members import encode_info
 from supervisor.store.policy import (
@@ -38,6 +38,7 @@ from supervisor.store.policy import (
     claim_deadline,
 )
 from supervisor.store.records import (
+    FINISHED_STATES,
     ClaimBatch,
     Completion,
     DispatchRequest,
@@ -296,7 +297,14 @@ class RedisStore:
         return await self._steering.stop(key, fired=fired)
 
     async def notify(self, key: str, payload: bytes) -> None:
-        await self._notes.notify(key, payload)
+        try:
+            await self._notes.notify(key, payload)
+        except JobNotFound:
+            # The script refuses a finished job as it does an unknown key: say which.
+            state = (await self.job(key)).state  # JobNotFound if it is unknown
+            if state not in FINISHED_STATES:
+                raise
+            raise JobNotFound(f"job {key!r} has finished ({state})") from None
 
     async def take_notifications(self, lease: Lease, after: int = 0) -> list[Note]:
         return await self._notes.take_notifications(lease, after)

@@ -50,6 +50,19 @@ BAD_CONFIGS = {
     "capacity 0": ('[pool]\nname = "p"\n[supervisor]\ncapacity = 0\n' + GOOD_HANDLER, "capacity"),
     "missing handler path": ('[pool]\nname = "p"\n[handlers.h]\npath = "nope.py"\n', "nope.py"),
     "no handlers": ('[pool]\nname = "p"\n', "handler"),
+    # Past what the stores hold (SQLite's and orjson's 64 bits, a C long for rlimits):
+    # these passed `check`, then broke `run` or every job.
+    "integer past 64 bits": (
+        '[pool]\nname = "p"\nmax_pending = 99999999999999999999\n' + GOOD_HANDLER,
+        "max_pending",
+    ),
+    "size past 64 bits": (
+        '[pool]\nname = "p"\n' + GOOD_HANDLER + "memory_limit = 99999999999999999999\n",
+        "memory_limit",
+    ),
+    "duration past a C long": (
+        '[pool]\nname = "p"\n' + GOOD_HANDLER + "cpu_limit = 1e300\n", "cpu_limit"
+    ),
 }
 
 
@@ -158,3 +171,54 @@ def test_oversized_payload_is_refused(config: Path) -> None:
     assert result.returncode == 2, result.stderr
     assert "above the limit" in result.stderr
     assert poolsup("job", "-c", str(config), "big").returncode == 4
+
+
+@pytest.mark.parametrize(
+    "when", [["--in", "1e15"], ["--in", "1e300"], ["--at", "0001-01-01T00:00:00"]]
+)
+def test_a_start_time_beyond_what_a_date_can_hold_is_refused_with_exit_2(
+    config: Path, when: list[str]
+) -> None:
+    result = poolsup("dispatch", "-c", str(config), "far", *when)
+    assert result.returncode == 2, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert when[0] in result.stderr
+    assert poolsup("job", "-c", str(config), "far").returncode == 4
+
+
+def test_max_attempts_past_what_the_store_holds_is_refused_with_exit_2(tmp_path: Path) -> None:
+    config = write_pool(tmp_path, store=f"sqlite:///{tmp_path}/pool.db", pool="p",
+                        handlers={"echo": {"path": "outcomes.py", "function": "async_echo"}})
+    result = poolsup("dispatch", "-c", str(config), "k", "--max-attempts", str(2**64))
+    assert result.returncode == 2, result.stderr
+    assert "max_attempts" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["dispatch", "k", "--priority", "abc"], "--priority"),
+        (["dispatch", "k", "--payload-file", "/nonexistent/payload.json"], "--payload-file"),
+        (["notify", "k"], "--payload"),
+        (["status", "--bogus"], "--bogus"),
+        (["stauts"], "stauts"),
+        (["logs", "k", "--attempt", "0"], "--attempt"),
+    ],
+)
+def test_a_usage_error_is_one_line_with_exit_2(
+    config: Path, args: list[str], expected: str
+) -> None:
+    result = poolsup(*args[:1], "-c", str(config), *args[1:])
+    assert result.returncode == 2, result.stderr
+    assert expected in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "--help" in result.stderr  # where to look next, as click's usage text said
+
+
+def test_help_and_version_still_work(config: Path) -> None:
+    assert poolsup("--help").returncode == 0
+    assert "dispatch" in poolsup("--help").stdout
+    assert poolsup("dispatch", "--help").returncode == 0
+    assert poolsup("--version").returncode == 0
+    assert poolsup().returncode in (0, 2)  # click shows the usage for a bare group

@@ -326,6 +326,37 @@ def test_json_log_lines_parse_and_carry_each_jobs_key_and_token(sqlite_pool: Poo
     assert all((line["key"], line["token"]) == (key, token) for line in about_the_job)
 
 
+STUBBORN_PRINTER = """
+import signal, time
+
+def run(job):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    print("a line of the job's own", flush=True)
+    while True:
+        time.sleep(0.05)
+"""
+
+
+def test_json_log_lines_of_a_jobs_output_and_its_kill_carry_its_token(
+    sqlite_pool: Pool, tmp_path: Path
+) -> None:
+    handler = tmp_path / "stubborn.py"
+    handler.write_text(STUBBORN_PRINTER)
+    config = sqlite_pool.config({"stubborn": {"path": str(handler)}}, stop_grace=1)
+    supervisor = sqlite_pool.start(config, serving=False, args=("--log-format", "json"))
+    wait_for(lambda: "serving pool" in supervisor.log(), 20, message="serving")
+    client = sqlite_pool.client()
+    client.dispatch("stubborn-1", {}, handler="stubborn")
+    wait_for(lambda: "a line of the job's own" in supervisor.log(), 20, message="output")
+    token = client.stop("stubborn-1")["token"]
+    lines = [orjson.loads(line) for line in supervisor.log().splitlines()]
+    about_the_job = [line for line in lines if "stubborn-1" in line["message"]]
+    assert any("a line of the job's own" in line["message"] for line in about_the_job)
+    assert any("did not stop within stop_grace" in line["message"] for line in about_the_job)
+    assert all((line.get("key"), line.get("token")) == ("stubborn-1", token)
+               for line in about_the_job), about_the_job
+
+
 def test_text_log_lines_in_the_journal_have_a_priority_and_no_timestamp(
     sqlite_pool: Pool, tmp_path: Path
 ) -> None:

@@ -170,5 +170,7 @@ async def test_notify_of_a_finished_job_raises_job_not_found(store: Store) -> No
     job = await claim_one(store)
     await store.complete(job.lease, b"1")
 
-    with pytest.raises(JobNotFound):
+    with pytest.raises(JobNotFound, match=r"job 'k1' has finished \(succeeded\)"):
         await store.notify("k1", b"{}")
+    with pytest.raises(JobNotFound, match=r"no .*job has the key 'ghost'"):
+        await store.notify("ghost", b"{}")
