@@ -11,7 +11,7 @@ class StopReason(enum.Enum):
     USER = "stop"  # `poolsup stop`: the job ends stopped
     DRAIN = "drain"  # supervisor shutdown: back to pending, no attempt spent
     REBALANCE = "rebalance"  # moved to another supervisor: same as drain
-    TIMEOUT = "timeout"  # the handler's timeout: the attempt fails
+    TIMEOUT = "timeout"  # the handler's timeout: the attempt fails, unless it returns
     LEASE_LOST = "lease"  # someone else may own it now: write nothing
 
 

@@ -48,6 +48,12 @@ def test_timeout_fails_the_attempt_with_the_limit() -> None:
     assert outcome == Fail("timeout after 2 s", final=False, cause="timeout")
 
 
+def test_a_result_returned_in_answer_to_a_timeout_completes() -> None:
+    """The handler chose to wrap up when asked (Celery's soft time limit does the same)."""
+    outcome = decide_outcome(answered(), StopReason.TIMEOUT, timeout=2)
+    assert outcome == Complete(b'"done"')
+
+
 def test_handler_error_message_is_kept() -> None:
     message = {"t": "error", "error": "ValueError: boom", "final": True}
     assert decide_outcome(exited(message=message, code=0), None, timeout=0) == Fail(
