@@ -111,7 +111,10 @@ def stop(config_path: str | None, key: str, no_wait: bool) -> None:
         return await client.stop(key, wait=not no_wait)
 
     record = with_client(config_path, action)
-    click.echo(f"{record['key']}: {record['state']}")
+    if record["state"] == "running":  # --no-wait: its processes are still going
+        click.echo(f"{record['key']}: running, stop requested")
+    else:
+        click.echo(f"{record['key']}: {record['state']}")
 
 
 @main.command()

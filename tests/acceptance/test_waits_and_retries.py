@@ -127,3 +127,12 @@ def test_retry_runs_a_failed_or_stopped_job_again_from_attempt_one(
     rerun = wait_for(lambda: running(config, "w2"), 20, message="w2 to run again")
     assert (rerun["attempts"], rerun["stop_requested"]) == (1, False)
     assert poolsup("stop", "-c", config, "w2").returncode == 0
+
+
+def test_stop_no_wait_says_the_stop_was_requested(config: str) -> None:
+    assert poolsup("dispatch", "-c", config, "w3", "-H", "waits").returncode == 0
+    wait_for(lambda: running(config, "w3"), 20, message="w3 to run")
+    asked = poolsup("stop", "-c", config, "w3", "--no-wait")
+    assert asked.returncode == 0, asked.stderr
+    assert asked.stdout.strip() == "w3: running, stop requested"
+    wait_for(lambda: record(config, "w3")["state"] == "stopped", 20, message="w3 to stop")
