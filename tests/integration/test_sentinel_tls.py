@@ -1,0 +1,192 @@
+"""rediss+sentinel:// for real: a master, a replica and three sentinels that all speak TLS
+only and require client certificates (tests/helpers/redis_sentinel.py, `tls=`).  The
+store, the client and a supervisor work through them; a failover is followed by the same
+store object, through sentinels that ask for a password of their own too."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from supervisor.errors import StoreFailure
+from supervisor.store import opened_store
+from supervisor.store.base import Store
+from tests.helpers.pool import finished, wait_for
+from tests.helpers.redis_sentinel import SentinelSetup
+from tests.helpers.redis_server import RedisServer, TlsFiles
+from tests.helpers.tls import make_tls_files, redis_server_lacks_tls
+from tests.integration.conftest import Pool
+from tests.store.support import claim_one, new_job, next_event
+
+SENTINEL_PASSWORD = "watch/ful:pw"  # characters a URL must escape
+ECHO = {"echo": {"path": "basic.py", "function": "echo"}}
+
+
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
+    reason = redis_server_lacks_tls()
+    if reason is not None:
+        pytest.skip(reason)
+    return make_tls_files(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture(scope="module")
+def tls_sentinel(tls_files: TlsFiles) -> Iterator[SentinelSetup]:
+    setup = SentinelSetup(tls=tls_files).start()
+    try:
+        yield setup
+    finally:
+        setup.remove()
+
+
+@pytest.fixture(scope="module")
+def tls_sentinel_auth(tls_files: TlsFiles) -> Iterator[SentinelSetup]:
+    """Sentinels that also require a password of their own."""
+    setup = SentinelSetup(tls=tls_files, sentinel_password=SENTINEL_PASSWORD).start()
+    try:
+        yield setup
+    finally:
+        setup.remove()
+
+
+@pytest.fixture
+def failing_over(tls_files: TlsFiles) -> Iterator[SentinelSetup]:
+    """A setup of the test's own, to kill its master."""
+    setup = SentinelSetup(tls=tls_files, sentinel_password=SENTINEL_PASSWORD).start()
+    try:
+        yield setup
+    finally:
+        setup.remove()
+
+
+async def dispatch_claim_complete(store: Store, key: str) -> None:
+    async with store.events() as events:  # pub/sub through the sentinels, over TLS
+        await store.dispatch(new_job(key))
+        await next_event(events, "wake")
+    job = await claim_one(store, lease_ttl=1)  # a short hold after a failover
+    await store.complete(job.lease, b'{"ok": true}')
+    assert (await store.job(key)).state == "succeeded"
+
+
+# --- the store on a rediss+sentinel:// URL -----------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_store_dispatches_claims_and_completes_and_names_the_master(
+    tls_sentinel: SentinelSetup, pool_name: str
+) -> None:
+    url = tls_sentinel.url
+    assert url.startswith("rediss+sentinel://") and "ssl_ca_certs=" in url
+    async with opened_store(url, pool_name) as store:
+        await dispatch_claim_complete(store, "k1")
+        snapshot = await store.snapshot()
+    assert snapshot.store.master == f"127.0.0.1:{tls_sentinel.master.port}"
+
+
+# --- sentinels with a password of their own, over TLS ------------------------------------
+
+
+@pytest.mark.anyio
+async def test_sentinels_with_a_password_over_tls(
+    tls_sentinel_auth: SentinelSetup, pool_name: str
+) -> None:
+    setup = tls_sentinel_auth
+    assert "sentinel_password=" in setup.url
+    async with opened_store(setup.url, pool_name) as store:
+        await dispatch_claim_complete(store, "k1")
+        assert (await store.snapshot()).store.master == f"127.0.0.1:{setup.master.port}"
+
+
+# --- a failover -------------------------------------------------------------------------
+
+
+def replicated(setup: SentinelSetup, master: RedisServer, replica: RedisServer) -> bool:
+    def offset(port: int, field: str) -> int:
+        info = setup.cli(port, "INFO", "replication")
+        return int(info.split(f"{field}:")[1].split()[0])
+    return offset(replica.port, "slave_repl_offset") >= offset(master.port, "master_repl_offset")
+
+
+@pytest.mark.anyio
+async def test_the_same_store_follows_a_failover(
+    failing_over: SentinelSetup, pool_name: str
+) -> None:
+    """The master is SIGKILLed: calls fail (StoreUnavailable, one line) until Sentinel
+    has promoted the replica, then the same store object works on the new master, over
+    TLS, through sentinels that ask for their password."""
+    setup = failing_over
+    master, replica = setup.master, setup.replica
+    async with opened_store(setup.url, pool_name) as store:
+        await dispatch_claim_complete(store, "before")
+        wait_for(lambda: replicated(setup, master, replica), 10, message="replication")
+        os.kill(master.pid, signal.SIGKILL)
+        failures: list[str] = []
+        deadline = time.monotonic() + 30
+        n = 0
+        while True:
+            n += 1
+            try:
+                with anyio.fail_after(15):
+                    await store.dispatch(new_job(f"after-{n}"))
+                break
+            except StoreFailure as exc:
+                failures.append(exc.message)
+                assert time.monotonic() < deadline, failures[-3:]
+                await anyio.sleep(0.2)
+        assert failures, "no call failed while the master was down"
+        assert all("\n" not in message for message in failures)
+        assert setup.wait_failover(master) is replica
+        assert (await store.snapshot()).store.master == f"127.0.0.1:{replica.port}"
+        assert (await store.job("before")).state == "succeeded"  # replicated
+        # The new master holds claims for the pool's longest lease_ttl (1 s) + 1 s.
+        held: list[float | None] = []
+        job = None
+        deadline = time.monotonic() + 20
+        while job is None:
+            batch = await store.claim("sup-a", ["thumbnail"], 1, 1.0, 3)
+            job = batch.jobs[0] if batch.jobs else None
+            held.append(batch.held_until)
+            assert time.monotonic() < deadline, "no claim after the hold"
+            if job is None:
+                await anyio.sleep(0.2)
+        assert held[0] is not None, "the new master did not hold claims"
+        assert job.key == f"after-{n}"
+        await store.complete(job.lease, b"{}")
+        assert (await store.job(job.key)).state == "succeeded"
+
+
+# --- the client and a supervisor --------------------------------------------------------
+
+
+def test_a_supervisor_and_the_client_run_a_job_on_rediss_sentinel(
+    tls_sentinel: SentinelSetup, tmp_path: Path, pool_name: str
+) -> None:
+    pool = Pool(tmp_path, tls_sentinel.url, pool_name)
+    try:
+        config = pool.config(ECHO, id="tls-1", lease_ttl=3)
+        pool.start(config)
+        client = pool.client()
+        client.dispatch("k1", {"n": 1}, handler="echo")
+        record = wait_for(lambda: finished(client, "k1"), 20, message="the job to finish")
+        assert record["state"] == "succeeded", record
+        assert record["result"]["payload"] == {"n": 1}
+        assert client.status()["store"]["master"] == f"127.0.0.1:{tls_sentinel.master.port}"
+        shown = subprocess.run([sys.executable, "-m", "supervisor.cli", "status", "-c",
+                                str(config), "--json"], capture_output=True, text=True,
+                               timeout=30)
+        assert shown.returncode == 0, shown.stderr
+        status = json.loads(shown.stdout)
+        assert status["store"]["master"] == f"127.0.0.1:{tls_sentinel.master.port}"
+        assert [s["id"] for s in status["supervisors"]] == ["tls-1"]
+    finally:
+        pool.close()
+
