@@ -79,22 +79,22 @@ def _master_of(sentinel: redis_url.SentinelTarget, master_url: str) -> Connectio
     """A client of the master the sentinels name.  Each new connection asks them where the
     master is; a connection to a master demoted under it fails (READONLY becomes a
     ConnectionError), so the next call, retried by its caller, finds the new one.  The
+    URL's options win over our defaults, as `from_url` lets them for one server; the
     sentinels' own connections take the same timeouts, no-retry policy and TLS options."""
-    options = parse_url(master_url)
+    options: dict[str, Any] = {"socket_timeout": SOCKET_TIMEOUT,
+                               "socket_connect_timeout": SOCKET_TIMEOUT,
+                               "health_check_interval": HEALTH_CHECK_INTERVAL,
+                               "retry": Retry(NoBackoff(), 0), **parse_url(master_url)}
     del options["host"]
     tls = options.pop("connection_class", None) is SSLConnection
-    common: dict[str, Any] = {"socket_timeout": SOCKET_TIMEOUT,
-                              "socket_connect_timeout": SOCKET_TIMEOUT,
-                              "retry": Retry(NoBackoff(), 0)}
-    own: dict[str, Any] = {"ssl": tls, **{name: value for name, value in options.items()
-                                          if name.startswith("ssl_")}}
+    own: dict[str, Any] = {"ssl": tls, "retry": options["retry"],
+                           **{name: value for name, value in options.items()
+                              if name.startswith(("ssl_", "socket_"))}}
     if sentinel.password is not None:
         own |= {"username": sentinel.username, "password": sentinel.password}
     watchers = Sentinel(  # type: ignore[no-untyped-call]
-        list(sentinel.sentinels), sentinel_kwargs={**common, **own})
-    client = watchers.master_for(sentinel.master, ssl=tls,
-                                 health_check_interval=HEALTH_CHECK_INTERVAL,
-                                 **common, **options)
+        list(sentinel.sentinels), sentinel_kwargs=own)
+    client = watchers.master_for(sentinel.master, ssl=tls, **options)
     return Connection(client, (sentinel.master, watchers))
 
 

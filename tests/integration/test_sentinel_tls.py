@@ -20,6 +20,7 @@ import pytest
 from supervisor.errors import StoreFailure
 from supervisor.store import opened_store
 from supervisor.store.base import Store
+from supervisor.store.redis_connection import connect
 from tests.helpers.pool import finished, wait_for
 from tests.helpers.redis_sentinel import SentinelSetup
 from tests.helpers.redis_server import RedisServer, TlsFiles
@@ -91,6 +92,29 @@ async def test_a_store_dispatches_claims_and_completes_and_names_the_master(
         snapshot = await store.snapshot()
     assert snapshot.store.master == f"127.0.0.1:{tls_sentinel.master.port}"
 
+
+@pytest.mark.anyio
+async def test_timeouts_in_the_query_reach_the_sentinels_and_the_master(
+    tls_sentinel: SentinelSetup, pool_name: str
+) -> None:
+    """The URL's options win over poolsup's defaults, as for rediss://; the sentinels'
+    connections take its timeouts and TLS files too."""
+    assert tls_sentinel.tls is not None
+    url = tls_sentinel.url_with(socket_timeout="2.5", socket_connect_timeout="1.5")
+    connection = connect(url)
+    try:
+        assert connection.sentinel is not None
+        pools = [w.connection_pool for w in connection.sentinel[1].sentinels]
+        pools.append(connection.client.connection_pool)
+        for pool in pools:
+            kwargs = pool.connection_kwargs
+            assert (kwargs["socket_timeout"], kwargs["socket_connect_timeout"]) == (2.5, 1.5)
+            assert kwargs["ssl_ca_certs"] == str(tls_sentinel.tls.ca)
+            assert kwargs["retry"].get_retries() == 0
+    finally:
+        await connection.aclose()
+    async with opened_store(url, pool_name) as store:
+        await dispatch_claim_complete(store, "k1")
 
 # --- sentinels with a password of their own, over TLS ------------------------------------
 

@@ -75,3 +75,16 @@ def test_the_client_names_its_sentinels_and_master() -> None:
     kwargs = connection.client.connection_pool.connection_kwargs
     assert (kwargs["password"], kwargs["db"], kwargs["retry"].get_retries()) == ("pw", 1, 0)
     anyio.run(connection.aclose)
+
+
+def test_the_urls_timeouts_win_over_the_defaults_for_sentinels_and_master() -> None:
+    connection = connect("redis+sentinel://127.0.0.1:1/m?socket_timeout=2&"
+                         "socket_connect_timeout=1&health_check_interval=7")
+    assert connection.sentinel is not None
+    kwargs = connection.client.connection_pool.connection_kwargs
+    assert (kwargs["socket_timeout"], kwargs["socket_connect_timeout"],
+            kwargs["health_check_interval"]) == (2.0, 1.0, 7)
+    for watcher in connection.sentinel[1].sentinels:
+        kwargs = watcher.connection_pool.connection_kwargs
+        assert (kwargs["socket_timeout"], kwargs["socket_connect_timeout"]) == (2.0, 1.0)
+    anyio.run(connection.aclose)
