@@ -1,7 +1,9 @@
 """rediss+sentinel:// for real: a master, a replica and three sentinels that all speak TLS
 only and require client certificates (tests/helpers/redis_sentinel.py, `tls=`).  The
 store, the client and a supervisor work through them; a failover is followed by the same
-store object, through sentinels that ask for a password of their own too."""
+store object; a wrong CA, a missing client certificate, no TLS at all, or a refused
+sentinel password is a short one-line store error that names the cause and each
+sentinel."""
 
 from __future__ import annotations
 
@@ -17,11 +19,11 @@ from pathlib import Path
 import anyio
 import pytest
 
-from supervisor.errors import StoreFailure
+from supervisor.errors import StoreFailure, StoreUnavailable
 from supervisor.store import opened_store
 from supervisor.store.base import Store
 from supervisor.store.redis_connection import connect
-from tests.helpers.pool import finished, wait_for
+from tests.helpers.pool import finished, wait_for, write_pool
 from tests.helpers.redis_sentinel import SentinelSetup
 from tests.helpers.redis_server import RedisServer, TlsFiles
 from tests.helpers.tls import make_tls_files, redis_server_lacks_tls
@@ -30,6 +32,8 @@ from tests.store.support import claim_one, new_job, next_event
 
 SENTINEL_PASSWORD = "watch/ful:pw"  # characters a URL must escape
 ECHO = {"echo": {"path": "basic.py", "function": "echo"}}
+# A one-line error names the cause and each sentinel; it is no dump of driver objects.
+LONGEST_MESSAGE = 1200
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +42,12 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
     if reason is not None:
         pytest.skip(reason)
     return make_tls_files(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture(scope="module")
+def other_ca(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A CA that signed none of the servers' certificates."""
+    return make_tls_files(tmp_path_factory.mktemp("other-tls")).ca
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +88,14 @@ async def dispatch_claim_complete(store: Store, key: str) -> None:
     assert (await store.job(key)).state == "succeeded"
 
 
+def assert_short_line(message: str, setup: SentinelSetup) -> None:
+    assert "\n" not in message
+    assert len(message) < LONGEST_MESSAGE, message
+    assert "Redis<" not in message and "connection_kwargs" not in message, message
+    for port in setup.sentinel_ports:  # each sentinel, and what it answered
+        assert f"sentinel 127.0.0.1:{port}: " in message, message
+
+
 # --- the store on a rediss+sentinel:// URL -----------------------------------------------
 
 
@@ -116,6 +134,58 @@ async def test_timeouts_in_the_query_reach_the_sentinels_and_the_master(
     async with opened_store(url, pool_name) as store:
         await dispatch_claim_complete(store, "k1")
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("mistake", ["wrong CA", "no client certificate", "no TLS"])
+async def test_tls_mistakes_are_a_short_one_line_store_error_at_once(
+    tls_sentinel: SentinelSetup, other_ca: Path, pool_name: str, mistake: str
+) -> None:
+    url, cause = {
+        "wrong CA": (tls_sentinel.url_with(ssl_ca_certs=str(other_ca)),
+                     "certificate verify failed"),
+        "no client certificate": (tls_sentinel.url_with(ssl_certfile="", ssl_keyfile=""),
+                                  "127.0.0.1"),
+        "no TLS": ("redis+sentinel://" + tls_sentinel.url.split("://", 1)[1].split("?")[0],
+                   "127.0.0.1"),
+    }[mistake]
+    async with opened_store(url, pool_name) as store:
+        for call in (store.ping, lambda: store.dispatch(new_job("k1")), store.snapshot):
+            started = time.monotonic()
+            with anyio.fail_after(15), pytest.raises(StoreUnavailable) as caught:
+                await call()
+            assert time.monotonic() - started < 10
+            message = caught.value.message
+            assert_short_line(message, tls_sentinel)
+            assert "unreachable" in message and cause in message, message
+            assert "no master found for 'poolsup'" in message, message
+
+
+@pytest.mark.anyio
+async def test_a_master_name_the_sentinels_do_not_watch_says_so(
+    tls_sentinel: SentinelSetup, pool_name: str
+) -> None:
+    url = tls_sentinel.url.replace("/poolsup/0?", "/elsewhere/0?")
+    async with opened_store(url, pool_name) as store:
+        with anyio.fail_after(15), pytest.raises(StoreUnavailable) as caught:
+            await store.ping()
+    message = caught.value.message
+    assert_short_line(message, tls_sentinel)
+    assert "no master found for 'elsewhere'" in message
+    assert message.count("watches no master of that name") == 3, message
+
+
+def test_the_cli_says_a_wrong_ca_in_one_line_and_exits_1(
+    tls_sentinel: SentinelSetup, other_ca: Path, tmp_path: Path, pool_name: str
+) -> None:
+    config = write_pool(tmp_path, store=tls_sentinel.url_with(ssl_ca_certs=str(other_ca)),
+                        pool=pool_name, handlers=ECHO)
+    result = subprocess.run([sys.executable, "-m", "supervisor.cli", "status", "-c",
+                             str(config)], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 1, result
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "certificate verify failed" in result.stderr
+    assert_short_line(result.stderr.strip(), tls_sentinel)
+
+
 # --- sentinels with a password of their own, over TLS ------------------------------------
 
 
@@ -128,6 +198,22 @@ async def test_sentinels_with_a_password_over_tls(
     async with opened_store(setup.url, pool_name) as store:
         await dispatch_claim_complete(store, "k1")
         assert (await store.snapshot()).store.master == f"127.0.0.1:{setup.master.port}"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("password", ["wrong-pw", ""], ids=["wrong password", "none"])
+async def test_a_refused_sentinel_password_says_authentication_failed(
+    tls_sentinel_auth: SentinelSetup, pool_name: str, password: str
+) -> None:
+    url = tls_sentinel_auth.url_with(sentinel_password=password)
+    async with opened_store(url, pool_name) as store:
+        for call in (store.ping, store.snapshot):
+            with anyio.fail_after(15), pytest.raises(StoreUnavailable) as caught:
+                await call()
+            message = caught.value.message
+            assert "authentication failed" in message, message
+            assert_short_line(message, tls_sentinel_auth)
+            assert "wrong-pw" not in message and "watch" not in message
 
 
 # --- a failover -------------------------------------------------------------------------
@@ -167,7 +253,7 @@ async def test_the_same_store_follows_a_failover(
                 assert time.monotonic() < deadline, failures[-3:]
                 await anyio.sleep(0.2)
         assert failures, "no call failed while the master was down"
-        assert all("\n" not in message for message in failures)
+        assert all("\n" not in m and len(m) < LONGEST_MESSAGE for m in failures), failures
         assert setup.wait_failover(master) is replica
         assert (await store.snapshot()).store.master == f"127.0.0.1:{replica.port}"
         assert (await store.job("before")).state == "succeeded"  # replicated
