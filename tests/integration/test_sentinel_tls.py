@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
+import psutil
 import pytest
 
 from supervisor.errors import StoreFailure, StoreUnavailable
@@ -88,6 +89,23 @@ async def dispatch_claim_complete(store: Store, key: str) -> None:
     assert (await store.job(key)).state == "succeeded"
 
 
+async def connections_closed(setup: SentinelSetup) -> None:
+    """Wait, running the event loop, until this process holds no connection to `setup`.
+
+    A connection refused after its TLS handshake (a wrong password, a missing client
+    certificate) is closed a few loop iterations after the call failed, once the TLS
+    shutdown is done; the test's event loop ends with the test, and a socket left closing
+    then is a ResourceWarning in whichever later test the garbage collector runs."""
+    ports = {*setup.sentinel_ports, *(server.port for server in setup.servers)}
+    process = psutil.Process()
+    listing = getattr(process, "net_connections", None) or process.connections
+    with anyio.fail_after(5):
+        while True:
+            if not any(c.raddr and c.raddr.port in ports for c in listing(kind="tcp")):
+                return
+            await anyio.sleep(0.01)
+
+
 def assert_short_line(message: str, setup: SentinelSetup) -> None:
     assert "\n" not in message
     assert len(message) < LONGEST_MESSAGE, message
@@ -157,6 +175,7 @@ async def test_tls_mistakes_are_a_short_one_line_store_error_at_once(
             assert_short_line(message, tls_sentinel)
             assert "unreachable" in message and cause in message, message
             assert "no master found for 'poolsup'" in message, message
+    await connections_closed(tls_sentinel)
 
 
 @pytest.mark.anyio
@@ -171,6 +190,7 @@ async def test_a_master_name_the_sentinels_do_not_watch_says_so(
     assert_short_line(message, tls_sentinel)
     assert "no master found for 'elsewhere'" in message
     assert message.count("watches no master of that name") == 3, message
+    await connections_closed(tls_sentinel)
 
 
 def test_the_cli_says_a_wrong_ca_in_one_line_and_exits_1(
@@ -214,6 +234,7 @@ async def test_a_refused_sentinel_password_says_authentication_failed(
             assert "authentication failed" in message, message
             assert_short_line(message, tls_sentinel_auth)
             assert "wrong-pw" not in message and "watch" not in message
+    await connections_closed(tls_sentinel_auth)
 
 
 # --- a failover -------------------------------------------------------------------------
