@@ -28,14 +28,19 @@ class SentinelSetup:
     the servers and to each other) go over TLS too (`tls-replication yes`), and `url` is
     a rediss+sentinel:// URL with the client's files.  With `sentinel_password`, the
     sentinels require it (`requirepass`, which they also use with each other) and
-    `url` carries it as `sentinel_password`."""
+    `url` carries it as `sentinel_password`.  With a `host` name (such as "localhost",
+    for certificates that name hosts rather than addresses), the sentinels name the
+    servers and each other by it (`resolve-hostnames`, `announce-hostnames`,
+    `replica-announce-ip`), and `url` names the sentinels by it."""
 
     def __init__(self, replicas: int = 1, *, tls: TlsFiles | None = None,
-                 sentinel_password: str | None = None) -> None:
+                 sentinel_password: str | None = None, host: str = "127.0.0.1") -> None:
         self.tls = tls
         self.sentinel_password = sentinel_password
+        self.host = host
         quick = ("--repl-diskless-sync-delay", "0",
-                 *(("--tls-replication", "yes") if tls is not None else ()))
+                 *(("--tls-replication", "yes") if tls is not None else ()),
+                 *(("--replica-announce-ip", host) if host != "127.0.0.1" else ()))
         self.master = RedisServer(tls=tls, args=quick)
         self.replicas = [RedisServer(tls=tls, args=(*quick, "--replicaof", "127.0.0.1",
                                                     str(self.master.port)))
@@ -58,7 +63,7 @@ class SentinelSetup:
 
     def url_with(self, **options: str) -> str:
         """The store URL, with `options` added to (or, set to "", removed from) its query."""
-        hosts = ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)
+        hosts = ",".join(f"{self.host}:{port}" for port in self.sentinel_ports)
         query: dict[str, str] = {}
         if self.tls is not None:
             query |= {"ssl_ca_certs": str(self.tls.ca), "ssl_certfile": str(self.tls.client_cert),
@@ -87,7 +92,7 @@ class SentinelSetup:
                 conf = self._dir / f"sentinel-{n}.conf"
                 conf.write_text(
                     f"{self._listen_conf(port)}bind 127.0.0.1\ndir {self._dir}\n"
-                    f"sentinel monitor {MASTER_NAME} 127.0.0.1 {self.master.port} 2\n"
+                    f"sentinel monitor {MASTER_NAME} {self.host} {self.master.port} 2\n"
                     f"sentinel down-after-milliseconds {MASTER_NAME} {DOWN_AFTER_MS}\n"
                     f"sentinel failover-timeout {MASTER_NAME} {FAILOVER_TIMEOUT_MS}\n"
                     f"sentinel parallel-syncs {MASTER_NAME} 1\n")
@@ -111,6 +116,9 @@ class SentinelSetup:
                      "tls-replication yes"]
         if self.sentinel_password is not None:
             lines.append(f"requirepass {self.sentinel_password}")
+        if self.host != "127.0.0.1":
+            lines += ["sentinel resolve-hostnames yes", "sentinel announce-hostnames yes",
+                      f"sentinel announce-ip {self.host}"]
         return "".join(f"{line}\n" for line in lines)
 
     def _sentinels_see_all(self) -> bool:
@@ -164,6 +172,8 @@ class SentinelSetup:
         server.stop()
         server.args = ("--repl-diskless-sync-delay", "0",
                        *(("--tls-replication", "yes") if self.tls is not None else ()),
+                       *(("--replica-announce-ip", self.host) if self.host != "127.0.0.1"
+                         else ()),
                        "--replicaof", "127.0.0.1", str(master.port))
         server.start()
         self._wait(lambda: "master_link_status:up" in self.cli(server.port, "INFO",

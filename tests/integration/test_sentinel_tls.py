@@ -295,6 +295,77 @@ async def test_the_same_store_follows_a_failover(
         assert (await store.job(job.key)).state == "succeeded"
 
 
+# --- certificates that name hosts, not addresses ----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def host_tls_files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
+    """Server certificates for the name localhost only (no IP address in them)."""
+    reason = redis_server_lacks_tls()
+    if reason is not None:
+        pytest.skip(reason)
+    return make_tls_files(tmp_path_factory.mktemp("host-tls"), server_names=("localhost",))
+
+
+@pytest.fixture(scope="module")
+def sentinel_by_address(host_tls_files: TlsFiles) -> Iterator[SentinelSetup]:
+    """Sentinels that name the master by its IP address (as they do by default)."""
+    setup = SentinelSetup(tls=host_tls_files).start()
+    try:
+        yield setup
+    finally:
+        setup.remove()
+
+
+@pytest.fixture(scope="module")
+def sentinel_by_name(host_tls_files: TlsFiles) -> Iterator[SentinelSetup]:
+    """Sentinels that name the master, the replicas and each other by host name."""
+    setup = SentinelSetup(tls=host_tls_files, host="localhost").start()
+    try:
+        yield setup
+    finally:
+        setup.remove()
+
+
+@pytest.mark.anyio
+async def test_sentinels_that_announce_host_names_pass_the_hostname_checks(
+    sentinel_by_name: SentinelSetup, pool_name: str
+) -> None:
+    setup = sentinel_by_name
+    assert setup.url.startswith("rediss+sentinel://localhost:")
+    async with opened_store(setup.url, pool_name) as store:
+        await dispatch_claim_complete(store, "k1")
+        assert (await store.snapshot()).store.master == f"localhost:{setup.master.port}"
+    by_address = setup.url.replace("localhost:", "127.0.0.1:")
+    async with opened_store(by_address, pool_name) as store:
+        with anyio.fail_after(15), pytest.raises(StoreUnavailable) as caught:
+            await store.ping()
+    assert_short_line(caught.value.message, setup)
+    assert "certificate is not valid for '127.0.0.1'" in caught.value.message
+    await connections_closed(setup)
+
+
+@pytest.mark.anyio
+async def test_the_master_is_checked_by_the_address_the_sentinels_give(
+    sentinel_by_address: SentinelSetup, pool_name: str
+) -> None:
+    """The sentinels are reached by a name the certificates hold, but they name the master
+    by its address, which the certificates do not: its connection fails, and says so.
+    `ssl_check_hostname=false` (the CA is still checked) lets it through."""
+    setup = sentinel_by_address
+    by_name = setup.url.replace("127.0.0.1:", "localhost:")
+    async with opened_store(by_name, pool_name) as store:
+        with anyio.fail_after(15), pytest.raises(StoreUnavailable) as caught:
+            await store.ping()
+    message = caught.value.message
+    assert "\n" not in message and len(message) < LONGEST_MESSAGE, message
+    assert f"127.0.0.1:{setup.master.port}" in message, message
+    assert "certificate is not valid for '127.0.0.1'" in message, message
+    unchecked = setup.url_with(ssl_check_hostname="false")
+    async with opened_store(unchecked, pool_name) as store:
+        await dispatch_claim_complete(store, "k1")
+        assert (await store.snapshot()).store.master == f"127.0.0.1:{setup.master.port}"
+
 # --- the client and a supervisor --------------------------------------------------------
 
 
