@@ -5,6 +5,7 @@ password of their own."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import tempfile
 import time
@@ -199,6 +200,7 @@ class SentinelSetup:
         self._sentinels.clear()
         for server in self.servers:
             server.remove()
+        shutil.rmtree(self._dir, ignore_errors=True)  # the sentinels' configs and state
 
 
 def cli(port: int, *args: str, tls: TlsFiles | None = None,
