@@ -14,7 +14,7 @@ from redis.asyncio.client import PubSub
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import SSLConnection, parse_url
 from redis.asyncio.retry import Retry
-from redis.asyncio.sentinel import Sentinel
+from redis.asyncio.sentinel import MasterNotFoundError, Sentinel
 from redis.backoff import NoBackoff
 
 from supervisor.errors import StoreError, StoreUnavailable
@@ -79,23 +79,60 @@ def _master_of(sentinel: redis_url.SentinelTarget, master_url: str) -> Connectio
     """A client of the master the sentinels name.  Each new connection asks them where the
     master is; a connection to a master demoted under it fails (READONLY becomes a
     ConnectionError), so the next call, retried by its caller, finds the new one.  The
+    URL's options win over our defaults, as `from_url` lets them for one server; the
     sentinels' own connections take the same timeouts, no-retry policy and TLS options."""
-    options = parse_url(master_url)
+    options: dict[str, Any] = {"socket_timeout": SOCKET_TIMEOUT,
+                               "socket_connect_timeout": SOCKET_TIMEOUT,
+                               "health_check_interval": HEALTH_CHECK_INTERVAL,
+                               "retry": Retry(NoBackoff(), 0), **parse_url(master_url)}
     del options["host"]
     tls = options.pop("connection_class", None) is SSLConnection
-    common: dict[str, Any] = {"socket_timeout": SOCKET_TIMEOUT,
-                              "socket_connect_timeout": SOCKET_TIMEOUT,
-                              "retry": Retry(NoBackoff(), 0)}
-    own: dict[str, Any] = {"ssl": tls, **{name: value for name, value in options.items()
-                                          if name.startswith("ssl_")}}
+    own: dict[str, Any] = {"ssl": tls, "retry": options["retry"],
+                           **{name: value for name, value in options.items()
+                              if name.startswith(("ssl_", "socket_"))}}
     if sentinel.password is not None:
         own |= {"username": sentinel.username, "password": sentinel.password}
-    watchers = Sentinel(  # type: ignore[no-untyped-call]
-        list(sentinel.sentinels), sentinel_kwargs={**common, **own})
-    client = watchers.master_for(sentinel.master, ssl=tls,
-                                 health_check_interval=HEALTH_CHECK_INTERVAL,
-                                 **common, **options)
+    watchers = _Sentinels(  # type: ignore[no-untyped-call]
+        list(sentinel.sentinels), sentinel_kwargs=own)
+    client = watchers.master_for(sentinel.master, ssl=tls, **options)
     return Connection(client, (sentinel.master, watchers))
+
+
+class SentinelsRefused(MasterNotFoundError, redis_errors.AuthenticationError):
+    """No master found, and a sentinel refused our credentials: fixing them comes first."""
+
+
+class _Sentinels(Sentinel):
+    """redis-py's Sentinel, whose MasterNotFoundError says what each sentinel answered.
+
+    The driver's lists each sentinel as the repr of its client (some 1,500 characters of
+    connection options) and each error as its kind alone ("network:ConnectionError"):
+    a wrong CA, a missing client certificate or a refused password read the same, in a
+    one-line error of several KB.  This one names each sentinel by address with its
+    error's text, and is an AuthenticationError when one refused the credentials
+    (translated_errors then says "authentication failed")."""
+
+    async def discover_master(self, service_name: str) -> tuple[str, int]:
+        answers: list[str] = []
+        refused = False
+        for n, watcher in enumerate(self.sentinels):
+            kwargs = watcher.connection_pool.connection_kwargs
+            address = f"sentinel {kwargs.get('host')}:{kwargs.get('port')}"
+            try:
+                masters = await watcher.sentinel_masters()
+            except (redis_errors.ConnectionError, redis_errors.TimeoutError) as exc:
+                refused = refused or isinstance(exc, redis_errors.AuthenticationError)
+                answers.append(f"{address}: {exc or type(exc).__name__}")
+                continue
+            state = masters.get(service_name) if isinstance(masters, dict) else None
+            if state and self.check_master_state(state, service_name):
+                # As the driver does: the sentinel that answered is asked first next time.
+                self.sentinels[0], self.sentinels[n] = watcher, self.sentinels[0]
+                return state["ip"], state["port"]
+            answers.append(f"{address}: " + ("watches no master of that name" if not state
+                                             else "sees it down or not a master"))
+        error = SentinelsRefused if refused else MasterNotFoundError
+        raise error(f"no master found for {service_name!r}: " + "; ".join(answers))
 
 
 async def open_pubsub(client: RedisClient) -> PubSub:

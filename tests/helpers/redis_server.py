@@ -27,13 +27,15 @@ def free_port() -> int:
 
 @dataclass(frozen=True)
 class TlsFiles:
-    """PEM files for a TLS server that also checks its clients' certificates."""
+    """PEM files for a TLS server that also checks its clients' certificates.
+    `server_name`: a name the server's certificate is valid for (to check it by)."""
 
     ca: Path
     server_cert: Path
     server_key: Path
     client_cert: Path
     client_key: Path
+    server_name: str = "127.0.0.1"
 
     def client_context(self) -> ssl.SSLContext:
         context = ssl.create_default_context(cafile=self.ca)
@@ -50,7 +52,7 @@ def answers_ping(
             if tls is None:
                 return _ping(raw, password, username)
             context = tls.client_context()
-            with context.wrap_socket(raw, server_hostname="127.0.0.1") as conn:
+            with context.wrap_socket(raw, server_hostname=tls.server_name) as conn:
                 return _ping(conn, password, username)
     except OSError:
         return False

@@ -12,10 +12,13 @@ import trustme
 from tests.helpers.redis_server import TlsFiles
 
 
-def make_tls_files(directory: Path) -> TlsFiles:
-    """A CA, a server certificate for 127.0.0.1 and a client certificate, as PEM files."""
+def make_tls_files(
+    directory: Path, server_names: tuple[str, ...] = ("127.0.0.1", "localhost")
+) -> TlsFiles:
+    """A CA, a server certificate for `server_names` (by default 127.0.0.1 and
+    localhost) and a client certificate, as PEM files."""
     ca = trustme.CA()
-    server = ca.issue_cert("127.0.0.1", "localhost")
+    server = ca.issue_cert(*server_names)
     client = ca.issue_cert("poolsup-client")
     files = TlsFiles(
         ca=directory / "ca.pem",
@@ -23,6 +26,7 @@ def make_tls_files(directory: Path) -> TlsFiles:
         server_key=directory / "server.key",
         client_cert=directory / "client.pem",
         client_key=directory / "client.key",
+        server_name=server_names[0],
     )
     ca.cert_pem.write_to_path(str(files.ca))
     for cert, cert_path, key_path in ((server, files.server_cert, files.server_key),

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import anyio
 import pytest
+import redis
 
 from supervisor.errors import ConfigError
 from supervisor.store.redis_connection import connect
 from supervisor.store.redis_url import SentinelTarget, parse
+from tests.helpers.redis_server import free_port
 
 
 def target(url: str) -> tuple[str, SentinelTarget]:
@@ -75,3 +77,37 @@ def test_the_client_names_its_sentinels_and_master() -> None:
     kwargs = connection.client.connection_pool.connection_kwargs
     assert (kwargs["password"], kwargs["db"], kwargs["retry"].get_retries()) == ("pw", 1, 0)
     anyio.run(connection.aclose)
+
+
+def test_the_urls_timeouts_win_over_the_defaults_for_sentinels_and_master() -> None:
+    connection = connect("redis+sentinel://127.0.0.1:1/m?socket_timeout=2&"
+                         "socket_connect_timeout=1&health_check_interval=7")
+    assert connection.sentinel is not None
+    kwargs = connection.client.connection_pool.connection_kwargs
+    assert (kwargs["socket_timeout"], kwargs["socket_connect_timeout"],
+            kwargs["health_check_interval"]) == (2.0, 1.0, 7)
+    for watcher in connection.sentinel[1].sentinels:
+        kwargs = watcher.connection_pool.connection_kwargs
+        assert (kwargs["socket_timeout"], kwargs["socket_connect_timeout"]) == (2.0, 1.0)
+    anyio.run(connection.aclose)
+
+
+def test_no_sentinel_answering_names_each_with_its_error() -> None:
+    """Nothing listens on these ports: the error names each sentinel and why, in a line
+    (redis-py's own lists the repr of each sentinel's client, some KB, without the cause)."""
+    ports = [free_port(), free_port()]
+    connection = connect(f"redis+sentinel://127.0.0.1:{ports[0]},127.0.0.1:{ports[1]}/m")
+
+    async def master() -> None:
+        try:
+            with pytest.raises(redis.ConnectionError) as caught:
+                await connection.master_address()
+            message = str(caught.value)
+            assert message.startswith("no master found for 'm': "), message
+            for port in ports:
+                assert f"sentinel 127.0.0.1:{port}: Error 111 connecting" in message, message
+            assert "\n" not in message and len(message) < 300, message
+        finally:
+            await connection.aclose()
+
+    anyio.run(master)
