@@ -14,6 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
+from supervisor.core.validation import LARGEST_STORED_INTEGER
 from supervisor.errors import ConfigError
 from supervisor.sizes import describe, parse_duration, parse_size
 
@@ -21,9 +22,9 @@ _D = TypeVar("_D")
 NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 # A table header line; the anchors keep array lines such as `  [1, 2],` out.
 _HEADER = re.compile(r"\s*\[\[?[^\[\]=]+\]\]?\s*(?:#.*)?$")
-# Past these a value breaks what holds it (SQLite's and orjson's signed 64 bits; a C long
-# of seconds for the CPU rlimit), so it is a config error rather than a crash later.
-LARGEST_INTEGER = 2**63 - 1
+# Past this a duration breaks what holds it (a C long of seconds for the CPU rlimit), so
+# it is a config error rather than a crash later; so is an integer past
+# LARGEST_STORED_INTEGER.
 LONGEST_DURATION = 1_000_000_000  # seconds, about 31 years
 
 
@@ -169,7 +170,7 @@ class TomlTable:
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.fail(key, f"must be an integer (got {describe(value)})")
         return int(self._in_range(key, value, low=low,
-                                  high=LARGEST_INTEGER if high is None else high))
+                                  high=LARGEST_STORED_INTEGER if high is None else high))
 
     def seconds(self, key: str, default: _D, *, low: float, above: bool = False) -> float | _D:
         value = self.data.get(key)
@@ -184,7 +185,7 @@ class TomlTable:
         if value is None:
             return default
         size = parse_size(value, where=self.where(key))
-        return int(self._in_range(key, size, low=0, high=LARGEST_INTEGER, above=not zero))
+        return int(self._in_range(key, size, low=0, high=LARGEST_STORED_INTEGER, above=not zero))
 
     def location(self, key: str, base: Path, *, directory: bool) -> Path | None:
         value = self.string(key, None)

@@ -9,7 +9,10 @@ from supervisor.errors import InvalidJob
 MAX_KEY_LENGTH = 256
 MAX_PRIORITY = 9
 DEFAULT_MAX_PAYLOAD = 1024 * 1024
-MAX_ATTEMPTS = 2**63 - 1  # what the stores hold (SQLite's signed 64 bits)
+# The largest integer the stores and the JSON encoder hold (SQLite's and orjson's
+# signed 64 bits): past it a value is refused, not a crash later.
+LARGEST_STORED_INTEGER = 2**63 - 1
+MAX_ATTEMPTS = LARGEST_STORED_INTEGER
 
 
 def validate_key(key: str) -> str:
