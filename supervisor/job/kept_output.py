@@ -50,14 +50,17 @@ class OutputKeeper:
         self._printed = 0  # bytes the run printed so far
         self._stored = 0  # the store has what the run printed up to here
         self.dropped = 0  # bytes the store never got
-        self._writing = False
-        self._batch_done: anyio.Event | None = None  # set when the batch in flight ends
+        self._batch_done: anyio.Event | None = None  # the last batch's write: set when it ends
         self._closed = False
         self._refused = False  # the store takes no more of this run's output
         self._last_start = clock()
         self._retry_at = 0.0
         self._timer: asyncio.TimerHandle | None = None
         self._timer_due = 0.0
+
+    @property
+    def _writing(self) -> bool:
+        return self._batch_done is not None and not self._batch_done.is_set()
 
     def feed(self, chunk: bytes) -> None:
         """What the child printed (called by the output socket's reader)."""
@@ -78,7 +81,7 @@ class OutputKeeper:
         Also for a run whose lease was lost: its tail is worth reading."""
         self.close()
         with anyio.move_on_after(FINAL_WAIT):
-            if self._writing and self._batch_done is not None:
+            if self._batch_done is not None:
                 await self._batch_done.wait()
             if self._printed and not self._refused:
                 with contextlib.suppress(StoreFailure, StaleToken, JobNotFound):
@@ -96,7 +99,6 @@ class OutputKeeper:
         now = self._clock()
         if due <= now:
             self._cancel_timer()
-            self._writing = True
             self._batch_done = anyio.Event()
             self._last_start = now
             self._start(self._write_batch)
@@ -123,7 +125,6 @@ class OutputKeeper:
         except (StaleToken, JobNotFound):
             self._refused = True  # dispatched again, or its record is gone
         finally:
-            self._writing = False
             if self._batch_done is not None:
                 self._batch_done.set()
             self._schedule()
