@@ -196,7 +196,7 @@ class Serving:
         failures = StoreFailures("events")
         while True:
             try:
-                async with self._store.events() as events:
+                async with self._store.events(self.config.supervisor.id) as events:
                     failures.succeeded()
                     async for event in events:
                         self._on_event(event.kind, event.key, event.request)

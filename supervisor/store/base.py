@@ -324,8 +324,9 @@ class Store(Protocol):
     async def live_among(self, keys: Sequence[str]) -> set[str]:
         """Those of `keys` whose jobs are live; reads their states only.  Read-only."""
 
-    def events(self) -> AbstractAsyncContextManager[AsyncIterator[StoreEvent]]:
-        """Subscribe to change hints (wake, stop KEY, notify KEY)."""
+    def events(self, supervisor_id: str) -> AbstractAsyncContextManager[AsyncIterator[StoreEvent]]:
+        """Subscribe to the change hints for one supervisor: wake (a job it may claim, or
+        anything after a resume), and stop KEY, notify KEY and debug for the jobs it holds."""
 
     async def ping(self) -> None:
         """Raise `StoreUnavailable` if the store cannot be reached."""

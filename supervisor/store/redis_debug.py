@@ -1,5 +1,5 @@
-"""The Redis store's side of `poolsup debug KEY`: a request published on the pool's
-events channel (`d:<request>:<key>`), which the supervisor that runs the job answers
+"""The Redis store's side of `poolsup debug KEY`: a request published on the doorbell of
+the job's holder (`d:<request>:<key>`), which the supervisor that runs the job answers
 by writing its answer under `stacks:<request>` (kept a minute) and publishing on a
 channel of the same name.  The asker subscribes first and reads second, so an answer
 written in between is read, not missed (as `wait` does)."""
@@ -27,7 +27,10 @@ class RedisDebug:
     async def request_stacks(self, key: str) -> str:
         request = uuid.uuid4().hex
         with translated_errors(self._where):
-            await self._client.publish(self._keys.channel, f"d:{request}:{key}")
+            holder = cast(bytes | None, await self._client.hget(self._keys.job(key), "owner"))
+            if holder is not None:
+                await self._client.publish(self._keys.doorbell(holder.decode()),
+                                           f"d:{request}:{key}")
         return request
 
     async def answer_stacks(self, request: str, answer: bytes) -> None:

@@ -1,8 +1,10 @@
-"""Change hints from a pool's pub/sub channel, on a subscription that heals itself.
+"""Change hints from pub/sub channels, on a subscription that heals itself.
 
-Scripts publish `w` (a job became claimable), `s:<key>` (stop requested for a running
-job) and `n:<key>` (a notification was queued) on the pool's channel, and a job's final
-state on its own `ended:<key>` channel when it ends (read by `job_ends`, for `wait`).
+Scripts publish `w` (a job it may claim), `s:<key>` (stop requested for a job it holds)
+and `n:<key>` (a notification was queued for one) on one supervisor's doorbell
+(PoolKeys.doorbell), `w` for every supervisor on the pool's channel after a resume, and
+a job's final state on its own `ended:<key>` channel when it ends (read by `job_ends`,
+for `wait`).
 Hints are lost while the connection is down; after every reconnect the feed yields a
 `wake`, so the reader looks again.
 A subscription Redis refuses (an ACL user without the channel) is no lost connection:
@@ -12,7 +14,7 @@ it is raised as a StoreError, as a script's refusal would be.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import anyio
@@ -60,11 +62,11 @@ class EventFeed:
     it reconnects with backoff, forever, and yields a `wake` after each reconnect."""
 
     def __init__(
-        self, client: RedisClient, channel: str, *, where: str, probe_after: float = PROBE_AFTER,
-        parse: Callable[[bytes], StoreEvent | None] = parse_event,
+        self, client: RedisClient, channels: Sequence[str], *, where: str,
+        probe_after: float = PROBE_AFTER, parse: Callable[[bytes], StoreEvent | None] = parse_event,
     ) -> None:
         self._client = client
-        self._channel = channel
+        self._channels = list(channels)
         self._parse = parse
         self._where = where
         self._probe_after = probe_after
@@ -113,12 +115,13 @@ class EventFeed:
     async def _subscribe(self) -> None:
         pubsub = await open_pubsub(self._client)
         try:
-            await pubsub.subscribe(self._channel)
+            await pubsub.subscribe(*self._channels)
+            confirmed = 0
             with anyio.fail_after(SUBSCRIBE_TIMEOUT):
-                while True:
+                while confirmed < len(self._channels):
                     message = await pubsub.get_message(timeout=SUBSCRIBE_TIMEOUT)
                     if message is not None and message["type"] == "subscribe":
-                        break
+                        confirmed += 1
         except BaseException:
             await self._close(pubsub)
             raise
@@ -147,11 +150,11 @@ class EventFeed:
 
 @contextlib.asynccontextmanager
 async def open_feed(
-    client: RedisClient, channel: str, *, where: str,
+    client: RedisClient, *channels: str, where: str,
     parse: Callable[[bytes], StoreEvent | None] = parse_event,
 ) -> AsyncIterator[AsyncIterator[StoreEvent]]:
-    """A feed of `channel`, subscribed on entering, closed on leaving."""
-    feed = EventFeed(client, channel, where=where, parse=parse)
+    """A feed of `channels`, subscribed on entering, closed on leaving."""
+    feed = EventFeed(client, channels, where=where, parse=parse)
     await feed.start()
     try:
         yield feed

@@ -142,8 +142,18 @@ class PoolKeys:
 
     @property
     def channel(self) -> str:
-        """pub/sub channel of change hints: `w`, `s:<key>`, `n:<key>`."""
+        """pub/sub channel of the hints for every supervisor: `w` after a resume."""
         return self.prefix + "events"
+
+    def doorbell(self, supervisor_id: str) -> str:
+        """pub/sub channel per supervisor: `w` (a job it may claim), `s:<key>`, `n:<key>`
+        and `d:<request>:<key>` for the jobs it holds (lua/_lib.lua ring)."""
+        return f"{self.channel}:{supervisor_id}"
+
+    def waiting(self, handler: str) -> str:
+        """set per handler: the supervisors whose last claim left them room, of which a
+        job made claimable wakes one (lua/_lib.lua waiting_key and wake_waiting)."""
+        return f"{self.prefix}waiting:{handler}"
 
     def stacks_answer(self, request: str) -> str:
         """string per `debug` request (kept a minute): the answer of the supervisor that

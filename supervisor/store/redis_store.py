@@ -350,8 +350,9 @@ class RedisStore:
     async def snapshot(self) -> PoolSnapshot:
         return await self._reads.snapshot()
 
-    def events(self) -> AbstractAsyncContextManager[AsyncIterator[StoreEvent]]:
-        return open_feed(self._client, self._keys.channel, where=self._where)
+    def events(self, supervisor_id: str) -> AbstractAsyncContextManager[AsyncIterator[StoreEvent]]:
+        return open_feed(self._client, self._keys.channel, self._keys.doorbell(supervisor_id),
+                         where=self._where)
 
     def job_ends(self, key: str) -> AbstractAsyncContextManager[AsyncIterator[StoreEvent]]:
         return open_feed(self._client, self._keys.ended(key), where=self._where,

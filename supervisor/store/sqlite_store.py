@@ -368,7 +368,9 @@ class SqliteStore:
         return await self._db.read(
             lambda tx: read_snapshot(tx, self.pool, self._cutoff(tx), error))
 
-    def events(self) -> contextlib.AbstractAsyncContextManager[AsyncIterator[StoreEvent]]:
+    def events(
+        self, supervisor_id: str,
+    ) -> contextlib.AbstractAsyncContextManager[AsyncIterator[StoreEvent]]:
         return self._subscribe()
 
     @contextlib.asynccontextmanager

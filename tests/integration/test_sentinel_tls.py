@@ -29,7 +29,7 @@ from tests.helpers.redis_sentinel import SentinelSetup
 from tests.helpers.redis_server import RedisServer, TlsFiles
 from tests.helpers.tls import make_tls_files, redis_server_lacks_tls
 from tests.integration.conftest import Pool
-from tests.store.support import claim_one, new_job, next_event
+from tests.store.support import OWNER, claim_one, new_job, next_event, wait_for_work
 
 SENTINEL_PASSWORD = "watch/ful:pw"  # characters a URL must escape
 ECHO = {"echo": {"path": "basic.py", "function": "echo"}}
@@ -81,7 +81,8 @@ def failing_over(tls_files: TlsFiles) -> Iterator[SentinelSetup]:
 
 
 async def dispatch_claim_complete(store: Store, key: str) -> None:
-    async with store.events() as events:  # pub/sub through the sentinels, over TLS
+    await wait_for_work(store)
+    async with store.events(OWNER) as events:  # pub/sub through the sentinels, over TLS
         await store.dispatch(new_job(key))
         await next_event(events, "wake")
     job = await claim_one(store, lease_ttl=1)  # a short hold after a failover

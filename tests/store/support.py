@@ -46,6 +46,13 @@ async def claim(
     return await store.claim(owner, handlers, count, lease_ttl, max_lease_losses)
 
 
+async def wait_for_work(store: Store, *, owner: str = OWNER) -> None:
+    """A claim with room that finds nothing: `owner` then waits for work of HANDLER, and
+    the next job made claimable wakes it."""
+    batch = await claim(store, 1, owner=owner)
+    assert not batch.jobs, batch
+
+
 async def claim_one(
     store: Store, *, owner: str = OWNER, lease_ttl: float = LONG_TTL, max_lease_losses: int = 3
 ) -> ClaimedJob:

@@ -13,7 +13,7 @@ from supervisor.store import opened_store
 from supervisor.store.base import Store
 from tests.helpers.redis_server import RedisServer
 from tests.helpers.tls import make_tls_files, redis_server_lacks_tls
-from tests.store.support import claim_one, new_job, next_event
+from tests.store.support import OWNER, claim_one, new_job, next_event, wait_for_work
 
 pytestmark = pytest.mark.anyio
 
@@ -37,7 +37,8 @@ def acl_redis() -> Iterator[RedisServer]:
 
 
 async def dispatch_claim_complete_with_events(store: Store) -> None:
-    async with store.events() as events:
+    await wait_for_work(store)
+    async with store.events(OWNER) as events:
         await store.dispatch(new_job("k1"))
         await next_event(events, "wake")
     job = await claim_one(store)
@@ -92,7 +93,7 @@ async def test_events_on_a_channel_the_acl_user_may_not_read_are_a_store_error(
 ) -> None:
     async with opened_store(acl_redis.url_as("deaf", "deaf-pw"), pool_name) as store:
         with pytest.raises(StoreError, match="not permitted"):
-            async with store.events():
+            async with store.events(OWNER):
                 pass
 
 

@@ -38,7 +38,7 @@ async def test_an_unreachable_cluster_raises_store_unavailable(pool_name: str) -
 
 async def test_events_never_raise_while_the_cluster_is_unreachable(pool_name: str) -> None:
     url = f"redis+cluster://127.0.0.1:{free_port()}"
-    async with opened_store(url, pool_name) as store, store.events() as events:
+    async with opened_store(url, pool_name) as store, store.events(OWNER) as events:
         with anyio.move_on_after(0.5) as waited:
             await anext(events)
         assert waited.cancelled_caught

@@ -245,7 +245,7 @@ async def test_a_frozen_redis_raises_store_unavailable(
 
 async def test_events_never_raise_while_redis_is_unreachable(pool_name: str) -> None:
     url = f"redis://127.0.0.1:{free_port()}/0"
-    async with opened_store(url, pool_name) as store, store.events() as events:
+    async with opened_store(url, pool_name) as store, store.events(OWNER) as events:
         with anyio.move_on_after(0.5) as waited:
             await anext(events)
         assert waited.cancelled_caught
@@ -254,12 +254,13 @@ async def test_events_never_raise_while_redis_is_unreachable(pool_name: str) -> 
 async def test_events_resume_with_a_wake_after_redis_restarts(
     own_redis: RedisServer, pool_name: str
 ) -> None:
-    async with opened_store(own_redis.url, pool_name) as store, store.events() as events:
+    async with opened_store(own_redis.url, pool_name) as store, store.events(OWNER) as events:
         own_redis.stop()
         own_redis.start()
 
         assert await next_event(events, "wake", within=10) == StoreEvent("wake")
         await store.dispatch(new_job("k1"))
+        await claim_one(store)
         await store.notify("k1", b"{}")
         assert await next_event(events, "notify") == StoreEvent("notify", "k1")
 
@@ -268,7 +269,7 @@ async def test_events_notice_a_frozen_redis_and_wake_once_it_is_back(
     own_redis: RedisServer,
 ) -> None:
     client = connect(own_redis.url).client
-    feed = EventFeed(client, "poolsup:{probe}:events", where="test", probe_after=0.2)
+    feed = EventFeed(client, ["poolsup:{probe}:events"], where="test", probe_after=0.2)
     try:
         await feed.start()
         own_redis.pause()

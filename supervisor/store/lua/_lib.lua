@@ -287,6 +287,32 @@ local function ended_channel(pool, key)
   return string.sub(pool.running, 1, -(#'running' + 1)) .. 'ended:' .. key
 end
 
+-- Wake-ups go to one supervisor per claimable job, not to the pool.  A supervisor whose
+-- claim left it room waits in `waiting:<handler>` of each handler it runs (a set); a
+-- script that makes a job of `handler` claimable pops one of them and rings its
+-- doorbell, the channel `<events channel>:<supervisor>`, on which the supervisor also
+-- hears the stops, notes and debug requests of the jobs it holds (redis_keys.py
+-- PoolKeys.waiting and doorbell build the same names).  A supervisor popped that dies
+-- or freezes before it claims delays the job only to the next poll of the others.
+local function waiting_key(pool, handler)
+  return string.sub(pool.pending, 1, -(#'pending' + 1)) .. 'waiting:' .. handler
+end
+
+local function ring(channel, supervisor, hint)
+  redis.call('PUBLISH', channel .. ':' .. supervisor, hint)
+end
+
+local function wake_waiting(pool, channel, handler, n)
+  for _, supervisor in ipairs(redis.call('SPOP', waiting_key(pool, handler), n or 1)) do
+    ring(channel, supervisor, 'w')
+  end
+end
+
+-- The handler of a claim queue id (handler names have no colon).
+local function handler_of(id)
+  return string.match(id, '^[^:]*')
+end
+
 -- End the job in a final state: keep its record for the retention period, list it in
 -- done_<state>, drop its notifications, note the end in its history (the first line of
 -- `error`, which is the reason of a stop, as the detail).  `error` may be nil (left as it is) or false

@@ -24,7 +24,8 @@
 -- times of a rate-limited handler's starts within its period), running-load, the job
 -- hash and notes list of each job it completes, recovers or claims, the queue of
 -- a recovered job whose handler this owner does not run, and the reservations of
--- another supervisor that a claimed job's run-out reservation still names.  Each job's
+-- another supervisor that a claimed job's run-out reservation still names, and the
+-- waiting sets of its handlers (waiting:<handler>, written last).  Each job's
 -- undeclared keys are all read before the first write for that job, so that a key
 -- moved away by a resharding fails the script between jobs, never halfway through one.
 -- Returns: {OK, recovered, next due in (ms; of these handlers' jobs) or false,
@@ -185,7 +186,7 @@ end
 local failing = failing_window(tonumber(ARGV[9]), pool.now, tonumber(ARGV[10]))
 local defer = tonumber(ARGV[12])
 
-local recovered, requeued, judged, left = 0, false, {}, 0
+local recovered, requeued, judged, left = 0, {}, {}, 0
 local expired = {}
 if not held then
   expired = redis.call('ZRANGEBYSCORE', pool.running, '-inf', pool.now,
@@ -234,13 +235,10 @@ for _, key in ipairs(expired) do
         redis.call('HSET', job, 'lease_expired_at', f[5])
       end
       requeue(pool, job, key, front_score(pool))
-      requeued = true
+      requeued[f[4] or ''] = true
     end
     judged[#judged + 1] = {key, holder, counted and 1 or 0, losses, outcome}
   end
-end
-if requeued then
-  redis.call('PUBLISH', ARGV[7], 'w')
 end
 
 -- core/limits.py startable: the pool-wide limits of the handlers that have any, from
@@ -309,12 +307,13 @@ for i = FIRST_HANDLER, #ARGV do
 end
 
 -- Due jobs across the queues: highest priority first, then oldest, ties broken by key
--- as in one zset.  `count` from each queue, more where a group limit may skip some.
+-- as in one zset.  `count` from each queue and one more (a job left for another
+-- supervisor to wake for), more where a group limit may skip some.
 local GROUP_SCAN = 200
 local function due_jobs()
   local due = {}
   for _, queue in ipairs(handler_queues) do
-    local wanted = count
+    local wanted = count + 1
     if limits[queue.handler] and limits[queue.handler].per_group then
       wanted = count + GROUP_SCAN
     end
@@ -322,7 +321,7 @@ local function due_jobs()
                              'LIMIT', 0, wanted)
     for i = 1, #found, 2 do
       due[#due + 1] = {key = found[i], score = tonumber(found[i + 1]), queue = queue.key,
-                       priority = queue.priority}
+                       priority = queue.priority, handler = queue.handler}
     end
   end
   table.sort(due, function(a, b)
@@ -384,9 +383,11 @@ if count > 0 then
   end
 end
 
+local left_due  -- the handler of a due job this claim had no room for
 if count > #claimed then
   for _, entry in ipairs(due_jobs()) do
     if #claimed >= count then
+      left_due = entry.handler
       break
     end
     local key = entry.key
@@ -423,6 +424,19 @@ for _, queue in ipairs(handler_queues) do
 end
 if next_due then
   next_due = fmt(next_due)
+end
+-- Waiting for work (_lib.lua wake_waiting): while this claim left it room; a job it had
+-- no room for, or a recovered one of a handler it does not serve, wakes another.
+for i = FIRST_HANDLER, #ARGV do
+  redis.call(tonumber(ARGV[3]) > #claimed and 'SADD' or 'SREM', waiting_key(pool, ARGV[i]), owner)
+end
+if left_due then
+  wake_waiting(pool, ARGV[7], left_due)
+end
+for handler in pairs(requeued) do
+  if not serves[handler] then
+    wake_waiting(pool, ARGV[7], handler)
+  end
 end
 if claim_id ~= '' then
   local held = {}

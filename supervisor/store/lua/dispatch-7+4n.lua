@@ -9,7 +9,7 @@
 --       7 settings hash, then per request: job hash, notes list, claim queue
 --       (queue:<handler>, or queue:<handler>:<priority>),
 --       schedule-jobs:<schedule> (a name never written if it has no schedule)
--- ARGV: 1 events channel, 2 the plan's tick ('' for none), 3 its owner, then per
+-- ARGV: 1 events channel (a due job wakes one waiting supervisor of its handler), 2 the plan's tick ('' for none), 3 its owner, then per
 --       request: key, handler, payload (JSON text), max_attempts, run_at (ms, '' for
 --       now), schedule ('' for none), priority (0-9), group ('' for none), unique
 --       window (ms, 0 for none)
@@ -58,6 +58,14 @@ if #requests > 0 then
     pool.queues = {[queue_id(r.handler, r.priority)] = r.queue}
     create_job(pool, r)
   end
-  redis.call('PUBLISH', ARGV[1], 'w')
+  local due_now = {}
+  for _, r in ipairs(requests) do
+    if not r.run_at or r.run_at <= now then
+      due_now[r.handler] = (due_now[r.handler] or 0) + 1
+    end
+  end
+  for handler, n in pairs(due_now) do
+    wake_waiting(pool, ARGV[1], handler, n)
+  end
 end
 return {OK, created, max_pending or false}

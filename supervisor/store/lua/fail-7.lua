@@ -31,5 +31,7 @@ end
 redis.call('HSET', job, 'error', error)
 note_event(job, pool.now, 'failed', first_line(error) .. ' (will retry)')
 requeue(pool, job, key, pool.now + tonumber(ARGV[7]))
-redis.call('PUBLISH', ARGV[9], 'w')
+if tonumber(ARGV[7]) <= 0 then
+  wake_waiting(pool, ARGV[9], handler_of(ARGV[4]))
+end
 return {OK, 'pending'}

@@ -45,7 +45,10 @@ if key ~= '' then
                       max_attempts = ARGV[11], run_at = tonumber(optional(ARGV[12])),
                       schedule = ARGV[13], job = KEYS[8], notes = KEYS[9],
                       index = KEYS[11]})
-    redis.call('PUBLISH', ARGV[7], 'w')
+    local run_at = tonumber(optional(ARGV[12]))
+    if not run_at or run_at <= now then
+      wake_waiting(pool, ARGV[7], ARGV[9])
+    end
   end
 end
 

@@ -8,5 +8,7 @@ if state ~= 'pending' and state ~= 'running' then
   return {JOB_NOT_FOUND}
 end
 redis.call('RPUSH', KEYS[2], ARGV[2])
-redis.call('PUBLISH', ARGV[3], 'n:' .. ARGV[1])
+if state == 'running' then
+  ring(ARGV[3], redis.call('HGET', KEYS[1], 'owner'), 'n:' .. ARGV[1])  -- its holder's doorbell
+end
 return {OK}

@@ -44,5 +44,9 @@ elseif delay > 0 then
 else
   requeue(pool, job, key, front_score(pool))
 end
-redis.call('PUBLISH', ARGV[7], 'w')
+if target ~= '' then
+  ring(ARGV[7], target, 'w')
+elseif delay <= 0 then
+  wake_waiting(pool, ARGV[7], handler_of(ARGV[4]))
+end
 return {OK, 'pending'}

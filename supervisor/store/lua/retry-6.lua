@@ -40,5 +40,5 @@ if f[3] then
   redis.call('ZADD', KEYS[6], pool.now, key)
 end
 enqueue(pool, job, key, pool.now)
-redis.call('PUBLISH', ARGV[4], 'w')
+wake_waiting(pool, ARGV[4], f[2])
 return {OK, 'retried'}

@@ -36,6 +36,9 @@ if state == 'running' then
     note_event(job, store_now(), 'stopping', 'stop')
   end
   redis.call('HSET', job, 'stop_requested', 1)
-  redis.call('PUBLISH', ARGV[3], 's:' .. key)
+  local owner = redis.call('HGET', job, 'owner')
+  if owner then
+    ring(ARGV[3], owner, 's:' .. key)  -- its holder's doorbell
+  end
 end
 return {OK, state}
