@@ -294,21 +294,49 @@ end
 if paused['*'] then
   count = 0
 end
-local serves, handler_queues = {}, {}
+local serves, handler_queues, higher = {}, {}, {}
 for i = FIRST_HANDLER, #ARGV do
   local handler = ARGV[i]
   if not paused[handler] then
     serves[handler] = true
-    for priority = 9, 0, -1 do
-      handler_queues[#handler_queues + 1] = {handler = handler, priority = priority,
-                                             key = queue_of(pool, queue_id(handler, priority))}
+    for priority = 9, 1, -1 do
+      higher[#higher + 1] = {handler = handler, priority = priority,
+                             key = queue_of(pool, queue_id(handler, priority))}
     end
+  end
+end
+-- The queues of priorities 1-9 are read only when one of them exists (an empty zset
+-- does not): one EXISTS for them all, where most pools use no priority.
+local any_higher = false
+if #higher > 0 then
+  local names = {}
+  for i, queue in ipairs(higher) do
+    names[i] = queue.key
+  end
+  any_higher = redis.call('EXISTS', unpack(names)) > 0
+end
+for _, queue in ipairs(higher) do
+  if any_higher then
+    handler_queues[#handler_queues + 1] = queue
+  end
+  if queue.priority == 1 then
+    handler_queues[#handler_queues + 1] = {handler = queue.handler, priority = 0,
+                                           key = queue_of(pool, queue.handler)}
+  end
+end
+
+-- When a job of these handlers is next due, or a rate-limited one may start.
+local next_due = false
+local function due_in(wait)
+  if not next_due or wait < next_due then
+    next_due = wait
   end
 end
 
 -- Due jobs across the queues: highest priority first, then oldest, ties broken by key
--- as in one zset.  `count` from each queue and one more (a job left for another
--- supervisor to wake for), more where a group limit may skip some.
+-- as in one zset.  From each queue its first `count` and one more (a job left for
+-- another supervisor to wake for), more where a group limit may skip some; the first
+-- one not yet due says when the queue is next due.
 local GROUP_SCAN = 200
 local function due_jobs()
   local due = {}
@@ -317,10 +345,14 @@ local function due_jobs()
     if limits[queue.handler] and limits[queue.handler].per_group then
       wanted = count + GROUP_SCAN
     end
-    local found = redis.call('ZRANGEBYSCORE', queue.key, '-inf', pool.now, 'WITHSCORES',
-                             'LIMIT', 0, wanted)
+    local found = redis.call('ZRANGE', queue.key, 0, wanted - 1, 'WITHSCORES')
     for i = 1, #found, 2 do
-      due[#due + 1] = {key = found[i], score = tonumber(found[i + 1]), queue = queue.key,
+      local score = tonumber(found[i + 1])
+      if score > pool.now then
+        due_in(score - pool.now)
+        break
+      end
+      due[#due + 1] = {key = found[i], score = score, queue = queue.key,
                        priority = queue.priority, handler = queue.handler}
     end
   end
@@ -401,19 +433,8 @@ if count > #claimed then
   end
 end
 
--- When a job of these handlers is next due, or a rate-limited one may start.
-local next_due = false
-local function due_in(wait)
-  if not next_due or wait < next_due then
-    next_due = wait
-  end
-end
+-- When a rate-limited handler may start again.
 for _, queue in ipairs(handler_queues) do
-  local later = redis.call('ZRANGEBYSCORE', queue.key, after(pool.now), '+inf',
-                           'WITHSCORES', 'LIMIT', 0, 1)
-  if later[2] then
-    due_in(tonumber(later[2]) - pool.now)
-  end
   local l = limits[queue.handler]
   if l and l.rate and queue.priority == 0 then
     local starts = redis.call('ZRANGE', starts_key(queue.handler), 0, 0, 'WITHSCORES')
