@@ -8,7 +8,7 @@ import logging
 
 from supervisor.job.latest_write import LatestWrite, StartTask
 from supervisor.job.running import RunningJob
-from supervisor.service.store_failures import StoreFailures
+from supervisor.observe.store_failures import StoreFailures
 from supervisor.store.base import Store
 
 log = logging.getLogger("poolsup.jobs")

@@ -23,8 +23,8 @@ from supervisor.doorbell import Doorbell
 from supervisor.errors import StoreFailure, StoreUnavailable
 from supervisor.job.results import PendingResult, PendingResults, answer
 from supervisor.job.running import Registry
-from supervisor.service.metrics import metrics
-from supervisor.service.store_failures import StoreFailures
+from supervisor.observe.metrics import metrics
+from supervisor.observe.store_failures import StoreFailures
 from supervisor.store.base import Store
 from supervisor.store.policy import JUDGE_AFTER_GAP
 from supervisor.store.records import ClaimBatch, ClaimedJob, LeaseRecovery

@@ -24,7 +24,7 @@ import anyio
 from supervisor.errors import JobNotFound, StaleToken, StoreFailure
 from supervisor.job.latest_write import StartTask
 from supervisor.job.running import RunningJob
-from supervisor.service.store_failures import StoreFailures
+from supervisor.observe.store_failures import StoreFailures
 from supervisor.store.base import Store
 
 log = logging.getLogger("poolsup.jobs")

@@ -16,8 +16,8 @@ from supervisor.doorbell import Doorbell
 from supervisor.errors import StoreFailure
 from supervisor.forks.fork_client import ForkServerClient, ForkServerDied
 from supervisor.job.running import Registry
-from supervisor.service.metrics import metrics
-from supervisor.service.store_failures import StoreFailures
+from supervisor.observe.metrics import metrics
+from supervisor.observe.store_failures import StoreFailures
 from supervisor.store.base import Store
 from supervisor.store.records import JobStats, MembershipState
 

@@ -36,8 +36,8 @@ from supervisor.job.output import OutputPump
 from supervisor.job.running import Registry, RunningJob
 from supervisor.job.settle import Settler
 from supervisor.job.socket_feed import SocketFeed
-from supervisor.service.metrics import metrics
-from supervisor.service.store_failures import StoreFailures
+from supervisor.observe.metrics import metrics
+from supervisor.observe.store_failures import StoreFailures
 from supervisor.store.base import Store
 
 log = logging.getLogger("poolsup.jobs")

@@ -30,8 +30,8 @@ from supervisor.core.outcome import Abandon, Complete, Fail, Outcome, Release, S
 from supervisor.core.retry import backoff_delay
 from supervisor.errors import StaleToken, StoreFailure, StoreUnavailable
 from supervisor.job.running import Registry, RunningJob
-from supervisor.service.metrics import metrics
-from supervisor.service.store_failures import StoreFailures
+from supervisor.observe.metrics import metrics
+from supervisor.observe.store_failures import StoreFailures
 from supervisor.store.base import Store
 from supervisor.store.records import Lease
 

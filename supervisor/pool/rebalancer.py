@@ -27,7 +27,7 @@ from supervisor.core.rebalance import (
 )
 from supervisor.errors import StoreFailure
 from supervisor.job.running import MoveOrder, Registry, RunningJob
-from supervisor.service.metrics import metrics
+from supervisor.observe.metrics import metrics
 from supervisor.store.base import Store
 from supervisor.store.policy import LOSSES_RESET_TTLS
 from supervisor.store.records import SupervisorStatus

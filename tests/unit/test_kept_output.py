@@ -13,7 +13,7 @@ import pytest
 
 from supervisor.errors import StoreUnavailable
 from supervisor.job.kept_output import OutputKeeper
-from supervisor.service.store_failures import StoreFailures
+from supervisor.observe.store_failures import StoreFailures
 
 pytestmark = pytest.mark.anyio
 
