@@ -16,9 +16,6 @@ import anyio.from_thread
 import orjson
 
 from supervisor.bulk import dispatch_chunks, item_fields
-from supervisor.cli.limit_view import limit_view
-from supervisor.cli.schedule_view import schedule_views
-from supervisor.cli.status import render_status_json
 from supervisor.config import Config, HandlerConfig, ScheduleConfig, load_config
 from supervisor.core.plans import Plan, PlanDiff
 from supervisor.core.validation import (
@@ -33,6 +30,9 @@ from supervisor.core.validation import (
 from supervisor.errors import InvalidJob, NotRunning, UsageError
 from supervisor.job_output import AttemptOutput, OutputFollower, attempt_output, of_attempt
 from supervisor.pool.plan_apply import plan_diff
+from supervisor.reports.limits import limit_view
+from supervisor.reports.schedules import schedule_views
+from supervisor.reports.status import render_status_json
 from supervisor.run_at import check_run_at
 from supervisor.store import open_store
 from supervisor.store.base import Store
@@ -76,6 +76,12 @@ def client_options(config: Config) -> tuple[str, dict[str, Any]]:
         "schedules": config.schedules,
         "wait_replicas": config.pool.wait_replicas,
     }
+
+
+def client_for(config: Config) -> AsyncClient:
+    """A client of the pool that `config` describes."""
+    store, options = client_options(config)
+    return AsyncClient(store, **options)
 
 
 class AsyncClient:

@@ -13,10 +13,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeVar
 
+from supervisor.cadence import cadence_of, cron_problem
 from supervisor.core.limits import Limits, Rate
 from supervisor.core.ticks import Cadence
 from supervisor.errors import ConfigError
-from supervisor.pool.cadence import cadence_of, cron_problem
 from supervisor.redaction import redact_url
 from supervisor.sandbox_config import SandboxConfig, protected_paths, read_sandbox
 from supervisor.sizes import describe

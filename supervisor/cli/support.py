@@ -13,7 +13,7 @@ import anyio
 import click
 import orjson
 
-from supervisor.client import AsyncClient, client_options
+from supervisor.client import AsyncClient, client_for
 from supervisor.config import Config, load_config, resolve_config_path
 from supervisor.errors import PoolsupError
 
@@ -93,11 +93,6 @@ def first_poolsup_error(group: BaseExceptionGroup[BaseException]) -> PoolsupErro
 
 def read_config(config_path: str | None, *, require_handlers: bool = False) -> Config:
     return load_config(resolve_config_path(config_path), require_handlers=require_handlers)
-
-
-def client_for(config: Config) -> AsyncClient:
-    store, options = client_options(config)
-    return AsyncClient(store, **options)
 
 
 def with_client(config_path: str | None, action: Callable[[AsyncClient], Any]) -> Any:

@@ -4,14 +4,10 @@ attempt of the key (after a drain, a move, a crash or a retry) resumes from it."
 
 from __future__ import annotations
 
-import logging
-
 from supervisor.job.latest_write import LatestWrite, StartTask
 from supervisor.job.running import RunningJob
-from supervisor.service.store_failures import StoreFailures
+from supervisor.observe.store_failures import StoreFailures
 from supervisor.store.base import Store
-
-log = logging.getLogger("poolsup.jobs")
 
 
 class CheckpointKeeper(LatestWrite[bytes]):
@@ -28,8 +24,7 @@ class CheckpointKeeper(LatestWrite[bytes]):
         over the size limit is logged and ignored.  If the store never takes it, the
         next attempt resumes from the last checkpoint that was stored."""
         if len(value) > self._max_bytes:
-            log.error("[%s] checkpoint of %d bytes ignored: above max_payload (%d bytes) "
-                      "(token %d)", self._job.key, len(value), self._max_bytes,
-                      self._job.token)
+            self._job.log.error("checkpoint of %d bytes ignored: above max_payload (%d bytes)",
+                                len(value), self._max_bytes)
             return
         super().offer(value)

@@ -23,8 +23,9 @@ from supervisor.doorbell import Doorbell
 from supervisor.errors import StoreFailure, StoreUnavailable
 from supervisor.job.results import PendingResult, PendingResults, answer
 from supervisor.job.running import Registry
-from supervisor.service.metrics import metrics
-from supervisor.service.store_failures import StoreFailures
+from supervisor.observe.job_log import JobLog
+from supervisor.observe.metrics import metrics
+from supervisor.observe.store_failures import StoreFailures
 from supervisor.store.base import Store
 from supervisor.store.policy import JUDGE_AFTER_GAP
 from supervisor.store.records import ClaimBatch, ClaimedJob, LeaseRecovery
@@ -176,6 +177,6 @@ def _log_recovery(recovered: LeaseRecovery) -> None:
     """One line per expired lease, saying whether it counted as a loss of its job."""
     why = (f"lease loss {recovered.losses} in a row" if recovered.counted else
            f"not counted (the store failed over its end; {recovered.losses} in a row)")
-    log.log(logging.WARNING if recovered.counted else logging.INFO,
-            "[%s] lease of %s expired: %s; %s", recovered.key, recovered.holder, why,
-            recovered.outcome)
+    JobLog(log, recovered.key).log(logging.WARNING if recovered.counted else logging.INFO,
+                                   "lease of %s expired: %s; %s", recovered.holder, why,
+                                   recovered.outcome)

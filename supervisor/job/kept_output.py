@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import time
 from collections.abc import Callable
 
@@ -24,10 +23,8 @@ import anyio
 from supervisor.errors import JobNotFound, StaleToken, StoreFailure
 from supervisor.job.latest_write import StartTask
 from supervisor.job.running import RunningJob
-from supervisor.service.store_failures import StoreFailures
+from supervisor.observe.store_failures import StoreFailures
 from supervisor.store.base import Store
-
-log = logging.getLogger("poolsup.jobs")
 
 BATCH_INTERVAL = 0.5
 BATCH_BYTES = 65536
@@ -87,9 +84,8 @@ class OutputKeeper:
                 with contextlib.suppress(StoreFailure, StaleToken, JobNotFound):
                     await self._write(ended=True)
         if self.dropped or self._printed > self._stored:
-            log.warning("[%s] %d byte(s) of output not stored: the store lagged behind "
-                        "(token %d)", self._job.key,
-                        self.dropped + self._printed - self._stored, self._job.token)
+            self._job.log.warning("%d byte(s) of output not stored: the store lagged behind",
+                                  self.dropped + self._printed - self._stored)
 
     def _schedule(self) -> None:
         if self._writing or self._closed or self._refused or self._printed == self._stored:

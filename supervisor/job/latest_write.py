@@ -14,7 +14,7 @@ import anyio
 
 from supervisor.doorbell import Doorbell
 from supervisor.errors import StaleToken, StoreFailure
-from supervisor.service.store_failures import StoreFailures
+from supervisor.observe.store_failures import StoreFailures
 
 T = TypeVar("T")
 # How a job starts a task of its own: its task group's `start_soon`.

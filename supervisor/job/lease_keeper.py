@@ -16,8 +16,9 @@ from supervisor.doorbell import Doorbell
 from supervisor.errors import StoreFailure
 from supervisor.forks.fork_client import ForkServerClient, ForkServerDied
 from supervisor.job.running import Registry
-from supervisor.service.metrics import metrics
-from supervisor.service.store_failures import StoreFailures
+from supervisor.observe.job_log import JobLog
+from supervisor.observe.metrics import metrics
+from supervisor.observe.store_failures import StoreFailures
 from supervisor.store.base import Store
 from supervisor.store.records import JobStats, MembershipState
 
@@ -126,7 +127,7 @@ class LeaseKeeper:
                     continue  # its outcome went in while this renewal was in flight
                 self.stats.leases_lost += 1
                 metrics.leases_lost.inc()
-                log.warning("[%s] lease lost (token %d)", job.key, job.token)
+                JobLog(log, job.key, job.token).warning("lease lost")
                 job.request_stop(StopReason.LEASE_LOST)
                 continue  # a key's stop and notes are for its run that holds the lease
             if job.key in result.stop_requested:

@@ -19,7 +19,7 @@ from sandbox import protocol
 from supervisor.errors import StoreFailure
 from supervisor.job.latest_write import LatestWrite, StartTask
 from supervisor.job.running import RunningJob
-from supervisor.service.store_failures import StoreFailures
+from supervisor.observe.store_failures import StoreFailures
 from supervisor.store.base import Store
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 import signal
 from collections.abc import Callable
 from contextlib import suppress
@@ -36,11 +35,9 @@ from supervisor.job.output import OutputPump
 from supervisor.job.running import Registry, RunningJob
 from supervisor.job.settle import Settler
 from supervisor.job.socket_feed import SocketFeed
-from supervisor.service.metrics import metrics
-from supervisor.service.store_failures import StoreFailures
+from supervisor.observe.metrics import metrics
+from supervisor.observe.store_failures import StoreFailures
 from supervisor.store.base import Store
-
-log = logging.getLogger("poolsup.jobs")
 
 RESULT_READ_GRACE = 2.0
 FLUSH_TIMEOUT = 1.0  # for checkpoints and note acks still in flight at the end
@@ -100,17 +97,16 @@ async def run_job(job: RunningJob, services: JobServices) -> bool:
             key=job.key,
         )
     except PoolsupError as error:  # nothing of the job ran
-        log.error("[%s] %s (token %d)", job.key, error, job.token)
+        job.log.error("%s", error)
         release = Release(f"could not start: {error}", delay=SPAWN_RETRY_DELAY)
         return await services.settler.settle(job, release)
     job.attach(child)
     services.child_started()
     if child.pid is None:
-        log.warning("[%s] started %s attempt %d token %d; its fork server died before "
-                    "reporting the child", job.key, claimed.handler, claimed.attempt, job.token)
+        job.log.warning("started %s attempt %d; its fork server died before reporting the "
+                        "child", claimed.handler, claimed.attempt)
     else:
-        log.info("[%s] started %s attempt %d token %d pid %s",
-                 job.key, claimed.handler, claimed.attempt, job.token, child.pid)
+        job.log.debug("started %s attempt %d pid %s", claimed.handler, claimed.attempt, child.pid)
     exit_report, details = await _supervise(job, child, services)
     if exit_report.fenced:
         metrics.fenced_kills.inc()
@@ -233,7 +229,6 @@ async def _stop(job: RunningJob, child: Child, writer: ControlWriter, stop_grace
         with anyio.move_on_after(stop_grace) as grace:
             await job.lease_lost_event.wait()
         if grace.cancelled_caught:
-            log.info("[%s] did not stop within stop_grace (%g s), killing (token %d)",
-                     job.key, stop_grace, job.token)
+            job.log.info("did not stop within stop_grace (%g s), killing", stop_grace)
             job.killed_at_grace_end()
         await fork_server.kill(child.job_id)

@@ -17,6 +17,7 @@ from supervisor.doorbell import Doorbell
 from supervisor.forks import procfs
 from supervisor.forks.fork_client import Child, ForkServerClient
 from supervisor.job.stacks import StackRequests, Stacks
+from supervisor.observe.job_log import JobLog
 from supervisor.store.records import ClaimedJob, JobStats, Lease
 
 log = logging.getLogger("poolsup.jobs")
@@ -56,6 +57,10 @@ class RunningJob:
     _on_notes: Callable[[], object] | None = None  # called once, at the first note
     _on_stop: Callable[[], object] | None = None  # called once, when a stop is first wanted
     _last_sample: procfs.ProcessSample | None = None
+    log: JobLog = field(init=False, repr=False)  # its lines carry its key and token
+
+    def __post_init__(self) -> None:
+        self.log = JobLog(log, self.claimed.key, self.claimed.token)
 
     @property
     def key(self) -> str:
@@ -101,7 +106,7 @@ class RunningJob:
         """Ask for a stop; the first reason wins, except that a lost lease overrides all."""
         if self.stop_reason is None or reason is StopReason.LEASE_LOST:
             if self.stop_reason is not reason:
-                log.info("[%s] stopping: %s (token %d)", self.key, reason.value, self.token)
+                self.log.info("stopping: %s", reason.value)
             self.stop_reason = reason
         if reason is StopReason.LEASE_LOST:
             self.lease_lost_event.set()

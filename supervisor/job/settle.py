@@ -18,7 +18,6 @@ end from counting as a loss of the job.
 
 from __future__ import annotations
 
-import logging
 import random
 from collections.abc import Awaitable, Callable
 
@@ -30,12 +29,10 @@ from supervisor.core.outcome import Abandon, Complete, Fail, Outcome, Release, S
 from supervisor.core.retry import backoff_delay
 from supervisor.errors import StaleToken, StoreFailure, StoreUnavailable
 from supervisor.job.running import Registry, RunningJob
-from supervisor.service.metrics import metrics
-from supervisor.service.store_failures import StoreFailures
+from supervisor.observe.metrics import metrics
+from supervisor.observe.store_failures import StoreFailures
 from supervisor.store.base import Store
 from supervisor.store.records import Lease
-
-log = logging.getLogger("poolsup.jobs")
 
 MIN_OUTCOME_WAIT = 1.0
 # A result waits this long for a claim to carry it (a claim waits while no fork server
@@ -81,14 +78,13 @@ async def _settle(job: RunningJob, outcome: Outcome, store: Store, failures: Sto
             failures.succeeded()
             return True
         except StaleToken:
-            log.warning("[%s] lease lost; outcome not stored (token %d)", job.key, job.token)
+            job.log.warning("lease lost; outcome not stored")
             return True
         except (StoreFailure, TimeoutError) as error:
             delay = failures.failed(error)
             if protocol.fence_clock() + delay >= give_up_at():
-                log.warning("[%s] outcome not stored, left to the store's recovery once the "
-                            "lease expires (token %d): %s", job.key, job.token,
-                            str(error) or "no answer")
+                job.log.warning("outcome not stored, left to the store's recovery once the "
+                                "lease expires: %s", str(error) or "no answer")
                 return False
             await anyio.sleep(delay)
 
@@ -106,7 +102,7 @@ async def _store_outcome(job: RunningJob, outcome: Outcome, store: Store,
             except (StoreFailure, TimeoutError):
                 await store.complete(lease, result_json)
             metrics.outcomes.labels("succeeded", "").inc()
-            log.info("[%s] succeeded (token %d)", job.key, job.token)
+            job.log.info("succeeded")
         case Fail(error, final):
             delay = backoff_delay(job.claimed.attempt, random.random())
             final = final or job.claimed.attempt >= job.max_attempts
@@ -114,24 +110,24 @@ async def _store_outcome(job: RunningJob, outcome: Outcome, store: Store,
             kind = {"pending": "retried", "failed": "failed"}.get(state, state)
             metrics.outcomes.labels(kind, outcome.cause).inc()
             if state == "pending":
-                log.info("[%s] attempt %d failed, retry in %.1f s (token %d): %s",
-                         job.key, job.claimed.attempt, delay, job.token, error)
+                job.log.info("attempt %d failed, retry in %.1f s: %s",
+                             job.claimed.attempt, delay, error)
             else:
-                log.info("[%s] %s (token %d): %s", job.key, state, job.token, error)
+                job.log.info("%s: %s", state, error)
         case Release(why, delay):
             move = job.move if job.stop_reason is StopReason.REBALANCE else None
             if move is None:
                 await store.release(lease, delay=delay, reason=why)
-                log.info("[%s] released (token %d): %s", job.key, job.token, why)
+                job.log.info("released: %s", why)
             else:
                 await store.release(lease, reserve_for=move.target, reserve_ttl=move.reserve_ttl,
                                     reason=why)
-                log.info("[%s] released for %s (token %d)", job.key, move.target, job.token)
+                job.log.info("released for %s", move.target)
             metrics.outcomes.labels("released", "").inc()
         case Stopped(why):
             await store.finish_stopped(lease, why)
             metrics.outcomes.labels("stopped", "").inc()
-            log.info("[%s] stopped (token %d)", job.key, job.token)
+            job.log.info("stopped")
         case Abandon(why):
             metrics.outcomes.labels("abandoned", "").inc()
-            log.warning("[%s] abandoned (token %d): %s", job.key, job.token, why)
+            job.log.warning("abandoned: %s", why)

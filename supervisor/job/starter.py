@@ -16,6 +16,7 @@ from supervisor.errors import StaleToken, StoreFailure
 from supervisor.forks.fork_servers import ForkServers
 from supervisor.job.runner import SPAWN_RETRY_DELAY, JobServices, run_job
 from supervisor.job.running import RunningJob
+from supervisor.observe.job_log import JobLog
 from supervisor.store.records import ClaimedJob
 
 log = logging.getLogger("poolsup")
@@ -55,19 +56,19 @@ class JobStarter:
         if admission is Admission.DUPLICATE:
             return  # already running here: starting it again must be a no-op
         if admission is Admission.STALE:
-            log.warning("[%s] ignored an outdated claim (token %d)", job.key, job.token)
+            JobLog(log, job.key, job.token).warning("ignored an outdated claim")
             return
         self._group.start_soon(self._run, job, name=f"job {claimed.key}")
 
     async def _hand_back(self, claimed: ClaimedJob) -> None:
-        log.warning("[%s] handler %r is no longer configured here; released (token %d)",
-                    claimed.key, claimed.handler, claimed.token)
+        job_log = JobLog(log, claimed.key, claimed.token)
+        job_log.warning("handler %r is no longer configured here; released", claimed.handler)
         try:
             await self._services.store.release(
                 claimed.lease, delay=SPAWN_RETRY_DELAY,
                 reason=f"handler {claimed.handler!r} is not configured here")
         except (StoreFailure, StaleToken) as error:
-            log.warning("[%s] could not release (token %d): %s", claimed.key, claimed.token, error)
+            job_log.warning("could not release: %s", error)
 
     async def _run(self, job: RunningJob) -> None:
         try:
@@ -77,11 +78,12 @@ class JobStarter:
         except Exception:
             # A bug here must cost one job, not the supervisor: kill its child and
             # let the lease expire, so the store's recovery runs it again.
-            log.exception("[%s] supervising the job failed (token %d)", job.key, job.token)
+            job_log = JobLog(log, job.key, job.token)
+            job_log.exception("supervising the job failed")
             with anyio.CancelScope(shield=True):
                 try:
                     await job.fork_server.kill(job.job_id)
                 except Exception:
-                    log.exception("[%s] could not kill its child (token %d)", job.key, job.token)
+                    job_log.exception("could not kill its child")
         finally:
             self._services.registry.remove(job)

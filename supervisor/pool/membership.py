@@ -14,7 +14,7 @@ import anyio
 
 from supervisor.doorbell import Doorbell
 from supervisor.errors import StoreFailure, SupervisorIdTaken
-from supervisor.service.store_failures import StoreFailures
+from supervisor.observe.store_failures import StoreFailures
 from supervisor.store.base import Store
 from supervisor.store.records import MembershipState, SupervisorInfo
 

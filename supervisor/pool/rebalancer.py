@@ -27,7 +27,8 @@ from supervisor.core.rebalance import (
 )
 from supervisor.errors import StoreFailure
 from supervisor.job.running import MoveOrder, Registry, RunningJob
-from supervisor.service.metrics import metrics
+from supervisor.observe.job_log import JobLog
+from supervisor.observe.metrics import metrics
 from supervisor.store.base import Store
 from supervisor.store.policy import LOSSES_RESET_TTLS
 from supervisor.store.records import SupervisorStatus
@@ -135,7 +136,7 @@ class Rebalancer:
         for key, target in pick_jobs(candidates, targets,
                                      losses_reset_after=losses_reset_after(self._lease_ttl)):
             job = jobs[key]
-            log.info("[%s] moving to %s (token %d)", key, target, job.token)
+            JobLog(log, key, job.token).info("moving to %s", target)
             job.move_to(MoveOrder(target, reservation_time(self._lease_ttl)))
             metrics.moves.inc()
 

@@ -26,17 +26,17 @@ import anyio
 import anyio.abc
 import orjson
 
+from supervisor.cadence import tick_label
 from supervisor.config import HandlerConfig, ScheduleConfig
 from supervisor.core.plans import InvalidPlan, parse_plan
 from supervisor.core.ticks import Fire, Wait, decide_tick, fingerprint, tick_abandoned
 from supervisor.doorbell import Doorbell
 from supervisor.errors import PoolsupError, StaleTick, StoreFailure
 from supervisor.forks.fork_client import ForkServerClient
-from supervisor.pool.cadence import tick_label
+from supervisor.observe.metrics import metrics
+from supervisor.observe.store_failures import StoreFailures
 from supervisor.pool.plan_apply import apply_plan
 from supervisor.pool.producers import ProducerFailed, run_producer
-from supervisor.service.metrics import metrics
-from supervisor.service.store_failures import StoreFailures
 from supervisor.store.base import Store
 from supervisor.store.records import (
     RELEASED,

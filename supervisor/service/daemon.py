@@ -23,16 +23,16 @@ from supervisor.job.results import PendingResults
 from supervisor.job.runner import JobServices, JobSettings
 from supervisor.job.running import Registry
 from supervisor.job.settle import Settler
+from supervisor.observe.metrics import metrics
+from supervisor.observe.store_failures import StoreFailures
 from supervisor.pool.membership import Membership
 from supervisor.pool.producers import sandboxed_code
-from supervisor.service.metrics import metrics
 from supervisor.service.sd_notify import (
     NO_SERVICE_MANAGER,
     ServiceEnvironment,
     take_service_environment,
 )
 from supervisor.service.serving import Lifetime, Serving, rebalanced
-from supervisor.service.store_failures import StoreFailures
 from supervisor.store import opened_store
 from supervisor.store.base import Store
 from supervisor.store.records import SupervisorInfo

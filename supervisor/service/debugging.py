@@ -3,7 +3,6 @@ thread stacks, or why there are none, written to the store for the asker."""
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import orjson
@@ -11,8 +10,6 @@ import orjson
 from supervisor.errors import StoreFailure
 from supervisor.job.running import RunningJob
 from supervisor.store.base import Store
-
-log = logging.getLogger("poolsup.jobs")
 
 # How long the child gets to answer: its reporter runs between two bytecodes of the
 # main thread, at once unless that thread is inside C code.
@@ -35,5 +32,4 @@ async def answer_debug(store: Store, job: RunningJob, request: str, supervisor: 
     try:
         await store.answer_stacks(request, orjson.dumps(answer))
     except StoreFailure as error:
-        log.warning("[%s] could not store the debug answer (token %d): %s", job.key,
-                    job.token, error.message)
+        job.log.warning("could not store the debug answer: %s", error.message)

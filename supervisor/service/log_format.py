@@ -8,24 +8,16 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Mapping
 from typing import IO, Any
 
 import orjson
 
+from supervisor.observe.job_log import ABOUT, JobRef
+
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 JOURNAL_FORMAT = "%(levelname)s %(name)s: %(message)s"
 LOG_FORMATS = ("text", "json")
-
-# Job lines read `[KEY] ... (token N)` (or `... token N ...`).  Until the job log calls
-# pass `extra={"key": ..., "token": ...}`, the JSON formatter reads them from the
-# format string and its arguments, which is exact whatever the key holds.
-_CONVERSION = re.compile(r"%[-#0 +\d.]*[a-zA-Z%]")
-_KEY_PREFIX = "[%s] "
-_TOKEN_MARK = re.compile(r"\btoken %d")
-_FORMATTED_KEY = re.compile(r"\[([^\]]+)\] ")
-_FORMATTED_TOKEN = re.compile(r"\btoken (\d+)")
 
 
 def _syslog_priority(levelno: int) -> int:
@@ -41,26 +33,30 @@ def _syslog_priority(levelno: int) -> int:
 
 
 def job_fields(record: logging.LogRecord) -> dict[str, Any]:
-    """The `key` and `token` of the job a record is about (either may be missing)."""
-    fields: dict[str, Any] = {
-        name: getattr(record, name) for name in ("key", "token") if hasattr(record, name)
-    }
-    msg, args = record.msg, record.args
-    if isinstance(msg, str) and isinstance(args, tuple) and args:
-        if msg.startswith(_KEY_PREFIX):
-            fields.setdefault("key", str(args[0]))
-        mark = _TOKEN_MARK.search(msg)
-        if mark is not None:
-            index = sum(1 for c in _CONVERSION.findall(msg[: mark.end() - 2]) if c != "%%")
-            if index < len(args):
-                fields.setdefault("token", args[index])
-        return fields
+    """The `key` and `token` of the job a record is about (either may be missing): its
+    `JobLog`'s, or the ones it was given as `extra`."""
+    about: JobRef | None = getattr(record, ABOUT, None)
+    if about is not None:
+        return {"key": about.key} if about.token is None else {"key": about.key,
+                                                               "token": about.token}
+    return {name: getattr(record, name) for name in ("key", "token") if hasattr(record, name)}
+
+
+def message_of(record: logging.LogRecord) -> str:
+    """The record's message; a line about a job shows its key and token."""
     message = record.getMessage()
-    if (key := _FORMATTED_KEY.match(message)) is not None:
-        fields.setdefault("key", key.group(1))
-        if (token := _FORMATTED_TOKEN.search(message, key.end())) is not None:
-            fields.setdefault("token", int(token.group(1)))
-    return fields
+    about: JobRef | None = getattr(record, ABOUT, None)
+    return message if about is None else about.line(message)
+
+
+class TextFormatter(logging.Formatter):
+    """logging's own, but for lines about a job (`message_of`)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        about: JobRef | None = getattr(record, ABOUT, None)
+        if about is not None:
+            record.message = about.line(record.message)
+        return super().formatMessage(record)
 
 
 class JsonFormatter(logging.Formatter):
@@ -69,7 +65,7 @@ class JsonFormatter(logging.Formatter):
             "time": record.created,
             "level": record.levelname,
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": message_of(record),
             **job_fields(record),
         }
         if record.exc_info:
@@ -93,7 +89,7 @@ def formatter_for(log_format: str, *, journal: bool) -> logging.Formatter:
     if log_format == "json":
         formatter: logging.Formatter = JsonFormatter()
     else:
-        formatter = logging.Formatter(JOURNAL_FORMAT if journal else TEXT_FORMAT)
+        formatter = TextFormatter(JOURNAL_FORMAT if journal else TEXT_FORMAT)
     return JournalFormatter(formatter) if journal else formatter
 
 

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 import anyio
 
 from supervisor.core.retry import loop_retry_delay
-from supervisor.service.metrics import metrics
+from supervisor.observe.metrics import metrics
 
 log = logging.getLogger("poolsup")
 

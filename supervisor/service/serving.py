@@ -25,16 +25,17 @@ from supervisor.job.lease_keeper import LeaseKeeper
 from supervisor.job.results import PendingResults
 from supervisor.job.runner import JobServices
 from supervisor.job.starter import JobStarter
+from supervisor.observe.health import health
+from supervisor.observe.metrics import metrics
+from supervisor.observe.store_failures import StoreFailures
 from supervisor.pool.membership import Membership
 from supervisor.pool.producers import sandboxed_code
 from supervisor.pool.rebalancer import Rebalancer
 from supervisor.pool.scheduler import Scheduler
 from supervisor.service.debugging import answer_debug
-from supervisor.service.health import check_in, health
+from supervisor.service.health import check_in
 from supervisor.service.loops import supervised
-from supervisor.service.metrics import metrics
 from supervisor.service.sd_notify import ServiceEnvironment
-from supervisor.service.store_failures import StoreFailures
 from supervisor.service.systemd import ServiceReporter
 from supervisor.store.records import PAUSE_ALL
 

@@ -19,8 +19,8 @@ from supervisor.core.service_status import DrainProgress, drain_extension, statu
 from supervisor.core.watchdog import TICK_TOLERANCE, next_watchdog_tick, reason_to_withhold_ping
 from supervisor.forks.fork_client import ForkServerClient
 from supervisor.job.running import Registry
+from supervisor.observe.store_failures import StoreFailures
 from supervisor.service.sd_notify import Notifier, ServiceEnvironment
-from supervisor.service.store_failures import StoreFailures
 
 log = logging.getLogger("poolsup.systemd")
 

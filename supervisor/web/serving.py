@@ -15,7 +15,7 @@ import anyio
 import uvicorn
 from starlette.applications import Starlette
 
-from supervisor.cli.support import client_for
+from supervisor.client import client_for
 from supervisor.config import Config
 from supervisor.errors import ConfigError, PoolsupError, UsageError
 from supervisor.web.app import DashboardSettings, create_app

@@ -193,3 +193,26 @@ def hoards(job: Job) -> dict[str, Any]:
     """Keep `job.payload["mib"]` MiB after it returns, as a leaking cache would."""
     _HOARD.append(b"\x01" * (int(job.payload["mib"]) << 20))
     return {"pid": os.getpid()}
+
+
+def leaves_traces(job: Job) -> dict[str, Any]:
+    """With `{"secret": ...}`: writes it in its scratch directory, takes one note, gives the
+    next a second to arrive and leaves it unread.  With `{"earlier": path}`: what it can
+    see of an earlier job's scratch directory and notes."""
+    seen: dict[str, Any] = {"pid": os.getpid(), "scratch": job.scratch}
+    if "secret" in job.payload:
+        with open(os.path.join(job.scratch, "secret.txt"), "w") as file:
+            file.write(job.payload["secret"])
+        seen["note"] = job.next_notification(timeout=20)
+        time.sleep(1.0)  # the second note reaches this child, unread
+        return seen
+    earlier = job.payload["earlier"]
+    try:
+        with open(os.path.join(earlier, "secret.txt")) as file:
+            seen["secret"] = file.read()
+    except OSError as error:
+        seen["secret"] = None
+        seen["error"] = type(error).__name__
+    seen["earlier_exists"] = os.path.exists(earlier)
+    seen["note"] = job.next_notification(timeout=1.0)
+    return seen

@@ -20,7 +20,7 @@ from supervisor.job.claimer import Claimer
 from supervisor.job.results import PendingResults
 from supervisor.job.running import Registry, RunningJob
 from supervisor.job.settle import Settler
-from supervisor.service.store_failures import StoreFailures
+from supervisor.observe.store_failures import StoreFailures
 from supervisor.store.base import Store
 from supervisor.store.records import ClaimBatch, ClaimedJob, DispatchRequest
 

@@ -359,6 +359,8 @@ POOL_HANDLERS: dict[str, dict[str, Any]] = {
              "cpu_limit": 1, "max_attempts": 1},
     "unsettles": {"path": "reused.py", "function": "unsettles", "max_jobs_per_child": 100,
                   "max_attempts": 1},
+    "traces": {"path": "reused.py", "function": "leaves_traces", "max_jobs_per_child": 100,
+               "max_attempts": 1},
     "unsettles_as_nobody": {"path": "reused.py", "function": "unsettles",
                             "max_jobs_per_child": 100, "max_attempts": 1, "user": "nobody",
                             "group": "nogroup", "cwd": "/tmp"},
@@ -419,6 +421,26 @@ def test_pool_seven_jobs_run_in_three_children_in_order(
         assert record["error"].startswith(f"ValueError: job bad-{index} gave up\n"), record
         assert "raise ValueError" in record["error"]
     assert len(set(pids_file.read_text().split())) == 1
+
+
+def test_pool_the_next_job_in_a_reused_child_cannot_read_the_earlier_ones_scratch_or_notes(
+    reused_pool: Pool,
+) -> None:
+    client = reused_pool.client()
+    client.dispatch("trace-1", {"secret": "of trace-1"}, handler="traces")
+    running_pid(client, "trace-1")
+    client.notify("trace-1", {"n": 1})
+    client.notify("trace-1", {"n": 2})  # left unread in the child
+    first = wait_for(lambda: finished(client, "trace-1"), 30, message="trace-1")
+    assert first["state"] == "succeeded", first
+    assert first["result"]["note"] == {"n": 1}
+    earlier = first["result"]["scratch"]
+    second = finish(client, "trace-2", "traces", {"earlier": earlier})
+    assert second["state"] == "succeeded", second
+    seen = second["result"]
+    assert seen["pid"] == first["result"]["pid"]  # the same child
+    assert seen["scratch"] != earlier
+    assert (seen["secret"], seen["earlier_exists"], seen["note"]) == (None, False, None), seen
 
 
 @pytest.mark.parametrize("handler", ["sleeps", "waits"])  # stop-unaware, stop-aware

@@ -17,7 +17,7 @@ from supervisor.core.outcome import Complete
 from supervisor.errors import StoreUnavailable
 from supervisor.job.running import Registry, RunningJob
 from supervisor.job.settle import Settler
-from supervisor.service.store_failures import StoreFailures
+from supervisor.observe.store_failures import StoreFailures
 from supervisor.store.base import Store
 from supervisor.store.records import DispatchRequest, Lease
 

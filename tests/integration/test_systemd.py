@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import psutil
@@ -309,21 +310,36 @@ def test_jobs_never_see_the_service_managers_variables(
 # -- log formats
 
 
-def test_json_log_lines_parse_and_carry_each_jobs_key_and_token(sqlite_pool: Pool) -> None:
+def json_lines_about(sqlite_pool: Pool, key: str, *args: str) -> tuple[list[dict[str, Any]], int]:
+    """The JSON log lines of a supervisor (started with `args`) that mention `key`, once
+    it ran that job to its end, and the job's token."""
     config = sqlite_pool.config({"echo": {"path": "basic.py", "function": "echo"}})
-    supervisor = sqlite_pool.start(config, serving=False, args=("--log-format", "json"))
+    supervisor = sqlite_pool.start(config, serving=False, args=("--log-format", "json", *args))
     wait_for(lambda: "serving pool" in supervisor.log(), 20, message="serving")
     client = sqlite_pool.client()
-    key = "odd] key (token 0)"
     client.dispatch(key, {}, handler="echo")
-    token = wait_for(lambda: finished(client, key), 20)["token"]
+    token: int = wait_for(lambda: finished(client, key), 20)["token"]
     supervisor.signal(signal.SIGTERM)
     assert supervisor.wait(30) == 0
     lines = [orjson.loads(line) for line in supervisor.log().splitlines()]
     assert all({"time", "level", "logger", "message"} <= line.keys() for line in lines)
-    about_the_job = [line for line in lines if key in line["message"]]
-    assert len(about_the_job) >= 2  # started, succeeded
+    return [line for line in lines if key in line["message"]], token
+
+
+def test_json_log_lines_parse_and_carry_each_jobs_key_and_token(sqlite_pool: Pool) -> None:
+    key = "odd] key (token 0) %s %d"
+    about_the_job, token = json_lines_about(sqlite_pool, key, "--log-level", "debug")
+    assert [line["level"] for line in about_the_job] == ["DEBUG", "INFO"]  # started, succeeded
     assert all((line["key"], line["token"]) == (key, token) for line in about_the_job)
+    assert all(line["message"].startswith(f"[{key}] ") for line in about_the_job)
+    assert about_the_job[-1]["message"] == f"[{key}] succeeded (token {token})"
+
+
+def test_a_finished_job_writes_one_info_line(sqlite_pool: Pool) -> None:
+    """Its start is a DEBUG line: at INFO, the supervisor's log work per job is one line."""
+    about_the_job, token = json_lines_about(sqlite_pool, "quiet-1")
+    assert [(line["level"], line["message"]) for line in about_the_job] == [
+        ("INFO", f"[quiet-1] succeeded (token {token})")]
 
 
 STUBBORN_PRINTER = """

@@ -5,6 +5,7 @@ gets is the newest bytes at their true offsets."""
 
 from __future__ import annotations
 
+import logging
 from types import SimpleNamespace
 from typing import Any
 
@@ -13,7 +14,8 @@ import pytest
 
 from supervisor.errors import StoreUnavailable
 from supervisor.job.kept_output import OutputKeeper
-from supervisor.service.store_failures import StoreFailures
+from supervisor.observe.job_log import JobLog
+from supervisor.observe.store_failures import StoreFailures
 
 pytestmark = pytest.mark.anyio
 
@@ -62,7 +64,8 @@ class SlowStore:
 
 
 def keeper_on(store: SlowStore, group: anyio.abc.TaskGroup) -> OutputKeeper:
-    job = SimpleNamespace(key="k", token=1, lease=object(), claimed=SimpleNamespace(attempt=1))
+    job = SimpleNamespace(key="k", token=1, lease=object(), claimed=SimpleNamespace(attempt=1),
+                          log=JobLog(logging.getLogger("poolsup.jobs"), "k", 1))
     return OutputKeeper(job, store, StoreFailures("job output"),  # type: ignore[arg-type]
                         max_bytes=MAX_BYTES, start=group.start_soon)
 

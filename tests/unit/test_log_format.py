@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 
+from supervisor.observe.job_log import JobLog
 from supervisor.service.log_format import JsonFormatter, formatter_for, stderr_is_journal
 
 
@@ -34,36 +35,67 @@ def test_json_line_has_time_level_logger_and_message() -> None:
     assert "key" not in line and "token" not in line
 
 
+def job_record(msg: str, *args: Any, key: str = "thumb-1", token: int | None = 7,
+               level: int = logging.INFO) -> logging.LogRecord:
+    """The record a job's logger (`JobLog`) makes."""
+    made: list[logging.LogRecord] = []
+    logger = logging.getLogger("poolsup.test-job-log")
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
+    handler = logging.Handler()
+    handler.emit = made.append  # type: ignore[method-assign]
+    logger.addHandler(handler)
+    try:
+        JobLog(logger, key, token).log(level, msg, *args)
+    finally:
+        logger.removeHandler(handler)
+    (one,) = made
+    return one
+
+
 def test_json_line_about_a_job_carries_its_key_and_token() -> None:
-    line = as_json(record("[%s] attempt %d failed, retry in %.1f s (token %d): %s",
-                          "thumb-1", 1, 2.0, 7, "ValueError: token 99"))
+    line = as_json(job_record("attempt %d failed, retry in %.1f s: %s", 1, 2.0,
+                              "ValueError: token 99"))
     assert (line["key"], line["token"]) == ("thumb-1", 7)
+    assert line["message"] == "[thumb-1] attempt 1 failed, retry in 2.0 s: ValueError: token 99 " \
+        "(token 7)"
 
 
-def test_a_key_with_brackets_and_a_token_in_the_error_text_are_read_right() -> None:
-    line = as_json(record("[%s] %s (token %d)", "a] (token 5) [b", "lost token 3", 12))
-    assert (line["key"], line["token"]) == ("a] (token 5) [b", 12)
-
-
-def test_the_started_line_carries_its_token() -> None:
-    line = as_json(record("[%s] started %s attempt %d token %d pid %s", "k", "h", 1, 4, 321))
-    assert (line["key"], line["token"]) == ("k", 4)
+def test_a_key_with_brackets_percents_and_a_token_in_its_text_is_carried_as_it_is() -> None:
+    key = "a] (token 5) %s %d [b"
+    line = as_json(job_record("%s", "lost token 3", key=key, token=12))
+    assert (line["key"], line["token"]) == (key, 12)
+    assert line["message"] == f"[{key}] lost token 3 (token 12)"
 
 
 def test_a_job_line_without_a_token_carries_its_key() -> None:
-    line = as_json(record("[%s] %s", "k", "output line"))
-    assert line["key"] == "k"
+    line = as_json(job_record("lease of %s expired", "b", token=None))
+    assert line["key"] == "thumb-1"
     assert "token" not in line
+    assert line["message"] == "[thumb-1] lease of b expired"
 
 
-def test_an_already_formatted_job_line_is_parsed_from_its_text() -> None:
+def test_text_lines_about_a_job_show_its_key_and_its_token_on_the_first_line() -> None:
+    made = job_record("failed: %s", "ValueError: boom\n\nTraceback ...", level=logging.WARNING)
+    text = formatter_for("text", journal=False).format(made)
+    assert text.endswith(" WARNING poolsup.test-job-log: [thumb-1] failed: ValueError: boom "
+                         "(token 7)\n\nTraceback ...")
+    assert formatter_for("text", journal=True).format(made) == (
+        "<4>WARNING poolsup.test-job-log: [thumb-1] failed: ValueError: boom (token 7)\n<4>\n"
+        "<4>Traceback ..."
+    )
+
+
+def test_a_line_that_only_looks_like_a_jobs_is_not_read_as_one() -> None:
+    """Key and token come from the record's fields, never from the message's text."""
     line = as_json(record("[k-2] released (token 8): drain"))
-    assert (line["key"], line["token"]) == ("k-2", 8)
+    assert "key" not in line and "token" not in line
 
 
-def test_key_and_token_given_as_extra_win() -> None:
-    line = as_json(record("something about a job", key="k-3", token=9))
+def test_key_and_token_given_as_extra_are_carried() -> None:
+    line = as_json(record("[%s] %s", "k-3", "a line the handler printed", key="k-3", token=9))
     assert (line["key"], line["token"]) == ("k-3", 9)
+    assert line["message"] == "[k-3] a line the handler printed"
 
 
 def test_json_line_carries_the_traceback() -> None:
@@ -78,13 +110,13 @@ def test_json_line_carries_the_traceback() -> None:
 
 
 def test_text_has_a_timestamp_except_in_the_journal() -> None:
-    made = record("[%s] succeeded (token %d)", "k", 3, level=logging.WARNING)
+    made = job_record("succeeded", key="k", token=3, level=logging.WARNING)
     assert formatter_for("text", journal=False).format(made).endswith(
-        " WARNING poolsup.jobs: [k] succeeded (token 3)"
+        " WARNING poolsup.test-job-log: [k] succeeded (token 3)"
     )
     assert formatter_for("text", journal=False).format(made)[:2] == "20"
     assert formatter_for("text", journal=True).format(made) == (
-        "<4>WARNING poolsup.jobs: [k] succeeded (token 3)"
+        "<4>WARNING poolsup.test-job-log: [k] succeeded (token 3)"
     )
 
 

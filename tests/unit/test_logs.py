@@ -8,6 +8,7 @@ import logging
 import orjson
 import pytest
 
+from supervisor.observe.job_log import JobLog
 from supervisor.service.logs import logging_to_stderr
 
 log = logging.getLogger("poolsup.test")
@@ -25,7 +26,7 @@ def test_a_job_line_reads_as_logged_with_its_time_and_level(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     with logging_to_stderr("info"):
-        log.info("[%s] succeeded (token %d)", "job-1", 7)
+        JobLog(log, "job-1", 7).info("succeeded")
     line = capsys.readouterr().err.strip()
     assert line.endswith(" INFO poolsup.test: [job-1] succeeded (token 7)")
     assert line[:4].isdigit()  # the timestamp
@@ -43,14 +44,16 @@ def test_a_changing_argument_is_shown_as_it_was_when_logged(
 
 def test_json_lines_keep_the_job_key_and_token(capsys: pytest.CaptureFixture[str]) -> None:
     with logging_to_stderr("info", "json"):
-        log.warning("[%s] lease lost (token %d)", "k 1", 12)
+        JobLog(log, "k 1", 12).warning("lease lost")
         try:
             raise ValueError("boom")
-        except ValueError:
-            log.exception("[%s] failed (token %d)", "k 2", 13)
+        except ValueError:  # formatted before it is queued
+            JobLog(log, "k 2", 13).exception("failed")
     first, second = (orjson.loads(line) for line in capsys.readouterr().err.splitlines())
     assert (first["key"], first["token"], first["level"]) == ("k 1", 12, "WARNING")
     assert (second["key"], second["token"]) == ("k 2", 13)
+    assert (first["message"], second["message"]) == ("[k 1] lease lost (token 12)",
+                                                     "[k 2] failed (token 13)")
     assert "ValueError: boom" in second["traceback"]
 
 

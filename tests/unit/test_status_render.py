@@ -2,7 +2,8 @@
 
 import dataclasses
 
-from supervisor.cli.status import render_status_json, render_status_text
+from supervisor.cli.status import render_status_text
+from supervisor.reports.status import render_status_json
 from supervisor.store.records import (
     JobRecord,
     PoolSnapshot,

@@ -5,7 +5,7 @@ import logging
 import pytest
 
 from supervisor.errors import StoreError, StoreUnavailable
-from supervisor.service.store_failures import StoreFailures
+from supervisor.observe.store_failures import StoreFailures
 
 OOM = ("redis at redis://h/0 refused the request: command not allowed when used memory "
        "> 'maxmemory'. script: {sha}, on @user_script:85.")

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from supervisor.cadence import Cron, tick_label
 from supervisor.core.ticks import (
     NEW_SCHEDULE_GRACE,
     Every,
@@ -20,7 +21,6 @@ from supervisor.core.ticks import (
     fingerprint,
     jitter_offset,
 )
-from supervisor.pool.cadence import Cron, tick_label
 
 
 def at(text: str, zone: str = "UTC") -> float:

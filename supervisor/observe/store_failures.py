@@ -9,7 +9,7 @@ import time
 
 from supervisor.core.retry import loop_retry_delay
 from supervisor.errors import StoreFailure, StoreUnavailable
-from supervisor.service.metrics import metrics
+from supervisor.observe.metrics import metrics
 
 log = logging.getLogger("poolsup.store")
 

@@ -12,7 +12,7 @@ import socket
 import threading
 from typing import Any
 
-from supervisor.service.health import health
+from supervisor.observe.health import health
 
 log = logging.getLogger("poolsup.metrics")
 
