@@ -26,7 +26,7 @@ import redis.asyncio.connection
 from common import redis_server
 
 from supervisor.client import AsyncClient
-from supervisor.store import sqlite_db
+from supervisor.store.sqlite import db as sqlite_db
 from supervisor.web.app import DashboardSettings, create_app
 from supervisor.web.views import job_path
 

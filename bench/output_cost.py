@@ -20,7 +20,7 @@ import redis
 from common import redis_server, supervisor
 
 from supervisor import Client
-from supervisor.store.redis_keys import PoolKeys
+from supervisor.store.redis.keys import PoolKeys
 
 KEY = "printer"
 

@@ -34,7 +34,7 @@ import redis
 from common import redis_server, supervisor
 
 from supervisor import Client
-from supervisor.store.redis_keys import PoolKeys
+from supervisor.store.redis.keys import PoolKeys
 
 HANDLERS = {"noop": {"path": "noop.py"}}
 SCRIPT_CALLS = ("eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro")

@@ -18,7 +18,7 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from supervisor.store.records import DispatchRequest
-from supervisor.store.redis_store import RedisStore
+from supervisor.store.redis.store import RedisStore
 from tests.helpers.redis_sentinel import cli
 from tests.helpers.redis_server import RedisServer
 

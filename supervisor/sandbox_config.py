@@ -10,7 +10,7 @@ from pathlib import Path
 
 from sandbox.policy import PROFILES
 from supervisor.sizes import describe
-from supervisor.store.sqlite_schema import path_from_url
+from supervisor.store.sqlite.schema import path_from_url
 from supervisor.toml_tables import TomlTable
 
 _NETWORK_WORDS = ("all", "none")

@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from supervisor.errors import ConfigError
 from supervisor.redaction import redact_url
 from supervisor.store.base import Store
-from supervisor.store.redis_url import SCHEMES as REDIS_SCHEMES
+from supervisor.store.redis.url import SCHEMES as REDIS_SCHEMES
 
 __all__ = ["Store", "open_store", "opened_store"]
 
@@ -24,13 +24,13 @@ async def open_store(url: str, pool: str, *, retention: float = DEFAULT_RETENTIO
     The caller closes it; `opened_store` does that for you."""
     scheme = url.partition("://")[0].lower() if "://" in url else ""
     if scheme in REDIS_SCHEMES:
-        from supervisor.store.redis_store import RedisStore
+        from supervisor.store.redis.store import RedisStore
 
         return await RedisStore.open(url, pool, retention=retention,
                                      wait_replicas=wait_replicas)
     if scheme == "sqlite":
         # Imported by name so that each store's driver loads only when it is used.
-        sqlite_store = importlib.import_module("supervisor.store.sqlite_store")
+        sqlite_store = importlib.import_module("supervisor.store.sqlite.store")
         store: Store = await sqlite_store.SqliteStore.open(url, pool, retention=retention)
         return store
     raise ConfigError(

@@ -22,8 +22,8 @@ import pytest
 
 from supervisor import Client
 from supervisor.errors import StoreFailure
-from supervisor.store.redis_keys import PoolKeys
-from supervisor.store.redis_store import NO_LOCK_DELAY_ENV
+from supervisor.store.redis.keys import PoolKeys
+from supervisor.store.redis.store import NO_LOCK_DELAY_ENV
 from tests.helpers.pool import (
     FINISHED,
     SupervisorProcess,

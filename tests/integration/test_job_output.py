@@ -14,7 +14,7 @@ from pathlib import Path
 
 import redis
 
-from supervisor.store.redis_keys import PoolKeys
+from supervisor.store.redis.keys import PoolKeys
 from tests.acceptance.test_cli import poolsup
 from tests.helpers.pool import finished, wait_for
 from tests.integration.conftest import Pool

@@ -23,7 +23,7 @@ import pytest
 from supervisor.errors import StoreFailure, StoreUnavailable
 from supervisor.store import opened_store
 from supervisor.store.base import Store
-from supervisor.store.redis_connection import connect
+from supervisor.store.redis.connection import connect
 from tests.helpers.pool import finished, wait_for, write_pool
 from tests.helpers.redis_sentinel import SentinelSetup
 from tests.helpers.redis_server import RedisServer, TlsFiles

@@ -12,7 +12,7 @@ import psutil
 import pytest
 import redis
 
-from supervisor.store.redis_keys import PoolKeys
+from supervisor.store.redis.keys import PoolKeys
 from tests.helpers.pool import assert_one_process_at_a_time, finished, read_ledger, wait_for
 from tests.helpers.redis_server import RedisServer, free_port
 from tests.integration.conftest import Pool

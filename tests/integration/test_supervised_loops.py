@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from supervisor.store.redis_keys import PoolKeys
+from supervisor.store.redis.keys import PoolKeys
 from tests.helpers.pool import finished, wait_for
 from tests.helpers.redis_server import free_port
 from tests.integration.conftest import Pool

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from supervisor.store.redis_keys import PoolKeys
-from supervisor.store.redis_scripts import commands
+from supervisor.store.redis.keys import PoolKeys
+from supervisor.store.redis.scripts import commands
 from tests.helpers.pool import wait_for
 from tests.integration.conftest import Pool
 

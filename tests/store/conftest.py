@@ -32,7 +32,7 @@ def store_target(request: pytest.FixtureRequest, tmp_path: Path, pool_name: str)
         return StoreTarget("cluster", request.getfixturevalue("redis_cluster").url, pool_name)
     # Imported here so that a store module that cannot be imported is an error of every
     # test of that store, never a skip that passes.
-    importlib.import_module("supervisor.store.sqlite_store")
+    importlib.import_module("supervisor.store.sqlite.store")
     return StoreTarget("sqlite", f"sqlite:///{tmp_path}/pool.db", pool_name)
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from supervisor.store import sqlite_db, sqlite_schema
+from supervisor.store.sqlite import db as sqlite_db
+from supervisor.store.sqlite import schema as sqlite_schema
 
 POOL = "media"
 

@@ -112,7 +112,7 @@ CREATE TABLE supervisors (
 ) STRICT;
 
 -- The host whose boot clock the lease deadlines and last_seen times count on: a
--- file opened after a reboot has every running lease expired (sqlite_schema.py).
+-- file opened after a reboot has every running lease expired (sqlite/schema.py).
 -- boot_id is '' until an opener could read its boot id.
 CREATE TABLE host (
     id INTEGER PRIMARY KEY CHECK (id = 1),
@@ -176,7 +176,7 @@ CREATE TABLE starts (
 ) STRICT;
 CREATE INDEX starts_by_handler ON starts (pool, handler, at);
 
--- Each job's history (sqlite_history.py): its newest events, oldest first by id, with
+-- Each job's history (sqlite/history.py): its newest events, oldest first by id, with
 -- the store time, the supervisor and token of the run concerned, and a detail.  They
 -- go with the job's record.
 CREATE TABLE job_events (

@@ -65,7 +65,7 @@ CREATE TABLE supervisors (
 ) STRICT;
 
 -- The host whose boot clock the lease deadlines and last_seen times count on: a
--- file opened after a reboot has every running lease expired (sqlite_schema.py).
+-- file opened after a reboot has every running lease expired (sqlite/schema.py).
 CREATE TABLE host (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     boot_id TEXT NOT NULL

@@ -19,7 +19,7 @@ import redis
 
 from supervisor.store.policy import JUDGE_AFTER_GAP, MIN_CLAIM_GAP
 from supervisor.store.records import LeaseRecovery
-from supervisor.store.sqlite_schema import path_from_url
+from supervisor.store.sqlite.schema import path_from_url
 from tests.helpers.redis_cluster import RedisClusterNodes
 from tests.store.conftest import Connect, StoreTarget
 from tests.store.support import (

@@ -12,7 +12,7 @@ from supervisor.errors import StoreError
 from supervisor.store import opened_store
 from supervisor.store.base import Store
 from supervisor.store.records import DispatchRequest, TickRequest
-from supervisor.store.redis_keys import PoolKeys
+from supervisor.store.redis.keys import PoolKeys
 from tests.helpers.redis_server import RedisServer
 from tests.store.support import HANDLER, claim
 

@@ -16,11 +16,11 @@ from supervisor.redaction import redact_url
 from supervisor.store import open_store, opened_store
 from supervisor.store.base import Store
 from supervisor.store.records import Lease, StoreEvent
-from supervisor.store.redis_connection import connect
-from supervisor.store.redis_events import EventFeed
-from supervisor.store.redis_keys import PoolKeys
-from supervisor.store.redis_scripts import KeysChanged, Scripts, Status, commands
-from supervisor.store.redis_store import LAYOUT
+from supervisor.store.redis.connection import connect
+from supervisor.store.redis.events import EventFeed
+from supervisor.store.redis.keys import PoolKeys
+from supervisor.store.redis.scripts import KeysChanged, Scripts, Status, commands
+from supervisor.store.redis.store import LAYOUT
 from tests.helpers.redis_server import RedisServer, free_port
 from tests.store.support import (
     HANDLER,

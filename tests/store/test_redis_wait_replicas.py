@@ -16,7 +16,7 @@ import redis
 from supervisor.errors import StoreUnavailable
 from supervisor.store.base import Store
 from supervisor.store.records import DispatchRequest
-from supervisor.store.redis_store import RedisStore
+from supervisor.store.redis.store import RedisStore
 from tests.helpers.redis_cluster import RedisClusterNodes
 from tests.helpers.redis_sentinel import cli
 from tests.helpers.redis_server import RedisServer

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from supervisor.errors import ConfigError
-from supervisor.store import sqlite_schema
 from supervisor.store.records import DispatchRequest
-from supervisor.store.sqlite_store import SqliteStore
+from supervisor.store.sqlite import schema as sqlite_schema
+from supervisor.store.sqlite.store import SqliteStore
 from tests.store.support import supervisor
 
 pytestmark = pytest.mark.anyio

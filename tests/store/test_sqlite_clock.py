@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.store import sqlite_db
 from supervisor.store.policy import JUDGE_AFTER_GAP
 from supervisor.store.records import DispatchRequest, Lease
-from supervisor.store.sqlite_schema import SCHEMA_VERSION
-from supervisor.store.sqlite_store import SqliteStore
+from supervisor.store.sqlite import db as sqlite_db
+from supervisor.store.sqlite.schema import SCHEMA_VERSION
+from supervisor.store.sqlite.store import SqliteStore
 from tests.store.support import supervisor
 
 pytestmark = pytest.mark.anyio

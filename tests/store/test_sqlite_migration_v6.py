@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.store import sqlite_db, sqlite_schema
-from supervisor.store.sqlite_schema import SCHEMA_VERSION
-from supervisor.store.sqlite_store import SqliteStore
+from supervisor.store.sqlite import db as sqlite_db
+from supervisor.store.sqlite import schema as sqlite_schema
+from supervisor.store.sqlite.schema import SCHEMA_VERSION
+from supervisor.store.sqlite.store import SqliteStore
 
 pytestmark = pytest.mark.anyio
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.store.sqlite_schema import SCHEMA_VERSION
-from supervisor.store.sqlite_store import SqliteStore
+from supervisor.store.sqlite.schema import SCHEMA_VERSION
+from supervisor.store.sqlite.store import SqliteStore
 from tests.store.old_files import old_store_file
 
 pytestmark = pytest.mark.anyio

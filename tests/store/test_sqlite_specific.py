@@ -18,10 +18,10 @@ import anyio
 import pytest
 
 from supervisor.errors import ConfigError, StoreUnavailable
-from supervisor.store import sqlite_schema
 from supervisor.store.records import DispatchRequest
-from supervisor.store.sqlite_schema import SCHEMA_VERSION
-from supervisor.store.sqlite_store import SqliteStore
+from supervisor.store.sqlite import schema as sqlite_schema
+from supervisor.store.sqlite.schema import SCHEMA_VERSION
+from supervisor.store.sqlite.store import SqliteStore
 from tests.store.support import supervisor
 
 pytestmark = pytest.mark.anyio
@@ -216,7 +216,7 @@ async def test_waiting_for_a_lock_does_not_block_the_event_loop(db_path: Path) -
 WORKER = """
 import json, sys, anyio
 from supervisor.store.records import DispatchRequest
-from supervisor.store.sqlite_store import SqliteStore
+from supervisor.store.sqlite.store import SqliteStore
 
 async def main(url, name, rounds):
     store = await SqliteStore.open(url, "media")

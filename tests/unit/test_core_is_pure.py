@@ -71,11 +71,11 @@ def test_allowed_poolsup_modules_import_only_pure_ones() -> None:
     "line",
     [
         "from supervisor.store import open_store",
-        "from supervisor.store.redis_store import RedisStore",
+        "from supervisor.store.redis.store import RedisStore",
         "from supervisor import daemon",
         "from .. import store",
         "import os.path",
-        "import supervisor.store.sqlite_db",
+        "import supervisor.store.sqlite.db",
         "from time import monotonic",
     ],
 )

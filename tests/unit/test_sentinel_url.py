@@ -7,8 +7,8 @@ import pytest
 import redis
 
 from supervisor.errors import ConfigError
-from supervisor.store.redis_connection import connect
-from supervisor.store.redis_url import SentinelTarget, parse
+from supervisor.store.redis.connection import connect
+from supervisor.store.redis.url import SentinelTarget, parse
 from tests.helpers.redis_server import free_port
 
 

@@ -1,0 +1,419 @@
+-- Helpers shared by every command script: redis/scripts.py prepends this file.
+--
+-- Times are store milliseconds with a microsecond fraction, read from Redis TIME.
+-- Lua 5.1 prints numbers with 14 digits, so never tostring() or `..` a time: pass it
+-- to redis.call as a number or format it with fmt().
+--
+-- `pool` tables, built by each script from its KEYS, name the pool-wide keys that
+-- finish(), enqueue() and front_score() touch: pending, running, done_succeeded,
+-- done_failed, done_stopped; `queues` (handler -> its queue key) and `reserved`
+-- (supervisor -> its reservations key), the per-handler and per-supervisor keys the
+-- script declared; plus now and retention (ms).  Only the scripts that find jobs while
+-- they run (claim, members, upgrade-layout) also set `prefix`, from which the names of
+-- keys they could not declare are built (see redis/keys.py for why that is safe).
+--
+-- Every pending job is in two zsets with the same score: the pool-wide `pending` (for
+-- listing, counts and front_score) and its handler's `queue:<handler>` (for claiming),
+-- so a backlog of one handler is never scanned by a claim for another.  A job released
+-- for one supervisor (a move: `reserved_for` in its hash) is in a third,
+-- `reserved:<supervisor>`, which that supervisor's claims read first; its score in all
+-- three is `reserved_until`, so that other claims see it only once the reservation has
+-- run out.  enqueue and dequeue are the only places that maintain these zsets; a
+-- running job is in none of them.
+
+local OK, JOB_EXISTS, JOB_NOT_FOUND, STALE_TOKEN, SUPERVISOR_ID_TAKEN, KEYS_CHANGED, STALE_TICK = 0, 1, 2, 3, 4, 5, 6
+
+local function store_now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+end
+
+local function fmt(ms)
+  return string.format('%.3f', ms)
+end
+
+-- An exclusive score bound, exact to the last bit.
+local function after(ms)
+  return string.format('(%.17g', ms)
+end
+
+-- Key names, for the scripts that find jobs while they run (pool.prefix); they mirror
+-- supervisor/store/redis/keys.py.
+local function job_key(prefix, key)
+  return prefix .. 'job:' .. key
+end
+
+local function notes_key(prefix, key)
+  return prefix .. 'notes:' .. key
+end
+
+local function queue_key(prefix, handler)
+  return prefix .. 'queue:' .. handler
+end
+
+local function reserved_key(prefix, supervisor)
+  return prefix .. 'reserved:' .. supervisor
+end
+
+-- A per-handler or per-supervisor key: declared in KEYS (the script's `declared` table),
+-- or built from the prefix by the scripts that find their keys as they run (claim,
+-- upgrade-layout).
+local function declared_or_built(pool, declared, build, name, what)
+  local key = declared[name]
+  if key then
+    return key
+  end
+  if not pool.prefix then
+    error(what .. ' ' .. name .. ' was not declared in KEYS')
+  end
+  return build(pool.prefix, name)
+end
+
+-- The claim queue of a handler's jobs of one priority: the handler's name for
+-- priority 0, handler:priority for 1 to 9 (handler names have no colon).
+local function queue_id(handler, priority)
+  priority = tonumber(priority or '0') or 0
+  if priority > 0 then
+    return handler .. ':' .. priority
+  end
+  return handler
+end
+
+local function queue_of(pool, id)
+  return declared_or_built(pool, pool.queues, queue_key, id, 'the claim queue')
+end
+
+local function reserved_of(pool, supervisor)
+  return declared_or_built(pool, pool.reserved, reserved_key, supervisor,
+                           'the reservation set of')
+end
+
+-- Add the job to the pending zsets (pool-wide, its handler's, and its reservation's if
+-- the hash names one) at `score`.
+local function enqueue(pool, job, key, score)
+  local f = redis.call('HMGET', job, 'handler', 'reserved_for', 'priority')
+  redis.call('ZADD', pool.pending, score, key)
+  redis.call('ZADD', queue_of(pool, queue_id(f[1], f[3])), score, key)
+  if f[2] then
+    redis.call('ZADD', reserved_of(pool, f[2]), score, key)
+  end
+end
+
+-- Take the pending job out of the pending zsets; a reservation goes with it (claimed,
+-- or ended).
+local function dequeue(pool, job, key)
+  redis.call('ZREM', pool.pending, key)
+  local f = redis.call('HMGET', job, 'handler', 'reserved_for', 'priority')
+  if f[1] then
+    redis.call('ZREM', queue_of(pool, queue_id(f[1], f[3])), key)
+  end
+  if f[2] then
+    redis.call('ZREM', reserved_of(pool, f[2]), key)
+    redis.call('HDEL', job, 'reserved_for', 'reserved_until', 'moved_from')
+  end
+end
+
+-- The store took a write: last_ok = now, and ok_since = now if the last one is older
+-- than `gap` ms (or unknown).
+local function touch_health(health, now, gap)
+  local last = redis.call('HGET', health, 'last_ok')
+  if not last or now - tonumber(last) > gap then
+    redis.call('HSET', health, 'ok_since', fmt(now))
+  end
+  redis.call('HSET', health, 'last_ok', fmt(now))
+end
+
+-- Is the job running under exactly this lease?
+-- Notes are a list plus `notes_acked` in the job hash, the count of entries ever
+-- removed from its head: the note at list index i (from 0) has seq notes_acked + i + 1.
+local function notes_acked(job)
+  return tonumber(redis.call('HGET', job, 'notes_acked') or '0')
+end
+
+local function holds(job, token, owner)
+  local f = redis.call('HMGET', job, 'state', 'token', 'owner')
+  return f[1] == 'running' and f[2] == token and f[3] == owner
+end
+
+-- Under maxmemory, Redis refuses a script's writes only while none has run yet, and
+-- only those that may grow memory (HSET, not DEL or ZREM).  A script whose first write
+-- may be a deletion calls this before it with its `write-probe` key: SETRANGE of
+-- nothing on a missing key is refused like any growing write, and otherwise changes
+-- nothing.
+local function refuse_when_full(probe)
+  redis.call('SETRANGE', probe, 0, '')
+end
+
+-- Score that puts a job ahead of every pending job, and never in the future.
+local function front_score(pool)
+  local first = redis.call('ZRANGE', pool.pending, 0, 0, 'WITHSCORES')
+  local oldest = pool.now
+  if first[2] and tonumber(first[2]) < oldest then
+    oldest = tonumber(first[2])
+  end
+  return oldest - 1
+end
+
+-- The running jobs counted, kept by every script that starts or ends a run, so that
+-- `members` and the pool-wide limits read one small hash instead of every running job:
+-- the hash named after pool.running, with fields owner NUL handler (for members),
+-- handler, and handler NUL NUL group (for max_running and max_running_per_group).
+local function load_key(pool)
+  return pool.running .. '-load'
+end
+
+local function add_to(hash, field, delta)
+  if redis.call('HINCRBY', hash, field, delta) <= 0 then
+    redis.call('HDEL', hash, field)
+  end
+end
+
+local function count_run(pool, owner, handler, group, delta)
+  local load = load_key(pool)
+  add_to(load, owner .. '\0' .. handler, delta)
+  add_to(load, handler, delta)
+  if group then
+    add_to(load, handler .. '\0\0' .. group, delta)
+  end
+end
+
+-- A running job leaves `running`: it no longer counts.
+local function end_run(pool, job, key)
+  local f = redis.call('HMGET', job, 'state', 'owner', 'handler', 'group')
+  if f[1] == 'running' and f[2] and f[3] then
+    count_run(pool, f[2], f[3], f[4], -1)
+  end
+  redis.call('ZREM', pool.running, key)
+end
+
+-- Make the job claimable at `score`, holding no lease.
+local function requeue(pool, job, key, score)
+  end_run(pool, job, key)
+  redis.call('HSET', job, 'state', 'pending', 'due', fmt(score))
+  redis.call('HDEL', job, 'lease_deadline', 'pid', 'rss_bytes', 'cpu_percent')
+  enqueue(pool, job, key, score)
+end
+
+-- A job's history: the field `events` of its hash, one JSON object a line, oldest first,
+-- of which the newest HISTORY_LIMIT are kept (`events_n` counts them); it goes with the
+-- hash, and create_job's DEL starts a new one.  Each object: at (store ms, as text), e
+-- (the event), s and t (the supervisor and token of the run it concerns), d (detail);
+-- redis/records.py decodes them.  One string keeps a transition to one HMGET and one
+-- HSET, at the cost of copying the history (a few KiB at most).
+local HISTORY_LIMIT = 100  -- policy.HISTORY_LIMIT
+local DETAIL_CHARS = 300  -- policy.DETAIL_CHARS
+
+local function first_line(text)
+  if not text then
+    return nil
+  end
+  return string.sub(string.match(text, '^[^\n]*'), 1, DETAIL_CHARS)
+end
+
+-- Add `event` to the job's history at `now`.  While the job runs, the event names the
+-- owner and token of its run: a start is noted once the job runs, every other change
+-- (an end, a release) before it is made.
+local function note_event(job, now, event, detail)
+  local f = redis.call('HMGET', job, 'events', 'events_n', 'state', 'owner', 'token')
+  local entry = {at = fmt(now), e = event}
+  if detail then
+    entry.d = detail
+  end
+  if f[3] == 'running' then
+    entry.s, entry.t = f[4], tonumber(f[5])
+  end
+  local text, n = f[1], tonumber(f[2] or '0') + 1
+  if text then
+    text = text .. '\n' .. cjson.encode(entry)
+  else
+    text = cjson.encode(entry)
+  end
+  if n > HISTORY_LIMIT then
+    text = string.sub(text, string.find(text, '\n', 1, true) + 1)
+    n = n - 1
+  end
+  redis.call('HSET', job, 'events', text, 'events_n', n)
+end
+
+-- The first pid reported for a run goes into the detail of its start, if that is still
+-- the newest event (a start followed by a stop before the first renewal keeps none).
+local function note_pid(job, token, pid)
+  local text = redis.call('HGET', job, 'events')
+  if not text then
+    return
+  end
+  local last, at = 1, string.find(text, '\n', 1, true)
+  while at do
+    last = at + 1
+    at = string.find(text, '\n', last, true)
+  end
+  local entry = cjson.decode(string.sub(text, last))
+  if entry.e == 'started' and entry.t == tonumber(token) then
+    entry.d = (entry.d or '') .. ', pid ' .. pid
+    redis.call('HSET', job, 'events', string.sub(text, 1, last - 1) .. cjson.encode(entry))
+  end
+end
+
+-- A job's output (lua/append-output-3.lua): the hash `output:<key>` of its runs and an
+-- `output-run:<token>:<key>` string per run.  Like load_key's, their names are built
+-- here, from the job hash's (redis/keys.py PoolKeys.output and output_run build the
+-- same), so that every script that creates or ends a job keeps them without declaring
+-- them: they share the pool's hash tag (see redis/keys.py).
+local function output_names(job, key)
+  local prefix = string.sub(job, 1, #job - #key - #'job:')
+  local runs = prefix .. 'output:' .. key
+  local names = {runs}
+  for _, token in ipairs(redis.call('HKEYS', runs)) do
+    names[#names + 1] = prefix .. 'output-run:' .. token .. ':' .. key
+  end
+  return names
+end
+
+-- A new dispatch or a retry starts without the output of the runs before.
+local function drop_output(job, key)
+  redis.call('DEL', unpack(output_names(job, key)))
+end
+
+-- An ended job's output goes with its record, after `ms`.
+local function expire_output(job, key, ms)
+  for _, name in ipairs(output_names(job, key)) do
+    redis.call('PEXPIRE', name, ms)
+  end
+end
+
+-- The channel on which the end of job `key` is announced, one per job so that only its
+-- waiters hear it (`poolsup wait`; redis/keys.py PoolKeys.ended builds the same name).
+local function ended_channel(pool, key)
+  return string.sub(pool.running, 1, -(#'running' + 1)) .. 'ended:' .. key
+end
+
+-- Wake-ups go to one supervisor per claimable job, not to the pool.  A supervisor whose
+-- claim left it room waits in `waiting:<handler>` of each handler it runs (a set); a
+-- script that makes a job of `handler` claimable pops one of them and rings its
+-- doorbell, the channel `<events channel>:<supervisor>`, on which the supervisor also
+-- hears the stops, notes and debug requests of the jobs it holds (redis/keys.py
+-- PoolKeys.waiting and doorbell build the same names).  A supervisor popped that dies
+-- or freezes before it claims delays the job only to the next poll of the others.
+local function waiting_key(pool, handler)
+  return string.sub(pool.pending, 1, -(#'pending' + 1)) .. 'waiting:' .. handler
+end
+
+local function ring(channel, supervisor, hint)
+  redis.call('PUBLISH', channel .. ':' .. supervisor, hint)
+end
+
+local function wake_waiting(pool, channel, handler, n)
+  for _, supervisor in ipairs(redis.call('SPOP', waiting_key(pool, handler), n or 1)) do
+    ring(channel, supervisor, 'w')
+  end
+end
+
+-- The handler of a claim queue id (handler names have no colon).
+local function handler_of(id)
+  return string.match(id, '^[^:]*')
+end
+
+-- End the job in a final state: keep its record for the retention period, list it in
+-- done_<state>, drop its notifications, note the end in its history (the first line of
+-- `error`, which is the reason of a stop, as the detail).  `error` may be nil (left as it is) or false
+-- (cleared).  Only a pending job is dequeued (its handler's queue and reservation must
+-- be in pool.queues and pool.reserved); a running one leaves `running`.
+local function finish(pool, job, notes, key, state, error)
+  note_event(job, pool.now, state, first_line(error))
+  if redis.call('HGET', job, 'state') == 'pending' then
+    dequeue(pool, job, key)
+  end
+  end_run(pool, job, key)
+  redis.call('HSET', job, 'state', state, 'finished_at', fmt(pool.now))
+  if error then
+    redis.call('HSET', job, 'error', error)
+  elseif error == false then
+    redis.call('HDEL', job, 'error')
+  end
+  redis.call('HDEL', job, 'lease_deadline', 'due', 'pid', 'rss_bytes', 'cpu_percent')
+  redis.call('PEXPIRE', job, pool.retention)
+  expire_output(job, key, pool.retention)
+  redis.call('DEL', notes)
+  redis.call('HDEL', job, 'notes_acked')
+  local done = pool['done_' .. state]
+  redis.call('ZADD', done, pool.now, key)
+  redis.call('ZREMRANGEBYSCORE', done, '-inf', after(pool.now - pool.retention))
+  redis.call('PUBLISH', ended_channel(pool, key), state)
+end
+
+-- running -> succeeded with `result`, if `token` of `owner` still holds the job's
+-- lease; whether it did, or had: a job that succeeded under this very lease was
+-- completed by an earlier try whose reply was lost, and stays as it is.  pool needs
+-- running, done_succeeded, now and retention.
+local function complete_job(pool, job, notes, key, token, owner, result)
+  local f = redis.call('HMGET', job, 'state', 'token', 'owner')
+  if f[2] ~= token or f[3] ~= owner then
+    return false
+  end
+  if f[1] == 'succeeded' then
+    return true
+  end
+  if f[1] ~= 'running' then
+    return false
+  end
+  redis.call('HSET', job, 'result', result)
+  finish(pool, job, notes, key, 'succeeded', false)
+  return true
+end
+
+-- Create a pending job, replacing a finished record of the same key and dropping the
+-- notes left from it; the caller checked that the key is not live.  `r` is one request:
+-- key, handler, payload, max_attempts, run_at (ms, or nil: now), schedule (or nil),
+-- priority (0-9, or nil: 0), group (or nil),
+-- job and notes (its keys), index (its schedule's job index, if it has one).  Due at
+-- max(now, run_at).  pool needs pending, done_*, queues (the handler's) and now.
+local function create_job(pool, r)
+  local due = pool.now
+  if r.run_at and r.run_at > due then
+    due = r.run_at
+  end
+  drop_output(r.job, r.key)
+  redis.call('DEL', r.job, r.notes)
+  redis.call('ZREM', pool.done_succeeded, r.key)
+  redis.call('ZREM', pool.done_failed, r.key)
+  redis.call('ZREM', pool.done_stopped, r.key)
+  redis.call('HSET', r.job,
+    'key', r.key, 'handler', r.handler, 'state', 'pending', 'payload', r.payload,
+    'max_attempts', r.max_attempts, 'attempts', 0, 'token', 0, 'lease_losses', 0,
+    'stop_requested', 0, 'created_at', fmt(pool.now), 'due', fmt(due))
+  if r.run_at then
+    redis.call('HSET', r.job, 'run_at', fmt(r.run_at))
+  end
+  if r.priority and r.priority > 0 then
+    redis.call('HSET', r.job, 'priority', r.priority)
+  end
+  if r.group then
+    redis.call('HSET', r.job, 'group', r.group)
+  end
+  if r.schedule then
+    redis.call('HSET', r.job, 'schedule', r.schedule)
+    -- Scored by when the entry was last checked (prune-schedule-jobs rotates them).
+    redis.call('ZADD', r.index, pool.now, r.key)
+  end
+  note_event(r.job, pool.now, 'dispatched', r.schedule)
+  enqueue(pool, r.job, r.key, due)
+end
+
+-- '' (an absent optional argument) as nil.
+local function optional(value)
+  if value == '' then
+    return nil
+  end
+  return value
+end
+
+-- A producer's plan writes only while its tick is current: the schedule's last fired
+-- tick, fired by `owner`, with no outcome recorded since.  `tick` '' (no plan): always.
+local function tick_is_current(record, tick, owner)
+  if tick == '' then
+    return true
+  end
+  local f = redis.call('HMGET', record, 'last_tick', 'fired_by', 'outcome')
+  return f[1] ~= false and tonumber(f[1]) == tonumber(tick) and f[2] == owner
+    and f[3] == 'fired'
+end

@@ -1,0 +1,189 @@
+"""The Redis store's reads: a job, jobs by state, the members, the counts and the pool's
+snapshot for `status` (RedisStore delegates here)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, cast
+
+from supervisor.core.failover import FAILOVER_MARGIN
+from supervisor.errors import JobNotFound, StoreError
+from supervisor.store.members import live_members
+from supervisor.store.policy import HEALTH_GAP, MEMBER_GARBAGE_AFTER
+from supervisor.store.records import (
+    JobRecord,
+    JobState,
+    Membership,
+    Paused,
+    PoolSnapshot,
+    StoreHealth,
+)
+from supervisor.store.redis import pages as redis_pages
+from supervisor.store.redis.connection import RedisClient, translated_errors
+from supervisor.store.redis.dispatch import RunScript
+from supervisor.store.redis.keys import PoolKeys
+from supervisor.store.redis.records import decode_job, milliseconds, seconds
+
+
+class RedisReads:
+    def __init__(self, client: RedisClient, keys: PoolKeys, run: RunScript, where: str, *,
+                 pool: str, retention_ms: int,
+                 master: Callable[[], Awaitable[str | None]]) -> None:
+        self._client = client
+        self._master = master  # host:port of the master behind Sentinel, or None
+        self._keys = keys
+        self._run = run
+        self._where = where
+        self.pool = pool
+        self._retention_ms = retention_ms
+
+    async def job(self, key: str) -> JobRecord:
+        with translated_errors(self._where):
+            raw = await self._client.hgetall(self._keys.job(key))
+        if not raw:
+            raise JobNotFound(f"no live or retained job has the key {key!r}")
+        return decode_job(cast(dict[bytes, bytes], raw))
+
+    async def jobs(self, state: JobState | None = None) -> list[JobRecord]:
+        sets = self._keys.by_state
+        wanted = [sets[state]] if state else list(sets.values())
+        with translated_errors(self._where):
+            async with self._client.pipeline(transaction=False) as pipe:
+                for name in wanted:
+                    pipe.zrange(name, 0, -1)
+                listed: list[list[bytes]] = await pipe.execute()
+        keys = list(dict.fromkeys(key.decode() for names in listed for key in names))
+        records = await self._records(keys)
+        found = [record for record in records if record is not None]
+        return sorted(
+            (record for record in found if state is None or record.state == state),
+            key=lambda record: record.created_at,
+        )
+
+    async def jobs_page(self, state: JobState | None, *, prefix: str, after: str,
+                        limit: int) -> list[JobRecord]:
+        return await redis_pages.jobs_page(
+            self._client, self._keys, lambda keys: self._records(keys, history=False), state,
+            prefix=prefix, after=after, limit=limit, where=self._where)
+
+    async def latest_finished(self, state: JobState, *, limit: int) -> list[JobRecord]:
+        return await redis_pages.latest_finished(
+            self._client, self._keys, lambda keys: self._records(keys, history=False), state,
+            limit=limit, where=self._where)
+
+    async def members(self) -> Membership:
+        k = self._keys
+        now, entries, seen, running, inbound = await self._run(
+            "members", [k.supervisors, k.seen, k.running], [k.prefix], subject=self.pool
+        )
+        store_time = seconds(now)
+        last_seen = {member: seconds(score) for member, score in _pairs(seen)}
+        load: dict[str, dict[str, int]] = {}
+        for owner, handler, count in zip(running[0::3], running[1::3], running[2::3],
+                                         strict=True):
+            load.setdefault(owner.decode(), {})[handler.decode()] = int(count)
+        members = live_members(
+            ((info, store_time - last_seen.get(member, float("-inf")))
+             for member, info in _pairs(entries)),
+            load,
+            {member.decode(): int(count) for member, count in _pairs(inbound)},
+        )
+        return Membership(store_time=store_time, members=members)
+
+    async def counts(self) -> dict[str, int]:
+        k = self._keys
+        sizes = await self._run("counts", list(k.by_state.values()), [self._retention_ms],
+                                subject=self.pool)
+        return {state: int(size) for state, size in zip(k.by_state, sizes, strict=True)}
+
+    async def snapshot(self) -> PoolSnapshot:
+        k = self._keys
+        error = None
+        try:
+            await self._run(
+                "tidy", [*k.all_done, k.supervisors, k.seen, k.health],
+                [self._retention_ms, milliseconds(HEALTH_GAP),
+                 milliseconds(MEMBER_GARBAGE_AFTER)],
+                subject=self.pool,
+            )
+        except StoreError as exc:
+            error = exc.message
+        membership = await self.members()
+        now = membership.store_time
+        counts = await self.counts()
+        with translated_errors(self._where):
+            async with self._client.pipeline(transaction=False) as pipe:
+                pipe.hmget(k.health, "last_ok", "ok_since")
+                pipe.zrange(k.running, 0, -1)
+                # A live reservation scores later than now, as do retries held back.
+                pipe.zrangebyscore(k.pending, f"({milliseconds(now):.3f}", "+inf")
+                pipe.hkeys(k.paused)
+                pipe.hmget(k.epoch, "seen_at", "max_ttl")
+                health, running_keys, later_keys, paused, epoch = await pipe.execute()
+            master = await self._master()
+        records = await self._records([key.decode() for key in running_keys], history=False)
+        running = tuple(r for r in records if r is not None and r.state == "running")
+        last_ok, ok_since = (None if value is None else seconds(value) for value in health)
+        seen_at, max_ttl = (None if value is None else seconds(value) for value in epoch)
+        # core/failover.py Epoch.hold_until, while it lasts.
+        hold = None if seen_at is None or max_ttl is None else seen_at + max_ttl + FAILOVER_MARGIN
+        hold_until = hold if hold is not None and hold > now else None
+        if error is None:
+            store = StoreHealth(state="ok", since=ok_since or now, master=master,
+                                hold_until=hold_until)
+        else:
+            store = StoreHealth(state="failing", since=last_ok or now, error=error,
+                                master=master, hold_until=hold_until)
+        return PoolSnapshot(
+            pool=self.pool,
+            store_time=now,
+            supervisors=membership.members,
+            counts=counts,
+            running=running,
+            store=store,
+            moving=await self._moving([key.decode() for key in later_keys], now),
+            paused=Paused.of(name.decode() for name in paused),
+        )
+
+    async def _records(self, keys: Sequence[str], *,
+                       history: bool = True) -> list[JobRecord | None]:
+        """The records of `keys` (None where gone), without their events unless
+        `history`; done entries whose record is gone are forgotten."""
+        if not keys:
+            return []
+        with translated_errors(self._where):
+            async with self._client.pipeline(transaction=False) as pipe:
+                for key in keys:
+                    pipe.hgetall(self._keys.job(key))
+                raws: list[dict[bytes, bytes]] = await pipe.execute()
+        missing = [key for key, raw in zip(keys, raws, strict=True) if not raw]
+        if missing:
+            with contextlib.suppress(StoreError):  # tidying only; reads go on without it
+                await self._run("forget",
+                                [*self._keys.all_done, *map(self._keys.job, missing)],
+                                [self._retention_ms, *missing], subject=self.pool)
+        return [decode_job(raw, history=history) if raw else None for raw in raws]
+
+    async def _moving(self, later: Sequence[str], now: float) -> tuple[JobRecord, ...]:
+        """The records of the pending jobs among `later` whose reservation has not run
+        out, oldest first.  Their reservation ends are read first, so that jobs held
+        back by a retry delay cost one small answer each."""
+        if not later:
+            return ()
+        with translated_errors(self._where):
+            async with self._client.pipeline(transaction=False) as pipe:
+                for key in later:
+                    pipe.hget(self._keys.job(key), "reserved_until")
+                ends: list[bytes | None] = await pipe.execute()
+        reserved = [key for key, end in zip(later, ends, strict=True)
+                    if end is not None and seconds(end) > now]
+        records = await self._records(reserved, history=False)
+        moving = [r for r in records if r is not None and r.state == "pending"
+                  and r.reserved_until is not None and r.reserved_until > now]
+        return tuple(sorted(moving, key=lambda record: record.created_at))
+
+
+def _pairs(flat: Sequence[Any]) -> zip[tuple[Any, Any]]:
+    """[a1, b1, a2, b2, ...] -> (a1, b1), (a2, b2), ..."""
+    return zip(flat[0::2], flat[1::2], strict=True)

@@ -1,0 +1,152 @@
+"""One SQLite connection used from worker threads, one short transaction per call.
+
+The event loop never touches the connection: every call runs in a worker thread, one
+at a time (a capacity limiter of 1, and a lock for `close`).  Writes take the write
+lock up front (`BEGIN IMMEDIATE`) so that no transaction has to upgrade a read lock,
+which SQLite cannot wait for.  Driver errors become `StoreUnavailable` here.
+
+Each transaction reads two clocks once it holds its lock: `wall_clock` (epoch seconds)
+and `boot_clock` (CLOCK_BOOTTIME).  They are module attributes, looked up at every
+transaction, so that tests can step one of them.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+
+from supervisor.errors import StoreUnavailable
+from supervisor.store.sqlite.schema import BUSY_TIMEOUT_MS, is_busy, load_queries, retry_when_busy
+
+_T = TypeVar("_T")
+WALL_OFFSET_SLACK = 0.005
+
+
+def wall_clock() -> float:
+    return time.time()
+
+
+def boot_clock() -> float:
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def read_clocks() -> tuple[float, float]:
+    """(wall, boot) now, through the module attributes."""
+    return wall_clock(), boot_clock()
+
+
+class Tx:
+    """The statements of one transaction, with the pool and the store times bound in:
+    `now` (wall clock) and `boot` (CLOCK_BOOTTIME)."""
+
+    def __init__(self, conn: sqlite3.Connection, pool: str, now: float, boot: float,
+                 wall_offset: float) -> None:
+        self._conn = conn
+        self._queries = load_queries()
+        self.pool = pool
+        self.now = now
+        self.boot = boot
+        self._wall_offset = wall_offset
+
+    def wall_time(self, boot_time: float) -> float:
+        """A boot-clock time as a wall-clock epoch time."""
+        return boot_time + self._wall_offset
+
+    def run(self, query: str, **params: Any) -> sqlite3.Cursor:
+        return self._conn.execute(self._queries[query], {"pool": self.pool, "now": self.now,
+                                                         "boot": self.boot, **params})
+
+    def rows(self, query: str, **params: Any) -> list[sqlite3.Row]:
+        return self.run(query, **params).fetchall()
+
+    def row(self, query: str, **params: Any) -> sqlite3.Row | None:
+        # fetchall, not fetchone: a RETURNING statement finishes its work only when
+        # stepped to the end.
+        rows = self.rows(query, **params)
+        return rows[0] if rows else None
+
+    def value(self, query: str, **params: Any) -> Any:
+        row = self.row(query, **params)
+        return None if row is None else row[0]
+
+
+class SqliteDatabase:
+    def __init__(self, conn: sqlite3.Connection, path: Path, pool: str) -> None:
+        self._conn: sqlite3.Connection | None = conn
+        self._path = path
+        self._pool = pool
+        self._lock = threading.Lock()
+        self._limiter = anyio.CapacityLimiter(1)
+        self._wall_offset = 0.0
+
+    async def write(self, work: Callable[[Tx], _T]) -> _T:
+        """Run `work` in one `BEGIN IMMEDIATE` transaction, in a worker thread."""
+        return await anyio.to_thread.run_sync(self._run, work, True, limiter=self._limiter)
+
+    async def read(self, work: Callable[[Tx], _T]) -> _T:
+        """Run `work` in one read transaction (one consistent view), in a worker thread."""
+        return await anyio.to_thread.run_sync(self._run, work, False, limiter=self._limiter)
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def closed(self) -> bool:
+        return self._conn is None
+
+    async def close(self) -> None:
+        await anyio.to_thread.run_sync(self._close, limiter=self._limiter)
+
+    def _close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def _run(self, work: Callable[[Tx], _T], immediate: bool) -> _T:
+        with self._lock:
+            conn = self._conn
+            if conn is None:
+                raise StoreUnavailable(f"SQLite store {self._path}: the store is closed")
+            try:
+                return retry_when_busy(lambda: self._transaction(conn, work, immediate))
+            except sqlite3.Error as exc:
+                raise self._unavailable(exc) from exc
+
+    def _transaction(self, conn: sqlite3.Connection, work: Callable[[Tx], _T],
+                     immediate: bool) -> _T:
+        conn.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        try:
+            # The clock is read once the write lock is held, so store times follow the
+            # order of the transactions of every process that shares the file.
+            wall, boot = read_clocks()
+            result = work(Tx(conn, self._pool, wall, boot, self._offset(wall - boot)))
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return result
+
+    def _offset(self, measured: float) -> float:
+        """wall - boot, kept while it stays within WALL_OFFSET_SLACK: reading the two
+        clocks one after the other adds a jitter of microseconds, and a record read
+        twice should show one deadline."""
+        if abs(measured - self._wall_offset) > WALL_OFFSET_SLACK:
+            self._wall_offset = measured
+        return self._wall_offset
+
+    def _unavailable(self, exc: sqlite3.Error) -> StoreUnavailable:
+        if is_busy(exc):
+            return StoreUnavailable(
+                f"SQLite store {self._path}: the database stayed locked by another process "
+                f"(waited {BUSY_TIMEOUT_MS} ms, several times)")
+        return StoreUnavailable(f"SQLite store {self._path}: {exc}")

@@ -1,0 +1,88 @@
+"""The SQLite store's pool-wide limits and pauses, as steps of a transaction: pausing
+and resuming, and at claim time what the pool uses of each limited handler's limits
+(core/limits.py), the starts a rate limit counts, and which handlers no claim serves."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import orjson
+
+from supervisor.core.limits import Limits, Usage, next_rate_slot
+from supervisor.store.records import PAUSE_ALL, Paused
+from supervisor.store.sqlite import dispatch as sqlite_dispatch
+from supervisor.store.sqlite.db import Tx
+
+
+def pause(tx: Tx, handlers: Sequence[str]) -> None:
+    for name in handlers or [PAUSE_ALL]:
+        tx.run("pause", name=name)
+
+
+def resume(tx: Tx, handlers: Sequence[str]) -> None:
+    for name in handlers or [PAUSE_ALL]:
+        tx.run("resume", name=name)
+    sqlite_dispatch.emit_wake(tx)
+
+
+def paused(tx: Tx) -> Paused:
+    return Paused.of(row["name"] for row in tx.rows("paused"))
+
+
+def starts_within(tx: Tx, handler: str, period: float) -> tuple[float, list[float]]:
+    """The store time (boot clock) and the handler's starts within `period` before it."""
+    starts = [row["at"] for row in tx.rows("recent_starts", handler=handler)]
+    return tx.boot, [at for at in starts if at > tx.boot - period]
+
+
+def served(tx: Tx, handlers: Sequence[str]) -> list[str]:
+    """The handlers a claim serves: none while the pool is paused, else those not
+    paused."""
+    names = paused(tx)
+    if names.pool:
+        return []
+    return [handler for handler in handlers if handler not in names.handlers]
+
+
+def usage(tx: Tx, limits: Mapping[str, Limits]) -> Usage:
+    """Running jobs per limited handler and per (handler, group), and each rate-limited
+    handler's starts within its period (boot clock; older ones are dropped)."""
+    found = Usage(running={}, running_in_group={}, recent_starts={})
+    limited = [handler for handler, limit in limits.items() if not limit.unlimited]
+    if not limited:
+        return found
+    for row in tx.rows("running_counts", handlers=orjson.dumps(limited).decode()):
+        handler, group, running = row["handler"], row["job_group"], row["running"]
+        found.running[handler] = found.running.get(handler, 0) + running
+        if group is not None:
+            found.running_in_group[(handler, group)] = running
+    for handler in limited:
+        rate = limits[handler].rate
+        if rate is not None:
+            tx.run("forget_old_starts", handler=handler, period=rate.period)
+            found.recent_starts[handler] = [row["at"] for row in tx.rows("recent_starts",
+                                                                          handler=handler)]
+    return found
+
+
+def note_starts(tx: Tx, limits: Mapping[str, Limits], handlers: Sequence[str]) -> None:
+    """Count these starts (one handler name per start) for their handlers' rates."""
+    for handler in handlers:
+        limit = limits.get(handler)
+        if limit is not None and limit.rate is not None:
+            tx.run("note_start", handler=handler)
+
+
+def next_slot_in(tx: Tx, limits: Mapping[str, Limits], handlers: Sequence[str]) -> float | None:
+    """Seconds until a rate-limited handler among `handlers` may start a job again, if
+    one may not now."""
+    waits = []
+    for handler in handlers:
+        rate = limits.get(handler, Limits()).rate
+        if rate is None:
+            continue
+        _now, starts = starts_within(tx, handler, rate.period)
+        slot = next_rate_slot(starts, tx.boot, rate)
+        if slot is not None:
+            waits.append(max(0.0, slot - tx.boot))
+    return min(waits, default=None)

@@ -1,0 +1,99 @@
+"""The SQLite store's rows as the store's values: job records, members, stats, the
+snapshot `status` shows; and membership entries written."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from supervisor.errors import SupervisorIdTaken
+from supervisor.store.members import encode_info, live_members
+from supervisor.store.records import (
+    ALL_STATES,
+    JobEvent,
+    JobRecord,
+    JobStats,
+    Membership,
+    PoolSnapshot,
+    StoreHealth,
+    SupervisorInfo,
+)
+from supervisor.store.sqlite.db import Tx
+from supervisor.store.sqlite.limits import paused
+
+
+def read_members(tx: Tx) -> Membership:
+    running: dict[str, dict[str, int]] = {}
+    inbound: dict[str, int] = {}
+    for row in tx.rows("member_load"):
+        if row["handler"] is None:
+            inbound[row["id"]] = row["n"]
+        else:
+            running.setdefault(row["id"], {})[row["handler"]] = row["n"]
+    entries = ((row["info"], row["silent_for"]) for row in tx.rows("supervisor_entries"))
+    return Membership(store_time=tx.now, members=live_members(entries, running, inbound))
+
+
+def stats_params(stats: JobStats | None) -> dict[str, Any]:
+    stats = stats or JobStats()
+    return {"pid": stats.pid, "rss_bytes": stats.rss_bytes, "cpu_percent": stats.cpu_percent}
+
+
+def job_record(row: Any, tx: Tx, events: tuple[JobEvent, ...] = ()) -> JobRecord:
+    deadline = row["lease_deadline"]
+    return JobRecord(
+        key=row["key"], handler=row["handler"], state=row["state"], attempts=row["attempts"],
+        max_attempts=row["max_attempts"], token=row["token"], supervisor=row["supervisor"],
+        payload=decode_blob(row["payload"]), result=decode_blob(row["result"]), error=row["error"],
+        created_at=row["created_at"], started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        lease_deadline=None if deadline is None else tx.wall_time(deadline),
+        lease_losses=row["lease_losses"], stop_requested=bool(row["stop_requested"]),
+        stats=JobStats(pid=row["pid"], rss_bytes=row["rss_bytes"],
+                       cpu_percent=row["cpu_percent"]),
+        checkpoint=decode_blob(row["checkpoint"]), checkpoint_at=row["checkpoint_at"],
+        reserved_for=row["reserved_for"], reserved_until=row["reserved_until"],
+        moved_from=row["moved_from"], run_at=row["run_at"], schedule=row["schedule"],
+        priority=row["priority"], group=row["job_group"], events=events,
+    )
+
+
+def decode_blob(blob: bytes | None) -> Any:
+    return None if blob is None else orjson.loads(blob)
+
+
+def register(tx: Tx, info: SupervisorInfo, pool: str) -> None:
+    """Write the membership entry; another instance's entry seen within its lease ttl
+    keeps the id."""
+    entry = tx.row("supervisor_entry", id=info.id)
+    if entry is not None and entry["instance"] != info.instance:
+        silent_for = tx.boot - entry["last_seen"]
+        if silent_for < entry["lease_ttl"]:
+            raise SupervisorIdTaken(
+                f"supervisor id {info.id!r} is taken by a live instance of pool "
+                f"{pool!r} (seen {silent_for:.1f} s ago)")
+    tx.run("upsert_supervisor", id=info.id, instance=info.instance,
+           info=encode_info(info).decode(), lease_ttl=info.lease_ttl)
+
+
+def read_counts(tx: Tx, cutoff: float) -> dict[str, int]:
+    counts: dict[str, int] = dict.fromkeys(ALL_STATES, 0)
+    for row in tx.rows("state_counts", cutoff=cutoff):
+        counts[row["state"]] += row["n"]
+    return counts
+
+
+def read_snapshot(tx: Tx, pool: str, cutoff: float, error: str | None) -> PoolSnapshot:
+    """What `status` shows; `error`: why the snapshot's tidying write failed, if it did."""
+    running = tuple(job_record(row, tx) for row in tx.rows("running_jobs"))
+    moving = tuple(job_record(row, tx) for row in tx.rows("moving_jobs"))
+    health = tx.row("health")
+    if error is None:
+        store = StoreHealth(state="ok", since=health["ok_since"] if health else tx.now)
+    else:
+        store = StoreHealth(state="failing", since=health["last_ok"] if health else tx.now,
+                            error=error)
+    return PoolSnapshot(pool=pool, store_time=tx.now, supervisors=read_members(tx).members,
+                        counts=read_counts(tx, cutoff), running=running, store=store,
+                        moving=moving, paused=paused(tx))
