@@ -2,8 +2,9 @@
 
 Each command is `lua/<name>-<key count>.lua`, or `lua/<name>-<key count>+<k>n.lua` for
 one that takes k more keys per item of a list (`renew-4+2n`: four, then two per lease;
-`+n` is one per item); `lua/_lib.lua` is prepended to every one (so line numbers in
-Redis error messages count from the top of _lib.lua).  Scripts answer `{status, ...}`;
+`+n` is one per item); `lua/_lib.lua` is prepended to every one, and after it each
+`lua/include/<name>.lua` that the script names on a line `-- include <name>` (so line
+numbers in Redis error messages count from the top of _lib.lua).  Scripts answer `{status, ...}`;
 `error_for` is the one place a status becomes an exception.
 """
 
@@ -32,6 +33,7 @@ from supervisor.store.redis.wait import run_and_wait
 
 _LIBRARY = "_lib.lua"
 _COMMAND_FILE = re.compile(r"(?P<name>[a-z][a-z-]*)-(?P<keys>\d+)(?:\+(?P<per>\d*)n)?\.lua")
+_INCLUDE = re.compile(r"^-- include (?P<name>[a-z][a-z_]*)$", re.MULTILINE)
 
 ScriptArg = str | bytes | int | float
 
@@ -94,6 +96,14 @@ class Command:
         raise ValueError(f"{self.name} takes {wanted} keys, got {count}")
 
 
+def included(name: str) -> str:
+    """`lua/include/<name>.lua` with _lib.lua before it, for a test that calls its
+    functions."""
+    folder = resources.files("supervisor.store.redis") / "lua"
+    return "\n".join([(folder / _LIBRARY).read_text(encoding="utf-8"),
+                      (folder / "include" / f"{name}.lua").read_text(encoding="utf-8")])
+
+
 @functools.cache
 def commands() -> dict[str, Command]:
     """Every command script, by name, with _lib.lua prepended."""
@@ -105,8 +115,10 @@ def commands() -> dict[str, Command]:
         if match:
             body = entry.read_text(encoding="utf-8")
             per = 0 if match["per"] is None else int(match["per"] or 1)
+            included = [(folder / "include" / f"{name}.lua").read_text(encoding="utf-8")
+                        for name in _INCLUDE.findall(body)]
             found[match["name"]] = Command(match["name"], int(match["keys"]),
-                                           library + "\n" + body, body, per)
+                                           "\n".join([library, *included, body]), body, per)
     return found
 
 

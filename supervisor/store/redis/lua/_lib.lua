@@ -88,27 +88,37 @@ local function reserved_of(pool, supervisor)
                            'the reservation set of')
 end
 
+-- What of a job hash says where it is queued: {handler, reserved_for, priority}, read
+-- from the hash unless the caller already has them.
+local function queued_as(job, known)
+  if known then
+    return known
+  end
+  local f = redis.call('HMGET', job, 'handler', 'reserved_for', 'priority')
+  return {handler = f[1], reserved_for = f[2], priority = f[3]}
+end
+
 -- Add the job to the pending zsets (pool-wide, its handler's, and its reservation's if
 -- the hash names one) at `score`.
-local function enqueue(pool, job, key, score)
-  local f = redis.call('HMGET', job, 'handler', 'reserved_for', 'priority')
+local function enqueue(pool, job, key, score, known)
+  local q = queued_as(job, known)
   redis.call('ZADD', pool.pending, score, key)
-  redis.call('ZADD', queue_of(pool, queue_id(f[1], f[3])), score, key)
-  if f[2] then
-    redis.call('ZADD', reserved_of(pool, f[2]), score, key)
+  redis.call('ZADD', queue_of(pool, queue_id(q.handler, q.priority)), score, key)
+  if q.reserved_for then
+    redis.call('ZADD', reserved_of(pool, q.reserved_for), score, key)
   end
 end
 
 -- Take the pending job out of the pending zsets; a reservation goes with it (claimed,
 -- or ended).
-local function dequeue(pool, job, key)
+local function dequeue(pool, job, key, known)
+  local q = queued_as(job, known)
   redis.call('ZREM', pool.pending, key)
-  local f = redis.call('HMGET', job, 'handler', 'reserved_for', 'priority')
-  if f[1] then
-    redis.call('ZREM', queue_of(pool, queue_id(f[1], f[3])), key)
+  if q.handler then
+    redis.call('ZREM', queue_of(pool, queue_id(q.handler, q.priority)), key)
   end
-  if f[2] then
-    redis.call('ZREM', reserved_of(pool, f[2]), key)
+  if q.reserved_for then
+    redis.call('ZREM', reserved_of(pool, q.reserved_for), key)
     redis.call('HDEL', job, 'reserved_for', 'reserved_until', 'moved_from')
   end
 end
@@ -177,11 +187,15 @@ local function count_run(pool, owner, handler, group, delta)
   end
 end
 
--- A running job leaves `running`: it no longer counts.
-local function end_run(pool, job, key)
-  local f = redis.call('HMGET', job, 'state', 'owner', 'handler', 'group')
-  if f[1] == 'running' and f[2] and f[3] then
-    count_run(pool, f[2], f[3], f[4], -1)
+-- A running job leaves `running`: it no longer counts.  `known` as job_state's.
+local function end_run(pool, job, key, known)
+  local s = known
+  if not s then
+    local f = redis.call('HMGET', job, 'state', 'owner', 'handler', 'group')
+    s = {state = f[1], owner = f[2], handler = f[3], group = f[4]}
+  end
+  if s.state == 'running' and s.owner and s.handler then
+    count_run(pool, s.owner, s.handler, s.group, -1)
   end
   redis.call('ZREM', pool.running, key)
 end
@@ -210,19 +224,26 @@ local function first_line(text)
   return string.sub(string.match(text, '^[^\n]*'), 1, DETAIL_CHARS)
 end
 
--- Add `event` to the job's history at `now`.  While the job runs, the event names the
--- owner and token of its run: a start is noted once the job runs, every other change
--- (an end, a release) before it is made.
-local function note_event(job, now, event, detail)
-  local f = redis.call('HMGET', job, 'events', 'events_n', 'state', 'owner', 'token')
+-- What finish() and note_event() read of a job, in one HMGET.
+local function job_state(job)
+  local f = redis.call('HMGET', job, 'state', 'owner', 'token', 'handler', 'group',
+                       'reserved_for', 'priority', 'events', 'events_n')
+  return {state = f[1], owner = f[2], token = f[3], handler = f[4], group = f[5],
+          reserved_for = f[6], priority = f[7], events = f[8], events_n = f[9]}
+end
+
+-- The history of job state `s` with `event` added at `now`: the text and count to
+-- write.  While the job runs, the event names the owner and token of its run: a start
+-- is noted once the job runs, every other change (an end, a release) before it is made.
+local function history_with(s, now, event, detail)
   local entry = {at = fmt(now), e = event}
   if detail then
     entry.d = detail
   end
-  if f[3] == 'running' then
-    entry.s, entry.t = f[4], tonumber(f[5])
+  if s.state == 'running' then
+    entry.s, entry.t = s.owner, tonumber(s.token)
   end
-  local text, n = f[1], tonumber(f[2] or '0') + 1
+  local text, n = s.events, tonumber(s.events_n or '0') + 1
   if text then
     text = text .. '\n' .. cjson.encode(entry)
   else
@@ -232,6 +253,12 @@ local function note_event(job, now, event, detail)
     text = string.sub(text, string.find(text, '\n', 1, true) + 1)
     n = n - 1
   end
+  return text, n
+end
+
+-- Add `event` to the job's history at `now`.
+local function note_event(job, now, event, detail)
+  local text, n = history_with(job_state(job), now, event, detail)
   redis.call('HSET', job, 'events', text, 'events_n', n)
 end
 
@@ -318,23 +345,29 @@ end
 -- `error`, which is the reason of a stop, as the detail).  `error` may be nil (left as it is) or false
 -- (cleared).  Only a pending job is dequeued (its handler's queue and reservation must
 -- be in pool.queues and pool.reserved); a running one leaves `running`.
-local function finish(pool, job, notes, key, state, error)
-  note_event(job, pool.now, state, first_line(error))
-  if redis.call('HGET', job, 'state') == 'pending' then
-    dequeue(pool, job, key)
+local function finish(pool, job, notes, key, state, error, result)
+  local s = job_state(job)
+  local text, n = history_with(s, pool.now, state, first_line(error))
+  if s.state == 'pending' then
+    dequeue(pool, job, key, s)
   end
-  end_run(pool, job, key)
-  redis.call('HSET', job, 'state', state, 'finished_at', fmt(pool.now))
+  end_run(pool, job, key, s)
+  local written = {'state', state, 'finished_at', fmt(pool.now), 'events', text, 'events_n', n}
   if error then
-    redis.call('HSET', job, 'error', error)
-  elseif error == false then
-    redis.call('HDEL', job, 'error')
+    written[#written + 1], written[#written + 2] = 'error', error
   end
-  redis.call('HDEL', job, 'lease_deadline', 'due', 'pid', 'rss_bytes', 'cpu_percent')
+  if result then
+    written[#written + 1], written[#written + 2] = 'result', result
+  end
+  redis.call('HSET', job, unpack(written))
+  local dropped = {'lease_deadline', 'due', 'pid', 'rss_bytes', 'cpu_percent', 'notes_acked'}
+  if error == false then
+    dropped[#dropped + 1] = 'error'
+  end
+  redis.call('HDEL', job, unpack(dropped))
   redis.call('PEXPIRE', job, pool.retention)
   expire_output(job, key, pool.retention)
   redis.call('DEL', notes)
-  redis.call('HDEL', job, 'notes_acked')
   local done = pool['done_' .. state]
   redis.call('ZADD', done, pool.now, key)
   redis.call('ZREMRANGEBYSCORE', done, '-inf', after(pool.now - pool.retention))
@@ -356,8 +389,7 @@ local function complete_job(pool, job, notes, key, token, owner, result)
   if f[1] ~= 'running' then
     return false
   end
-  redis.call('HSET', job, 'result', result)
-  finish(pool, job, notes, key, 'succeeded', false)
+  finish(pool, job, notes, key, 'succeeded', false, result)
   return true
 end
 
@@ -377,26 +409,35 @@ local function create_job(pool, r)
   redis.call('ZREM', pool.done_succeeded, r.key)
   redis.call('ZREM', pool.done_failed, r.key)
   redis.call('ZREM', pool.done_stopped, r.key)
-  redis.call('HSET', r.job,
+  local events = history_with({}, pool.now, 'dispatched', r.schedule)
+  local fields = {
     'key', r.key, 'handler', r.handler, 'state', 'pending', 'payload', r.payload,
     'max_attempts', r.max_attempts, 'attempts', 0, 'token', 0, 'lease_losses', 0,
-    'stop_requested', 0, 'created_at', fmt(pool.now), 'due', fmt(due))
-  if r.run_at then
-    redis.call('HSET', r.job, 'run_at', fmt(r.run_at))
+    'stop_requested', 0, 'created_at', fmt(pool.now), 'due', fmt(due),
+    'events', events, 'events_n', 1}
+  local function also(name, value)
+    fields[#fields + 1], fields[#fields + 2] = name, value
   end
+  if r.run_at then
+    also('run_at', fmt(r.run_at))
+  end
+  local priority = nil
   if r.priority and r.priority > 0 then
-    redis.call('HSET', r.job, 'priority', r.priority)
+    priority = r.priority
+    also('priority', r.priority)
   end
   if r.group then
-    redis.call('HSET', r.job, 'group', r.group)
+    also('group', r.group)
   end
   if r.schedule then
-    redis.call('HSET', r.job, 'schedule', r.schedule)
+    also('schedule', r.schedule)
+  end
+  redis.call('HSET', r.job, unpack(fields))
+  if r.schedule then
     -- Scored by when the entry was last checked (prune-schedule-jobs rotates them).
     redis.call('ZADD', r.index, pool.now, r.key)
   end
-  note_event(r.job, pool.now, 'dispatched', r.schedule)
-  enqueue(pool, r.job, r.key, due)
+  enqueue(pool, r.job, r.key, due, {handler = r.handler, priority = priority})
 end
 
 -- '' (an absent optional argument) as nil.

@@ -1,3 +1,4 @@
+-- include lease_losses
 -- Complete the jobs of freed slots if asked (each as complete-4 does), recover expired
 -- leases of the pool, then claim up to `count` pending jobs of the
 -- given handlers that are not paused, as far as their pool-wide limits allow: first
@@ -77,9 +78,11 @@ end
 -- core/failover.py step_epoch; returns the hold's end (ms) or nil.
 local FAILOVER_MARGIN, TOKEN_EPOCH = 1000, 4294967296  -- failover.FAILOVER_MARGIN, 1 << 32
 local function master_identity()
-  local server, replication = redis.call('INFO', 'server'), redis.call('INFO', 'replication')
-  return string.match(server, 'run_id:(%x+)') .. ':'
-         .. string.match(replication, 'master_replid:(%x+)')
+  local info = redis.pcall('INFO', 'server', 'replication')  -- one call from Redis 7
+  if type(info) ~= 'string' or not string.find(info, 'master_replid:', 1, true) then
+    info = redis.call('INFO', 'server') .. redis.call('INFO', 'replication')
+  end
+  return string.match(info, 'run_id:(%x+)') .. ':' .. string.match(info, 'master_replid:(%x+)')
 end
 
 local function step_epoch(epoch, token, running, now, lease_ttl)
@@ -136,15 +139,16 @@ if claim_id ~= '' then
 end
 -- core/lease_losses.py write_gap: this claim ends the gap since the pool's last one.
 local function claims_gap(health, now, min_gap)
-  local last = tonumber(redis.call('HGET', health, 'last_claim') or '')
-  redis.call('HSET', health, 'last_claim', fmt(now))
+  local f = redis.call('HMGET', health, 'last_claim', 'gap_start', 'gap_end')
+  local last = tonumber(f[1] or '')
   if last and now - last >= min_gap then
-    redis.call('HSET', health, 'gap_start', fmt(last), 'gap_end', fmt(now))
+    redis.call('HSET', health, 'last_claim', fmt(now), 'gap_start', fmt(last),
+               'gap_end', fmt(now))
     return {start = last, finish = now}
   end
-  local f = redis.call('HMGET', health, 'gap_start', 'gap_end')
-  if f[1] and f[2] then
-    return {start = tonumber(f[1]), finish = tonumber(f[2])}
+  redis.call('HSET', health, 'last_claim', fmt(now))
+  if f[2] and f[3] then
+    return {start = tonumber(f[2]), finish = tonumber(f[3])}
   end
   return nil
 end
@@ -159,30 +163,6 @@ if ARGV[8] ~= '' then
     completed[#completed + 1] = complete_job(pool, job, notes, key, c[2], owner, c[3]) and 1 or 0
   end
 end
--- core/lease_losses.py failing_window and loss_counts.
-local function failing_window(since, now, min_span)
-  if since == nil or now - since < min_span then
-    return nil
-  end
-  return {start = since, finish = now}
-end
-
-local function loss_counts(lease_end, window)
-  if window == nil or lease_end == nil then
-    return true
-  end
-  return lease_end < window.start or lease_end > window.finish
-end
-
--- core/lease_losses.py judged_later.
-local function judged_later(lease_end, window, gap, now, lease_ttl, defer)
-  if gap == nil or lease_end == nil or now - math.max(gap.finish, lease_end) >= defer then
-    return false
-  end
-  return loss_counts(lease_end, window) and gap.start <= lease_end
-         and lease_end <= gap.finish + lease_ttl
-end
-
 local failing = failing_window(tonumber(ARGV[9]), pool.now, tonumber(ARGV[10]))
 local defer = tonumber(ARGV[12])
 
@@ -207,7 +187,7 @@ for _, key in ipairs(expired) do
     local losses
     -- core/failover.py ended_by_failover: not counted either.
     local lease_end = tonumber(f[5] or '')
-    local by_failover = lease_end and hold_until and lease_end <= hold_until
+    local by_failover = ended_by_failover(lease_end, hold_until)
     local counted = loss_counts(lease_end, failing) and not by_failover
     if counted then
       losses = redis.call('HINCRBY', job, 'lease_losses', 1)
@@ -383,19 +363,22 @@ local function start_attempt(key, job, f)
     redis.call('ZADD', starts_key(f[2]), pool.now, token)
     redis.call('PEXPIRE', starts_key(f[2]), limits[f[2]].period)
   end
-  local attempt = redis.call('HINCRBY', job, 'attempts', 1)
+  local attempt = tonumber(f[10] or '0') + 1
+  local events, n = history_with({state = 'running', owner = owner, token = token,
+                                  events = f[11], events_n = f[12]},
+                                 pool.now, 'started', 'attempt ' .. attempt)
   redis.call('HSET', job, 'state', 'running', 'owner', owner, 'token', token,
-             'started_at', fmt(pool.now), 'lease_deadline', fmt(deadline))
+             'started_at', fmt(pool.now), 'lease_deadline', fmt(deadline),
+             'attempts', attempt, 'events', events, 'events_n', n)
   redis.call('HDEL', job, 'due', 'pid', 'rss_bytes', 'cpu_percent', 'lease_expired_at')
-  note_event(job, pool.now, 'started', 'attempt ' .. attempt)
-  dequeue(pool, job, key)
+  dequeue(pool, job, key, {handler = f[2], reserved_for = f[6], priority = f[9]})
   redis.call('ZADD', pool.running, deadline, key)
   claimed[#claimed + 1] = {key, f[2], f[3], token, attempt, f[4], fmt(deadline), has_notes,
                            f[5], f[7]}
 end
 
 local FIELDS = {'state', 'handler', 'payload', 'max_attempts', 'checkpoint', 'reserved_for',
-                'lease_expired_at', 'group', 'priority'}
+                'lease_expired_at', 'group', 'priority', 'attempts', 'events', 'events_n'}
 
 -- Moves to this owner first.  Only the live reservations are read (their jobs score
 -- later than now), and they are few: each runs out after its reservation ttl.

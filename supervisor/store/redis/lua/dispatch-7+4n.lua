@@ -25,7 +25,7 @@ local pool = {pending = KEYS[1], done_succeeded = KEYS[2], done_failed = KEYS[3]
               done_stopped = KEYS[4], queues = {}, reserved = {}}
 
 local max_pending = tonumber(redis.call('HGET', KEYS[7], 'max_pending') or '')
-local pending = redis.call('ZCARD', pool.pending)
+local pending = max_pending and redis.call('ZCARD', pool.pending) or 0
 local now = store_now()
 local requests, created, taken = {}, {}, {}
 for i = 0, (#ARGV - FIXED_ARGS) / ARGS_PER - 1 do
