@@ -3,6 +3,8 @@ checks that they do)."""
 
 from __future__ import annotations
 
+from supervisor.core.failover import FAILOVER_MARGIN, TOKEN_EPOCH_BITS
+
 # A supervisor is listed by `snapshot` while seen within this many of its lease ttls.
 LIVE_TTLS = 3
 # Its entry is deleted only once silent for longer than max(LIVE_TTLS x lease_ttl,
@@ -31,8 +33,7 @@ def claim_deadline(sent_at: float | None, lease_ttl: float) -> float | None:
     its jobs' fences, counted from the sending, would be near.  A second at least: a
     claim on a busy machine is not held up."""
     return None if sent_at is None else sent_at + max(lease_ttl / 2, 1.0)
-# Each job keeps the newest this many events of its history (lua/_lib.lua note_event
-# keeps the same number).
+# Each job keeps the newest this many events of its history.
 HISTORY_LIMIT = 100
 # An event's detail is cut to this many characters (the first line of an error).
 DETAIL_CHARS = 300
@@ -42,6 +43,27 @@ OUTPUT_SLACK_SHARE = 4
 MIN_OUTPUT_SLACK = 4096
 
 
+# A claim recovers at most this many expired leases; a claim that looks for jobs under a
+# per-group limit reads this many more of a queue, past the jobs a full group skips.
+RECOVER_BATCH = 100
+GROUP_SCAN = 200
+
+
 def output_slack(max_bytes: int) -> int:
     """Bytes a run's kept output may hold past `max_bytes` before the store cuts it."""
     return max(max_bytes // OUTPUT_SLACK_SHARE, MIN_OUTPUT_SLACK)
+
+
+def lua_policy() -> dict[str, int]:
+    """The numbers the Redis scripts apply, as lua/_lib.lua's table POLICY (scripts.py
+    writes it ahead of every script): each is defined here or in core/, never in Lua."""
+    return {
+        "history_limit": HISTORY_LIMIT,
+        "detail_chars": DETAIL_CHARS,
+        "recover_batch": RECOVER_BATCH,
+        "group_scan": GROUP_SCAN,
+        "live_ttls": LIVE_TTLS,
+        "losses_reset_ttls": LOSSES_RESET_TTLS,
+        "failover_margin_ms": round(FAILOVER_MARGIN * 1000),
+        "token_epoch": 1 << TOKEN_EPOCH_BITS,
+    }

@@ -5,7 +5,9 @@ so that the two cannot drift apart."""
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Iterator
+from importlib import resources
 
 import orjson
 import pytest
@@ -90,3 +92,20 @@ def test_ended_by_failover_agrees_in_python_and_lua(lua: redis.Redis) -> None:
 
     assert answers == [ended_by_failover(end, hold) for end, hold in cases]
     assert set(answers) == {True, False}
+
+
+# Numbers in Lua that are the scripts' own layout (status codes, where arguments start),
+# not policy.
+LAYOUT_NAMES = {"OK", "FIRST_HANDLER", "FIXED_KEYS"}
+
+
+def test_no_policy_number_is_written_as_a_lua_literal() -> None:
+    folder = resources.files("supervisor.store.redis") / "lua"
+    sources = [entry for entry in folder.iterdir() if entry.name.endswith(".lua")]
+    sources += list((folder / "include").iterdir())
+    literal = re.compile(r"^local ([A-Z_]+)[A-Z_, ]* = -?\d", re.MULTILINE)
+
+    found = {(entry.name, name) for entry in sources
+             for name in literal.findall(entry.read_text(encoding="utf-8"))}
+
+    assert {name for _, name in found} <= LAYOUT_NAMES, found

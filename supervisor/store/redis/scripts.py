@@ -3,8 +3,10 @@
 Each command is `lua/<name>-<key count>.lua`, or `lua/<name>-<key count>+<k>n.lua` for
 one that takes k more keys per item of a list (`renew-4+2n`: four, then two per lease;
 `+n` is one per item); `lua/_lib.lua` is prepended to every one, and after it each
-`lua/include/<name>.lua` that the script names on a line `-- include <name>` (so line
-numbers in Redis error messages count from the top of _lib.lua).  Scripts answer `{status, ...}`;
+`lua/include/<name>.lua` that the script names on a line `-- include <name>`; ahead of
+them all, one line defines the table POLICY of the numbers they apply (policy.py
+lua_policy), so that no Lua literal restates a Python constant.  Line numbers in Redis
+error messages count from that line.  Scripts answer `{status, ...}`;
 `error_for` is the one place a status becomes an exception.
 """
 
@@ -28,6 +30,7 @@ from supervisor.errors import (
     StaleToken,
     SupervisorIdTaken,
 )
+from supervisor.store.policy import lua_policy
 from supervisor.store.redis.connection import RedisClient
 from supervisor.store.redis.wait import run_and_wait
 
@@ -96,11 +99,17 @@ class Command:
         raise ValueError(f"{self.name} takes {wanted} keys, got {count}")
 
 
+def policy_line() -> str:
+    """`local POLICY = {...}`: the numbers of policy.py lua_policy, for every script."""
+    fields = ", ".join(f"{name} = {value}" for name, value in lua_policy().items())
+    return f"local POLICY = {{{fields}}}"
+
+
 def included(name: str) -> str:
-    """`lua/include/<name>.lua` with _lib.lua before it, for a test that calls its
-    functions."""
+    """`lua/include/<name>.lua` with POLICY and _lib.lua before it, for a test that
+    calls its functions."""
     folder = resources.files("supervisor.store.redis") / "lua"
-    return "\n".join([(folder / _LIBRARY).read_text(encoding="utf-8"),
+    return "\n".join([policy_line(), (folder / _LIBRARY).read_text(encoding="utf-8"),
                       (folder / "include" / f"{name}.lua").read_text(encoding="utf-8")])
 
 
@@ -118,7 +127,8 @@ def commands() -> dict[str, Command]:
             included = [(folder / "include" / f"{name}.lua").read_text(encoding="utf-8")
                         for name in _INCLUDE.findall(body)]
             found[match["name"]] = Command(match["name"], int(match["keys"]),
-                                           "\n".join([library, *included, body]), body, per)
+                                           "\n".join([policy_line(), library, *included, body]),
+                                           body, per)
     return found
 
 

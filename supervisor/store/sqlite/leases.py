@@ -20,7 +20,7 @@ from supervisor.core.lease_losses import (
 )
 from supervisor.core.limits import Due, Limits, startable
 from supervisor.errors import StaleToken
-from supervisor.store.policy import JUDGE_AFTER_GAP, MIN_CLAIM_GAP
+from supervisor.store.policy import GROUP_SCAN, JUDGE_AFTER_GAP, MIN_CLAIM_GAP
 from supervisor.store.records import (
     ClaimBatch,
     ClaimedJob,
@@ -35,7 +35,6 @@ from supervisor.store.sqlite.db import Tx
 
 # Due jobs looked at beyond `count` when a handler has limits (a group limit may skip
 # some); the Lua claim script looks as far.
-GROUP_SCAN = 200
 
 
 def emit(tx: Tx, kind: str, key: str | None = None) -> None:

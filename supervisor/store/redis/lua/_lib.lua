@@ -214,8 +214,8 @@ end
 -- (the event), s and t (the supervisor and token of the run it concerns), d (detail);
 -- redis/records.py decodes them.  One string keeps a transition to one HMGET and one
 -- HSET, at the cost of copying the history (a few KiB at most).
-local HISTORY_LIMIT = 100  -- policy.HISTORY_LIMIT
-local DETAIL_CHARS = 300  -- policy.DETAIL_CHARS
+local HISTORY_LIMIT = POLICY.history_limit
+local DETAIL_CHARS = POLICY.detail_chars
 
 local function first_line(text)
   if not text then

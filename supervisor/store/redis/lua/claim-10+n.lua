@@ -55,7 +55,7 @@
 -- gap's end and the lease's.  The rule is
 -- core/lease_losses.py's.
 
-local RECOVER_BATCH = 100
+local RECOVER_BATCH = POLICY.recover_batch
 
 local prefix, owner = ARGV[1], ARGV[2]
 local count, ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -76,7 +76,7 @@ if claim_by and pool.now > claim_by then
 end
 
 -- core/failover.py step_epoch; returns the hold's end (ms) or nil.
-local FAILOVER_MARGIN, TOKEN_EPOCH = 1000, 4294967296  -- failover.FAILOVER_MARGIN, 1 << 32
+local FAILOVER_MARGIN, TOKEN_EPOCH = POLICY.failover_margin_ms, POLICY.token_epoch
 local function master_identity()
   local info = redis.pcall('INFO', 'server', 'replication')  -- one call from Redis 7
   if type(info) ~= 'string' or not string.find(info, 'master_replid:', 1, true) then
@@ -317,7 +317,7 @@ end
 -- as in one zset.  From each queue its first `count` and one more (a job left for
 -- another supervisor to wake for), more where a group limit may skip some; the first
 -- one not yet due says when the queue is next due.
-local GROUP_SCAN = 200
+local GROUP_SCAN = POLICY.group_scan
 local function due_jobs()
   local due = {}
   for _, queue in ipairs(handler_queues) do

@@ -8,7 +8,7 @@
 --           {notified keys},
 --           membership ('ok', 'missing' or 'taken')}
 
-local IN_A_ROW_TTLS = 3  -- policy.LOSSES_RESET_TTLS: a lease held this long resets losses
+local IN_A_ROW_TTLS = POLICY.losses_reset_ttls  -- a lease held this long resets losses
 local owner, instance = ARGV[1], ARGV[2]
 local ttl = tonumber(ARGV[3])
 local now = store_now()

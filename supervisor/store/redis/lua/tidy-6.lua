@@ -7,7 +7,7 @@
 -- ARGV: 1 retention (ms), 2 health gap (ms), 3 garbage after at least (ms)
 -- Returns: {OK}
 
-local GARBAGE_TTLS = 3  -- policy.LIVE_TTLS
+local GARBAGE_TTLS = POLICY.live_ttls
 local now = store_now()
 -- First: Redis refuses a script's first write under OOM only if that write may grow
 -- memory (HSET may, ZREM may not), and lets every later one through.
