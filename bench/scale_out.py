@@ -68,6 +68,8 @@ class Outcome:
     idle: Cost
     per_job: Cost
     dispatch_rate: float
+    producer_cpu: float  # the producer's own CPU seconds per dispatch
+    host_busy: float  # the host's CPU busy share (all cores) while it dispatched
 
 
 def redis_process(url: str) -> psutil.Process:
@@ -135,9 +137,13 @@ def measure(size: int, args: argparse.Namespace) -> Outcome:
             return int(raw.zcard(succeeded)) >= args.jobs
 
         start = read(server, raw)
+        producer_began = time.process_time()
+        psutil.cpu_percent()
         for index in range(args.jobs):
             client.dispatch(f"noop-{index}", None, handler="noop")
         dispatched = time.monotonic() - start.at
+        host_busy = psutil.cpu_percent() / 100
+        producer_cpu = (time.process_time() - producer_began) / args.jobs
         wait_until(all_succeeded, 300, f"{args.jobs} jobs to succeed")
         active = cost(start, read(server, raw), own_commands=polls).minus(idle)
         counts = client.status()["counts"]
@@ -145,7 +151,7 @@ def measure(size: int, args: argparse.Namespace) -> Outcome:
             raise SystemExit(f"expected {args.jobs} succeeded jobs, got {counts}")
     per_job = Cost(active.seconds, active.cpu / args.jobs, active.commands / args.jobs,
                    active.scripts / args.jobs)
-    return Outcome(size, idle, per_job, args.jobs / dispatched)
+    return Outcome(size, idle, per_job, args.jobs / dispatched, producer_cpu, host_busy)
 
 
 def main() -> None:
@@ -167,6 +173,10 @@ def main() -> None:
         ("script calls per job (eval/evalsha/fcall)",
          [f"{o.per_job.scripts:.2f}" for o in outcomes]),
         ("one-by-one dispatch, jobs/s", [f"{o.dispatch_rate:.0f}" for o in outcomes]),
+        ("  the producer's CPU ms per dispatch", [f"{1000 * o.producer_cpu:.2f}"
+                                                   for o in outcomes]),
+        ("  the host's cores busy while it dispatched", [f"{100 * o.host_busy:.0f}%"
+                                                         for o in outcomes]),
         ("idle pool: Redis CPU %", [f"{100 * o.idle.cpu / o.idle.seconds:.2f}"
                                     for o in outcomes]),
         ("idle pool: commands/s", [f"{o.idle.commands / o.idle.seconds:.1f}" for o in outcomes]),
