@@ -1,0 +1,193 @@
+"""What a pool costs its Redis per job as it grows: the same no-op jobs through a pool of
+1 and of 16 idle supervisors, each on a fresh private redis-server.
+
+    python bench/scale_out.py [--jobs 1000] [--supervisors 1,16] [--capacity 4]
+                              [--idle-seconds 5]
+
+For each pool size: start the supervisors (capacity `--capacity`, the no-op handler of
+handlers/noop.py, default settings otherwise; the job history is always kept), wait until
+every one is registered and idle, and measure the idle pool for `--idle-seconds`:
+redis-server's CPU (user + system, psutil) and `INFO commandstats`.  Then dispatch
+`--jobs` jobs one by one through `supervisor.Client` (the dispatch rate is jobs / the
+dispatch's wall time), wait until all have succeeded, and measure again.  The idle
+pool's rates times the active window's length are subtracted, and what is left is
+divided by the jobs.
+
+Commands are every command in `INFO commandstats`, which counts the commands run inside
+scripts; the script calls themselves (eval, evalsha, fcall and their _ro forms) are not
+among them but are counted on their own row.  This script's own commands are left out:
+INFO, CONFIG and the ZCARD polls of the wait for the jobs to succeed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import redis
+from common import redis_server, supervisor
+
+from supervisor import Client
+from supervisor.store.redis_keys import PoolKeys
+
+HANDLERS = {"noop": {"path": "noop.py"}}
+SCRIPT_CALLS = ("eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro")
+OWN = ("info", "config")  # this script's instruments
+
+
+@dataclass(frozen=True)
+class Reading:
+    at: float
+    cpu: float  # redis-server's user + system seconds
+    calls: dict[str, int]  # command -> calls
+
+
+@dataclass(frozen=True)
+class Cost:
+    seconds: float
+    cpu: float
+    commands: float
+    scripts: float
+
+    def minus(self, idle: Cost) -> Cost:
+        """This window less what the idle pool would have cost over as long."""
+        share = self.seconds / idle.seconds
+        return Cost(self.seconds, self.cpu - idle.cpu * share,
+                    self.commands - idle.commands * share, self.scripts - idle.scripts * share)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    supervisors: int
+    idle: Cost
+    per_job: Cost
+    dispatch_rate: float
+
+
+def redis_process(url: str) -> psutil.Process:
+    port = url.rsplit(":", 1)[1].split("/")[0]
+    for process in psutil.process_iter(["name", "cmdline"]):
+        if process.info["name"] == "redis-server" and port in " ".join(process.info["cmdline"]):
+            return process
+    raise SystemExit(f"no redis-server on port {port}")
+
+
+def read(server: psutil.Process, raw: redis.Redis) -> Reading:
+    stats = raw.info("commandstats")
+    calls = {name.removeprefix("cmdstat_"): int(value["calls"]) for name, value in stats.items()}
+    times = server.cpu_times()
+    return Reading(time.monotonic(), times.user + times.system, calls)
+
+
+def cost(before: Reading, after: Reading, own_commands: int = 0) -> Cost:
+    delta = {name: count - before.calls.get(name, 0) for name, count in after.calls.items()}
+    scripts = sum(delta.get(name, 0) for name in SCRIPT_CALLS)
+    commands = sum(count for name, count in delta.items()
+                   if name not in SCRIPT_CALLS and name not in OWN) - own_commands
+    return Cost(after.at - before.at, after.cpu - before.cpu, commands, scripts)
+
+
+def wait_until(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.2)
+
+
+def measure(size: int, args: argparse.Namespace) -> Outcome:
+    directory = Path(tempfile.mkdtemp(prefix="poolsup-scale-out-"))
+    pool = f"bench-{uuid.uuid4().hex[:8]}"
+    with redis_server() as url, contextlib.ExitStack() as stack:
+        server = redis_process(url)
+        raw = redis.Redis.from_url(url)
+        stack.callback(raw.close)
+        for n in range(size):
+            stack.enter_context(supervisor(directory, url, pool, handlers=HANDLERS,
+                                           name=f"s{n}.toml", id=f"s{n}",
+                                           capacity=args.capacity))
+        client = Client(url, pool=pool)
+        stack.callback(client.close)
+
+        def all_idle() -> bool:
+            members = client.status()["supervisors"]
+            return len(members) == size and all(
+                member["state"] == "running" and member["running"] == 0 for member in members)
+
+        wait_until(all_idle, 120, f"{size} idle supervisors")
+        time.sleep(2)  # let the joins settle
+        start = read(server, raw)
+        time.sleep(args.idle_seconds)
+        idle = cost(start, read(server, raw))
+
+        succeeded = PoolKeys(pool).by_state["succeeded"]
+        polls = 0
+
+        def all_succeeded() -> bool:
+            nonlocal polls
+            polls += 1
+            return int(raw.zcard(succeeded)) >= args.jobs
+
+        start = read(server, raw)
+        for index in range(args.jobs):
+            client.dispatch(f"noop-{index}", None, handler="noop")
+        dispatched = time.monotonic() - start.at
+        wait_until(all_succeeded, 300, f"{args.jobs} jobs to succeed")
+        active = cost(start, read(server, raw), own_commands=polls).minus(idle)
+        counts = client.status()["counts"]
+        if counts["succeeded"] != args.jobs:
+            raise SystemExit(f"expected {args.jobs} succeeded jobs, got {counts}")
+    per_job = Cost(active.seconds, active.cpu / args.jobs, active.commands / args.jobs,
+                   active.scripts / args.jobs)
+    return Outcome(size, idle, per_job, args.jobs / dispatched)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--supervisors", default="1,16",
+                        help="pool sizes, comma-separated (default 1,16)")
+    parser.add_argument("--capacity", type=int, default=4)
+    parser.add_argument("--idle-seconds", type=float, default=5.0)
+    args = parser.parse_args()
+    sizes = [int(size) for size in args.supervisors.split(",")]
+    outcomes = [measure(size, args) for size in sizes]
+
+    names = [f"{o.supervisors} supervisor{'s' if o.supervisors != 1 else ''}" for o in outcomes]
+    rows = [
+        ("Redis CPU ms per job", [f"{1000 * o.per_job.cpu:.3f}" for o in outcomes]),
+        ("Redis commands per job (in scripts too)",
+         [f"{o.per_job.commands:.1f}" for o in outcomes]),
+        ("script calls per job (eval/evalsha/fcall)",
+         [f"{o.per_job.scripts:.2f}" for o in outcomes]),
+        ("one-by-one dispatch, jobs/s", [f"{o.dispatch_rate:.0f}" for o in outcomes]),
+        ("idle pool: Redis CPU %", [f"{100 * o.idle.cpu / o.idle.seconds:.2f}"
+                                    for o in outcomes]),
+        ("idle pool: commands/s", [f"{o.idle.commands / o.idle.seconds:.1f}" for o in outcomes]),
+        ("idle pool: script calls/s", [f"{o.idle.scripts / o.idle.seconds:.1f}"
+                                       for o in outcomes]),
+        ("active window s", [f"{o.per_job.seconds:.1f}" for o in outcomes]),
+    ]
+    width = max(len(label) for label, _ in rows)
+    columns = [max(len(name), 8) for name in names]
+    print(f"{args.jobs} no-op jobs dispatched one by one, capacity {args.capacity} per "
+          f"supervisor; idle cost subtracted (measured over {args.idle_seconds:g} s)")
+    print(" " * width + "  " + "  ".join(name.rjust(w) for name, w in zip(names, columns,
+                                                                             strict=True)))
+    for label, values in rows:
+        print(label.ljust(width) + "  " + "  ".join(value.rjust(w) for value, w in zip(
+            values, columns, strict=True)))
+    if len(outcomes) > 1:
+        first, last = outcomes[0], outcomes[-1]
+        print(f"dispatch rate {last.supervisors}/{first.supervisors}: "
+              f"{last.dispatch_rate / first.dispatch_rate:.2f}x", flush=True)
+
+
+if __name__ == "__main__":
+    main()
