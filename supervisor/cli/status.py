@@ -7,7 +7,7 @@ from typing import Any
 from supervisor.cli.limit_view import limit_line
 from supervisor.cli.schedule_view import summary_line
 from supervisor.core.rebalance import shares
-from supervisor.pool.rebalancer import member_load, takes_work
+from supervisor.pool.loads import member_load, takes_work
 from supervisor.store.records import ALL_STATES, PoolSnapshot
 
 
