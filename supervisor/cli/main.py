@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from supervisor.client import AsyncClient
 
 # The choices of `run --log-format` and `jobs --state`, written out so that `--help` imports
-# neither logging nor the stores (tests/unit/test_cli_imports.py checks they match
+# neither logging nor the stores (tests/acceptance/test_cli_imports.py checks they match
 # supervisor.service.log_format.LOG_FORMATS and supervisor.store.records.ALL_STATES).
 LOG_FORMATS = ("text", "json")
 ALL_STATES = ("pending", "running", "succeeded", "failed", "stopped")

@@ -3,7 +3,8 @@ where error types become exit codes.
 
 The command modules import the client, the config, the stores and their drivers (anyio,
 redis, orjson) inside the commands that use them, not at the top: `poolsup --help` and
-every command's start would pay for all of them otherwise (tests/unit/test_cli_imports.py).
+every command's start would pay for all of them otherwise
+(tests/acceptance/test_cli_imports.py).
 """
 
 from __future__ import annotations
