@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from supervisor.cli.support import config_option, print_json, reports_errors, with_client
-from supervisor.client import DEBUG_TIMEOUT, AsyncClient
+
+if TYPE_CHECKING:
+    from supervisor.client import AsyncClient
+
+DEBUG_TIMEOUT = 10.0  # the default of supervisor.client's debug (a unit test keeps them equal)
 
 
 def render_stacks(answer: dict[str, Any]) -> str:

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 
-from supervisor.bulk import read_jsonl
 from supervisor.cli.outcomes import TIMEOUT_HELP, check_timeout, report_end
 from supervisor.cli.support import config_option, print_json, reports_errors, with_client
-from supervisor.client import AsyncClient, parse_payload
 from supervisor.errors import DispatchRefused, UsageError
-from supervisor.run_at import format_time, run_at_from
+
+if TYPE_CHECKING:
+    from supervisor.client import AsyncClient
 
 # The options of one job (and their parameters), which a --from-file line gives for itself.
 ONE_JOB_OPTIONS = {"--payload": "payload", "--payload-file": "payload_file",
@@ -56,6 +56,9 @@ def dispatch_command(
 ) -> None:
     """Add a job (exit 3 if refused: its key is live, ...), or many with --from-file
     (exit 3 if some were refused, each listed on stderr)."""
+    from supervisor.client import parse_payload
+    from supervisor.run_at import format_time, run_at_from
+
     if from_file is not None:
         given = click.get_current_context().params
         clashing = [option for option, name in ONE_JOB_OPTIONS.items()
@@ -99,6 +102,8 @@ def dispatch_command(
 
 def _dispatch_file(config_path: str | None, path: str, handler: str | None,
                    as_json: bool) -> None:
+    from supervisor.bulk import read_jsonl
+
     name = "stdin" if path == "-" else path
     try:
         source: IO[bytes] = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115

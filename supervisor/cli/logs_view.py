@@ -4,13 +4,15 @@ after; `--follow` prints on as output comes, until the job has finished."""
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
-import anyio
 import click
 
 from supervisor.cli.support import config_option, reports_errors, with_client
-from supervisor.client import AsyncClient
-from supervisor.store.records import RunOutput
+
+if TYPE_CHECKING:
+    from supervisor.client import AsyncClient
+    from supervisor.store.records import RunOutput
 
 FOLLOW_POLL = 0.5
 
@@ -73,6 +75,8 @@ def logs_command(config_path: str | None, key: str, follow: bool, attempt: int |
                        "max_log = 0)", err=True)
 
     async def follow_on(client: AsyncClient) -> None:
+        import anyio
+
         follower = await client.output_follower(key, attempt)
         while True:
             runs, finished = await follower.read()

@@ -6,22 +6,16 @@ import contextlib
 import signal
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anyio
 import click
-import orjson
 
-from sandbox import linux
 from supervisor.cli.debugging import debug_command
 from supervisor.cli.dispatching import dispatch_command
-from supervisor.cli.history_view import event_lines
 from supervisor.cli.logs_view import logs_command
 from supervisor.cli.outcomes import retry_command, wait_command
 from supervisor.cli.pausing import pause_command, resume_command
-from supervisor.cli.sandbox_report import check_sandboxes, kernel_lines
 from supervisor.cli.schedules import plan_command, schedules_command
-from supervisor.cli.status import render_status_text
 from supervisor.cli.support import (
     PoolsupGroup,
     config_option,
@@ -30,11 +24,15 @@ from supervisor.cli.support import (
     reports_errors,
     with_client,
 )
-from supervisor.client import AsyncClient, parse_payload
-from supervisor.service.log_format import LOG_FORMATS
-from supervisor.service.logs import logging_to_stderr
-from supervisor.store.records import ALL_STATES
 
+if TYPE_CHECKING:
+    from supervisor.client import AsyncClient
+
+# The choices of `run --log-format` and `jobs --state`, written out so that `--help` imports
+# neither logging nor the stores (tests/acceptance/test_cli_imports.py checks they match
+# supervisor.service.log_format.LOG_FORMATS and supervisor.store.records.ALL_STATES).
+LOG_FORMATS = ("text", "json")
+ALL_STATES = ("pending", "running", "succeeded", "failed", "stopped")
 WEB_EXTRA_MODULES = ("starlette", "uvicorn", "jinja2")
 WEB_TOKEN_ENV = "POOLSUP_WEB_TOKEN"
 
@@ -54,7 +52,12 @@ def main() -> None:
 @reports_errors
 def run(config_path: str | None, log_level: str, log_format: str) -> None:
     """Run the supervisor in the foreground until SIGTERM/SIGINT."""
+    import anyio
+
+    from sandbox import linux
+    from supervisor.cli.sandbox_report import check_sandboxes
     from supervisor.service.daemon import serve
+    from supervisor.service.logs import logging_to_stderr
 
     config = read_config(config_path, require_handlers=True)
     check_sandboxes(config)
@@ -74,6 +77,9 @@ def run(config_path: str | None, log_level: str, log_format: str) -> None:
 @reports_errors
 def check(config_path: str | None) -> None:
     """Validate the config and import every handler."""
+    import anyio
+
+    from supervisor.cli.sandbox_report import check_sandboxes, kernel_lines
     from supervisor.forks.launch import open_fork_server
     from supervisor.pool.producers import sandboxed_code
 
@@ -124,6 +130,7 @@ def stop(config_path: str | None, key: str, no_wait: bool) -> None:
 @reports_errors
 def notify(config_path: str | None, key: str, payload: str) -> None:
     """Deliver a message to a job (kept until it runs, if pending)."""
+    from supervisor.client import parse_payload
 
     async def action(client: AsyncClient) -> None:
         await client.notify_json(key, parse_payload(payload, client.max_payload))
@@ -139,6 +146,9 @@ def notify(config_path: str | None, key: str, payload: str) -> None:
 @reports_errors
 def status(config_path: str | None, as_json: bool, watch: bool) -> None:
     """The pool at a glance.  Exit 1 if the store is unreachable."""
+    import anyio
+
+    from supervisor.cli.status import render_status_text
 
     async def show(client: AsyncClient) -> None:
         while True:
@@ -189,6 +199,9 @@ def jobs(config_path: str | None, state: Any, as_json: bool) -> None:
 @reports_errors
 def job(config_path: str | None, key: str, as_json: bool) -> None:
     """One job's record.  Exit 4 if unknown."""
+    import orjson
+
+    from supervisor.cli.history_view import event_lines
 
     async def action(client: AsyncClient) -> dict[str, Any]:
         return await client.job(key)

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import orjson
 
 from supervisor.cli.support import config_option, print_json, reports_errors, with_client
-from supervisor.client import AsyncClient
 from supervisor.errors import JobFailed, JobStopped, UsageError
+
+if TYPE_CHECKING:
+    from supervisor.client import AsyncClient
 
 TIMEOUT_HELP = "give up after this many seconds (exit 7; the job goes on)"
 
@@ -30,6 +31,8 @@ def report_end(record: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print_json(record)
     elif record["state"] == "succeeded":
+        import orjson
+
         click.echo(orjson.dumps(record["result"]).decode())
     key, why = record["key"], first_line(record["error"])
     if record["state"] == "failed":

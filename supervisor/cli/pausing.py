@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import click
 
 from supervisor.cli.support import config_option, reports_errors, with_client
-from supervisor.client import AsyncClient
+
+if TYPE_CHECKING:
+    from supervisor.client import AsyncClient
 
 
 def _described(handlers: Sequence[str]) -> str:

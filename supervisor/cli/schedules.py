@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anyio
 import click
-import orjson
 
-from supervisor.cli.schedule_view import render_schedules_text
 from supervisor.cli.support import config_option, print_json, read_config, reports_errors
 from supervisor.cli.support import with_client as run_with_client
-from supervisor.client import AsyncClient
-from supervisor.core.plans import InvalidPlan, PlanDiff, parse_plan
 from supervisor.errors import PoolsupError, UsageError
+
+if TYPE_CHECKING:
+    from supervisor.client import AsyncClient
+    from supervisor.core.plans import PlanDiff
 
 
 @click.command("schedules")
@@ -23,6 +22,7 @@ from supervisor.errors import PoolsupError, UsageError
 @reports_errors
 def schedules_command(config_path: str | None, as_json: bool) -> None:
     """Each schedule's last and next tick, last outcome, and who fired it."""
+    from supervisor.cli.schedule_view import render_schedules_text
 
     async def action(client: AsyncClient) -> list[dict[str, Any]]:
         return await client.schedules()
@@ -42,6 +42,10 @@ def schedules_command(config_path: str | None, as_json: bool) -> None:
 def plan_command(config_path: str | None, name: str, as_json: bool) -> None:
     """Run schedule NAME's producer once, in a sandbox, and print what it would start,
     stop and keep.  Changes nothing.  Exit 2 if NAME is not a producer schedule."""
+    import anyio
+    import orjson
+
+    from supervisor.core.plans import InvalidPlan, parse_plan
     from supervisor.forks.launch import open_fork_server
     from supervisor.pool.producers import producer_handlers, run_producer
     from supervisor.sandbox_config import protected_paths

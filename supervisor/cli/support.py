@@ -1,5 +1,11 @@
 """What every `poolsup` command shares: the config option, the client, and the one place
-where error types become exit codes."""
+where error types become exit codes.
+
+The command modules import the client, the config, the stores and their drivers (anyio,
+redis, orjson) inside the commands that use them, not at the top: `poolsup --help` and
+every command's start would pay for all of them otherwise
+(tests/acceptance/test_cli_imports.py).
+"""
 
 from __future__ import annotations
 
@@ -7,15 +13,15 @@ import contextlib
 import functools
 import sys
 from collections.abc import Callable, Iterator
-from typing import IO, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
-import anyio
 import click
-import orjson
 
-from supervisor.client import AsyncClient, client_for
-from supervisor.config import Config, load_config, resolve_config_path
 from supervisor.errors import PoolsupError
+
+if TYPE_CHECKING:
+    from supervisor.client import AsyncClient
+    from supervisor.config import Config
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -92,10 +98,16 @@ def first_poolsup_error(group: BaseExceptionGroup[BaseException]) -> PoolsupErro
 
 
 def read_config(config_path: str | None, *, require_handlers: bool = False) -> Config:
+    from supervisor.config import load_config, resolve_config_path
+
     return load_config(resolve_config_path(config_path), require_handlers=require_handlers)
 
 
 def with_client(config_path: str | None, action: Callable[[AsyncClient], Any]) -> Any:
+    import anyio
+
+    from supervisor.client import client_for
+
     config = read_config(config_path)
 
     async def main() -> Any:
@@ -110,4 +122,6 @@ def with_client(config_path: str | None, action: Callable[[AsyncClient], Any]) -
 
 
 def print_json(value: Any) -> None:
+    import orjson
+
     click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode())

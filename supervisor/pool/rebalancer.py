@@ -18,7 +18,6 @@ from sandbox.protocol import fence_clock
 from supervisor.core.outcome import StopReason
 from supervisor.core.rebalance import (
     Candidate,
-    MemberLoad,
     Move,
     first_seen_times,
     pick_jobs,
@@ -29,6 +28,7 @@ from supervisor.errors import StoreFailure
 from supervisor.job.running import MoveOrder, Registry, RunningJob
 from supervisor.observe.job_log import JobLog
 from supervisor.observe.metrics import metrics
+from supervisor.pool.loads import member_load, takes_work
 from supervisor.store.base import Store
 from supervisor.store.policy import LOSSES_RESET_TTLS
 from supervisor.store.records import SupervisorStatus
@@ -54,25 +54,6 @@ def losses_reset_after(lease_ttl: float) -> float:
     """How long a job runs here before the store has reset its count of lease losses
     in a row: LOSSES_RESET_TTLS lease ttls, and the renewal after them."""
     return (LOSSES_RESET_TTLS + 1) * lease_ttl
-
-
-def member_load(status: SupervisorStatus, *, eligible: bool) -> MemberLoad:
-    movable_handlers = set(status.info.rebalance)
-    movable = sum(n for handler, n in status.running_by_handler.items()
-                  if handler in movable_handlers)
-    return MemberLoad(
-        id=status.info.id,
-        capacity=status.info.capacity,
-        movable=movable + status.inbound,
-        fixed=max(0, status.running - movable),
-        eligible=eligible,
-        handlers=frozenset(status.info.handlers),
-    )
-
-
-def takes_work(status: SupervisorStatus) -> bool:
-    """Running (not draining) and renewing on time."""
-    return status.info.state == "running" and status.last_seen <= status.info.lease_ttl
 
 
 class Rebalancer:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from supervisor.core.rebalance import shares
-from supervisor.pool.rebalancer import member_load, takes_work
+from supervisor.pool.loads import member_load, takes_work
 from supervisor.store.records import ALL_STATES, PoolSnapshot
 
 

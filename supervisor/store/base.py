@@ -231,7 +231,7 @@ class Store(Protocol):
         (no hint comes for an end before that) and again at each hint.  On Redis a hint
         comes when a script ends the job, and after a lost connection comes back; a
         hint may still be lost, so readers also read now and then.  On SQLite, a hint
-        every `sqlite_events.JOB_END_POLL` seconds."""
+        every `sqlite.events.JOB_END_POLL` seconds."""
 
     async def notify(self, key: str, payload: bytes) -> None:
         """Queue a message for the job (kept until it runs).  Raises `JobNotFound`;
@@ -292,10 +292,11 @@ class Store(Protocol):
 
     async def snapshot(self) -> PoolSnapshot:
         """Supervisors seen within 3 x their lease_ttl (as `members`), counts per state,
-        running jobs, moving jobs (pending with a live reservation; these records
-        without their events), and the store's health.  Works while the store refuses
-        writes (health then says "failing"); never removes a supervisor's entry that may
-        still be live."""
+        running jobs (a store may leave out their payload, result, error and events,
+        which `status` does not show: Redis does), moving jobs (pending with a
+        live reservation; these records without their events), and the store's health.
+        Works while the store refuses writes (health then says "failing"); never removes
+        a supervisor's entry that may still be live."""
 
     async def fire_tick(self, request: TickRequest) -> TickResult:
         """One atomic step.  If request.not_before > store time: nothing changes, "early".

@@ -42,7 +42,7 @@ EXPECTED_COMMANDS = {
     "notify", "take-notifications", "register", "deregister", "forget", "upgrade-layout",
     "save-checkpoint", "members", "fire-tick", "record-tick-outcome", "schedules",
     "prune-schedule-jobs", "counts",
-    "retry", "append-output", "output",
+    "retry", "append-output", "output", "job-fields",
 }
 
 

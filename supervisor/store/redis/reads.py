@@ -7,6 +7,8 @@ import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
+import orjson
+
 from supervisor.core.failover import FAILOVER_MARGIN
 from supervisor.errors import JobNotFound, StoreError
 from supervisor.store.members import live_members
@@ -14,6 +16,7 @@ from supervisor.store.policy import HEALTH_GAP, MEMBER_GARBAGE_AFTER
 from supervisor.store.records import (
     JobRecord,
     JobState,
+    JobStats,
     Membership,
     Paused,
     PoolSnapshot,
@@ -24,6 +27,16 @@ from supervisor.store.redis.connection import RedisClient, translated_errors
 from supervisor.store.redis.dispatch import RunScript
 from supervisor.store.redis.keys import PoolKeys
 from supervisor.store.redis.records import decode_job, milliseconds, seconds
+
+# What `snapshot` reads of each running job: all but the payload, result, error and
+# history, which `status` does not show (most of a job hash's bytes, and most of the
+# time to read thousands of them).
+RUNNING_FIELDS = ("key", "handler", "state", "owner", "token", "attempts", "max_attempts",
+                  "created_at", "started_at", "finished_at", "lease_deadline", "lease_losses",
+                  "stop_requested", "pid", "rss_bytes", "cpu_percent", "checkpoint",
+                  "checkpoint_at", "run_at", "schedule", "priority", "group")
+# Job hashes per call of lua/job-fields-0+n.lua: each call holds Redis about 2 ms.
+FIELDS_BATCH = 256
 
 
 class RedisReads:
@@ -122,7 +135,7 @@ class RedisReads:
                 pipe.hmget(k.epoch, "seen_at", "max_ttl")
                 health, running_keys, later_keys, paused, epoch = await pipe.execute()
             master = await self._master()
-        records = await self._records([key.decode() for key in running_keys], history=False)
+        records = await self._running_records([key.decode() for key in running_keys])
         running = tuple(r for r in records if r is not None and r.state == "running")
         last_ok, ok_since = (None if value is None else seconds(value) for value in health)
         seen_at, max_ttl = (None if value is None else seconds(value) for value in epoch)
@@ -146,6 +159,25 @@ class RedisReads:
             paused=Paused.of(name.decode() for name in paused),
         )
 
+    async def _running_records(self, keys: Sequence[str]) -> list[JobRecord | None]:
+        """The records of `keys` (None where gone) with only RUNNING_FIELDS: no payload,
+        result, error or events.  Read in batches by one script call each;
+        done entries whose record is gone are forgotten, as in `_records`."""
+        rows: list[list[bytes | None]] = []
+        for start in range(0, len(keys), FIELDS_BATCH):
+            batch = keys[start:start + FIELDS_BATCH]
+            rows += await self._run("job-fields", [self._keys.job(key) for key in batch],
+                                    RUNNING_FIELDS, subject=self.pool)
+        missing = [key for key, row in zip(keys, rows, strict=True) if row[0] is None]
+        if missing:
+            await self._forget(missing)
+        return [None if row[0] is None else _running_record(row) for row in rows]
+
+    async def _forget(self, missing: Sequence[str]) -> None:
+        with contextlib.suppress(StoreError):  # tidying only; reads go on without it
+            await self._run("forget", [*self._keys.all_done, *map(self._keys.job, missing)],
+                            [self._retention_ms, *missing], subject=self.pool)
+
     async def _records(self, keys: Sequence[str], *,
                        history: bool = True) -> list[JobRecord | None]:
         """The records of `keys` (None where gone), without their events unless
@@ -159,10 +191,7 @@ class RedisReads:
                 raws: list[dict[bytes, bytes]] = await pipe.execute()
         missing = [key for key, raw in zip(keys, raws, strict=True) if not raw]
         if missing:
-            with contextlib.suppress(StoreError):  # tidying only; reads go on without it
-                await self._run("forget",
-                                [*self._keys.all_done, *map(self._keys.job, missing)],
-                                [self._retention_ms, *missing], subject=self.pool)
+            await self._forget(missing)
         return [decode_job(raw, history=history) if raw else None for raw in raws]
 
     async def _moving(self, later: Sequence[str], now: float) -> tuple[JobRecord, ...]:
@@ -182,6 +211,36 @@ class RedisReads:
         moving = [r for r in records if r is not None and r.state == "pending"
                   and r.reserved_until is not None and r.reserved_until > now]
         return tuple(sorted(moving, key=lambda record: record.created_at))
+
+
+def _running_record(row: Sequence[bytes | None]) -> JobRecord:
+    """A JobRecord from the values of RUNNING_FIELDS, in that order (as decode_job reads
+    them, but by position: thousands of these make up most of `status`'s decoding)."""
+    (key, handler, state, owner, token, attempts, max_attempts, created_at, started_at,
+     finished_at, lease_deadline, lease_losses, stop_requested, pid, rss, cpu, checkpoint,
+     checkpoint_at, run_at, schedule, priority, group) = row
+
+    def time(value: bytes | None) -> float | None:
+        return None if value is None else float(value) / 1000.0
+
+    def text(value: bytes | None) -> str | None:
+        return None if value is None else value.decode()
+
+    assert key is not None and handler is not None and state is not None
+    return JobRecord(
+        key=key.decode(), handler=handler.decode(), state=cast(JobState, state.decode()),
+        attempts=int(attempts or 0), max_attempts=int(max_attempts or 0),
+        token=int(token or 0), supervisor=text(owner), payload=None, result=None,
+        error=None, created_at=seconds(created_at or b"0"), started_at=time(started_at),
+        finished_at=time(finished_at), lease_deadline=time(lease_deadline),
+        lease_losses=int(lease_losses or 0), stop_requested=stop_requested == b"1",
+        stats=JobStats(pid=None if pid is None else int(pid),
+                       rss_bytes=None if rss is None else int(rss),
+                       cpu_percent=None if cpu is None else float(cpu)),
+        checkpoint=None if checkpoint is None else orjson.loads(checkpoint),
+        checkpoint_at=time(checkpoint_at), run_at=time(run_at), schedule=text(schedule),
+        priority=int(priority or 0), group=text(group),
+    )
 
 
 def _pairs(flat: Sequence[Any]) -> zip[tuple[Any, Any]]:
