@@ -13,6 +13,11 @@ dispatch's wall time), wait until all have succeeded, and measure again.  The id
 pool's rates times the active window's length are subtracted, and what is left is
 divided by the jobs.
 
+Then the same number of jobs is dispatched one by one with the handler paused: the
+wake-ups and the claims they cause still happen, but no job runs, so the rate is the
+store's and the pool's, not the producer's share of cores busy with the jobs it started.
+The producer's own CPU per dispatch and how busy the host's cores were are printed too.
+
 Commands are every command in `INFO commandstats`, which counts the commands run inside
 scripts; the script calls themselves (eval, evalsha, fcall and their _ro forms) are not
 among them but are counted on their own row.  This script's own commands are left out:
@@ -69,6 +74,7 @@ class Outcome:
     per_job: Cost
     dispatch_rate: float
     producer_cpu: float  # the producer's own CPU seconds per dispatch
+    paused_rate: float  # one-by-one dispatch with the handler paused: no job runs
     host_busy: float  # the host's CPU busy share (all cores) while it dispatched
 
 
@@ -149,9 +155,18 @@ def measure(size: int, args: argparse.Namespace) -> Outcome:
         counts = client.status()["counts"]
         if counts["succeeded"] != args.jobs:
             raise SystemExit(f"expected {args.jobs} succeeded jobs, got {counts}")
+        # The same dispatches with the handler paused: the wake-ups and claims happen,
+        # no job runs, so the producer does not share the cores with the jobs it starts.
+        client.pause(["noop"])
+        began = time.monotonic()
+        for index in range(args.jobs):
+            client.dispatch(f"paused-{index}", None, handler="noop")
+        paused_rate = args.jobs / (time.monotonic() - began)
+        client.resume(["noop"])
     per_job = Cost(active.seconds, active.cpu / args.jobs, active.commands / args.jobs,
                    active.scripts / args.jobs)
-    return Outcome(size, idle, per_job, args.jobs / dispatched, producer_cpu, host_busy)
+    return Outcome(size, idle, per_job, args.jobs / dispatched, producer_cpu, paused_rate,
+                   host_busy)
 
 
 def main() -> None:
@@ -173,6 +188,8 @@ def main() -> None:
         ("script calls per job (eval/evalsha/fcall)",
          [f"{o.per_job.scripts:.2f}" for o in outcomes]),
         ("one-by-one dispatch, jobs/s", [f"{o.dispatch_rate:.0f}" for o in outcomes]),
+        ("  the same with the handler paused (no job runs)",
+         [f"{o.paused_rate:.0f}" for o in outcomes]),
         ("  the producer's CPU ms per dispatch", [f"{1000 * o.producer_cpu:.2f}"
                                                    for o in outcomes]),
         ("  the host's cores busy while it dispatched", [f"{100 * o.host_busy:.0f}%"
@@ -196,7 +213,8 @@ def main() -> None:
     if len(outcomes) > 1:
         first, last = outcomes[0], outcomes[-1]
         print(f"dispatch rate {last.supervisors}/{first.supervisors}: "
-              f"{last.dispatch_rate / first.dispatch_rate:.2f}x", flush=True)
+              f"{last.dispatch_rate / first.dispatch_rate:.2f}x; with the handler paused "
+              f"{last.paused_rate / first.paused_rate:.2f}x", flush=True)
 
 
 if __name__ == "__main__":
