@@ -393,8 +393,9 @@ local function complete_job(pool, job, notes, key, token, owner, result)
   return true
 end
 
--- Create a pending job, replacing a finished record of the same key and dropping the
--- notes left from it; the caller checked that the key is not live.  `r` is one request:
+-- Create a pending job, replacing a finished record of the same key (r.replaces: the
+-- caller found one) and dropping the notes and output left from it; the caller checked
+-- that the key is not live.  `r` is one request:
 -- key, handler, payload, max_attempts, run_at (ms, or nil: now), schedule (or nil),
 -- priority (0-9, or nil: 0), group (or nil),
 -- job and notes (its keys), index (its schedule's job index, if it has one).  Due at
@@ -404,8 +405,11 @@ local function create_job(pool, r)
   if r.run_at and r.run_at > due then
     due = r.run_at
   end
-  drop_output(r.job, r.key)
-  redis.call('DEL', r.job, r.notes)
+  if r.replaces then
+    -- A record that is gone took its output and notes with it (both end no later).
+    drop_output(r.job, r.key)
+    redis.call('DEL', r.job, r.notes)
+  end
   redis.call('ZREM', pool.done_succeeded, r.key)
   redis.call('ZREM', pool.done_failed, r.key)
   redis.call('ZREM', pool.done_stopped, r.key)

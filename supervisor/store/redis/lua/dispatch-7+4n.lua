@@ -37,6 +37,7 @@ for i = 0, (#ARGV - FIXED_ARGS) / ARGS_PER - 1 do
              job = KEYS[k + 1], notes = KEYS[k + 2], queue = KEYS[k + 3], index = KEYS[k + 4]}
   local f = redis.call('HMGET', r.job, 'state', 'finished_at')
   local state = f[1]
+  r.replaces = state ~= false
   if taken[r.key] or state == 'pending' or state == 'running' then
     created[#created + 1] = 0
   elseif f[2] and r.unique_for > 0 and now - tonumber(f[2]) < r.unique_for then

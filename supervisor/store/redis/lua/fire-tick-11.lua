@@ -44,6 +44,7 @@ if key ~= '' then
     create_job(pool, {key = key, handler = ARGV[9], payload = ARGV[10],
                       max_attempts = ARGV[11], run_at = tonumber(optional(ARGV[12])),
                       schedule = ARGV[13], job = KEYS[8], notes = KEYS[9],
+                      replaces = state ~= false,
                       index = KEYS[11]})
     local run_at = tonumber(optional(ARGV[12]))
     if not run_at or run_at <= now then
