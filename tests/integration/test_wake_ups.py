@@ -110,3 +110,46 @@ def test_a_wake_up_lost_on_a_frozen_supervisor_costs_the_job_one_poll(
         frozen.signal(signal.SIGCONT)
     # The poll is 0.5 s; generous for a loaded machine, far below a lease or a stranding.
     assert max(waits) < 3.0, waits
+
+
+MOVABLE = {"movable": {"path": "movable.py", "timeout": 0, "max_attempts": 3,
+                       "rebalance": True}}
+LONG_TTL = 30  # renewals every 10 s: a note or a stop within a few seconds came by doorbell
+
+
+def events_of(path: Path, kind: str, key: str) -> list[list[str]]:
+    if not path.exists():
+        return []
+    return [line.split() for line in path.read_text().splitlines()
+            if line.startswith(f"{kind} {key} ")]
+
+
+def test_stop_and_notify_reach_the_holder_after_a_move(
+    redis_pool: Pool, ledger: Path, tmp_path: Path
+) -> None:
+    events = tmp_path / "events.txt"
+    first = redis_pool.start(redis_pool.config(
+        MOVABLE, file="a.toml", id="a", capacity=1, lease_ttl=LONG_TTL, drain_timeout=0.5,
+        stop_grace=2))
+    client = redis_pool.client()
+    client.dispatch("m", {"ledger": str(ledger), "events": str(events)}, handler="movable")
+    wait_for(lambda: events_of(events, "start", "m"), 20, message="the job to start on a")
+    redis_pool.start(redis_pool.config(MOVABLE, file="b.toml", id="b", capacity=1,
+                                       lease_ttl=LONG_TTL))
+
+    first.signal(signal.SIGTERM)  # the drain hands the job over to b
+    assert first.wait(30) == 0, first.log()
+    record = wait_for(lambda: (r := client.job("m"))["supervisor"] == "b"
+                      and r["state"] == "running" and len(events_of(events, "start", "m")) == 2
+                      and r, 20, message="the job to run on b")
+    token = str(record["token"])
+
+    client.notify("m", {"hello": "b"})
+    notes = wait_for(lambda: events_of(events, "note", "m"), 3, interval=0.02,
+                     message="the note to reach b by its doorbell")
+    client.stop("m", wait=False)
+    stops = wait_for(lambda: [e for e in events_of(events, "stop", "m") if e[2] == token], 3,
+                     interval=0.02, message="the stop to reach b by its doorbell")
+
+    assert notes[0][2] == token
+    assert stops[0][3] == "stop"
