@@ -81,7 +81,7 @@ def failing_over(tls_files: TlsFiles) -> Iterator[SentinelSetup]:
 
 
 async def dispatch_claim_complete(store: Store, key: str) -> None:
-    await wait_for_work(store)
+    await wait_for_work(store, lease_ttl=1)  # the pool's longest lease: a short hold
     async with store.events(OWNER) as events:  # pub/sub through the sentinels, over TLS
         await store.dispatch(new_job(key))
         await next_event(events, "wake")

@@ -46,10 +46,10 @@ async def claim(
     return await store.claim(owner, handlers, count, lease_ttl, max_lease_losses)
 
 
-async def wait_for_work(store: Store, *, owner: str = OWNER) -> None:
+async def wait_for_work(store: Store, *, owner: str = OWNER, lease_ttl: float = LONG_TTL) -> None:
     """A claim with room that finds nothing: `owner` then waits for work of HANDLER, and
     the next job made claimable wakes it."""
-    batch = await claim(store, 1, owner=owner)
+    batch = await claim(store, 1, owner=owner, lease_ttl=lease_ttl)
     assert not batch.jobs, batch
 
 
