@@ -47,6 +47,9 @@ MIN_OUTPUT_SLACK = 4096
 # per-group limit reads this many more of a queue, past the jobs a full group skips.
 RECOVER_BATCH = 100
 GROUP_SCAN = 200
+# A job's end trims its done list of the entries past the retention when its token is a
+# multiple of this (readers count and list by score, so a late trim changes no answer).
+DONE_TRIM_EVERY = 8
 
 
 def output_slack(max_bytes: int) -> int:
@@ -62,6 +65,7 @@ def lua_policy() -> dict[str, int]:
         "detail_chars": DETAIL_CHARS,
         "recover_batch": RECOVER_BATCH,
         "group_scan": GROUP_SCAN,
+        "done_trim_every": DONE_TRIM_EVERY,
         "live_ttls": LIVE_TTLS,
         "losses_reset_ttls": LOSSES_RESET_TTLS,
         "failover_margin_ms": round(FAILOVER_MARGIN * 1000),

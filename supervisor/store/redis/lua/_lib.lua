@@ -343,10 +343,12 @@ end
 -- End the job in a final state: keep its record for the retention period, list it in
 -- done_<state>, drop its notifications, note the end in its history (the first line of
 -- `error`, which is the reason of a stop, as the detail).  `error` may be nil (left as it is) or false
--- (cleared).  Only a pending job is dequeued (its handler's queue and reservation must
--- be in pool.queues and pool.reserved); a running one leaves `running`.
-local function finish(pool, job, notes, key, state, error, result)
-  local s = job_state(job)
+-- (cleared); `result`, a completion's, is written with the state; `known` is the job's
+-- job_state if the caller read it.  Only a pending job is dequeued (its handler's queue
+-- and reservation must be in pool.queues and pool.reserved); a running one leaves
+-- `running`.
+local function finish(pool, job, notes, key, state, error, result, known)
+  local s = known or job_state(job)
   local text, n = history_with(s, pool.now, state, first_line(error))
   if s.state == 'pending' then
     dequeue(pool, job, key, s)
@@ -370,7 +372,11 @@ local function finish(pool, job, notes, key, state, error, result)
   redis.call('DEL', notes)
   local done = pool['done_' .. state]
   redis.call('ZADD', done, pool.now, key)
-  redis.call('ZREMRANGEBYSCORE', done, '-inf', after(pool.now - pool.retention))
+  -- Entries past the retention go now and then, not at every end (readers count and
+  -- list by score, and drop an entry whose record is gone).
+  if tonumber(s.token or '0') % POLICY.done_trim_every == 0 then
+    redis.call('ZREMRANGEBYSCORE', done, '-inf', after(pool.now - pool.retention))
+  end
   redis.call('PUBLISH', ended_channel(pool, key), state)
 end
 
@@ -379,17 +385,17 @@ end
 -- completed by an earlier try whose reply was lost, and stays as it is.  pool needs
 -- running, done_succeeded, now and retention.
 local function complete_job(pool, job, notes, key, token, owner, result)
-  local f = redis.call('HMGET', job, 'state', 'token', 'owner')
-  if f[2] ~= token or f[3] ~= owner then
+  local s = job_state(job)
+  if s.token ~= token or s.owner ~= owner then
     return false
   end
-  if f[1] == 'succeeded' then
+  if s.state == 'succeeded' then
     return true
   end
-  if f[1] ~= 'running' then
+  if s.state ~= 'running' then
     return false
   end
-  finish(pool, job, notes, key, 'succeeded', false, result)
+  finish(pool, job, notes, key, 'succeeded', false, result, s)
   return true
 end
 

@@ -285,15 +285,18 @@ for i = FIRST_HANDLER, #ARGV do
     end
   end
 end
--- The queues of priorities 1-9 are read only when one of them exists (an empty zset
--- does not): one EXISTS for them all, where most pools use no priority.
-local any_higher = false
-if #higher > 0 then
-  local names = {}
-  for i, queue in ipairs(higher) do
-    names[i] = queue.key
-  end
-  any_higher = redis.call('EXISTS', unpack(names)) > 0
+-- The queues of priorities 1-9, and this owner's reservations, are read only when one
+-- of them exists (an empty zset does not): one EXISTS for them all, where most pools
+-- use no priority and move no job.
+local any_higher, any_reserved = false, false
+local names = {KEYS[7]}
+for _, queue in ipairs(higher) do
+  names[#names + 1] = queue.key
+end
+if redis.call('EXISTS', unpack(names)) > 0 then
+  any_reserved = redis.call('EXISTS', KEYS[7]) == 1
+  any_higher = not any_reserved or (#higher > 0 and
+                                    redis.call('EXISTS', unpack(names, 2)) > 0)
 end
 for _, queue in ipairs(higher) do
   if any_higher then
@@ -382,7 +385,7 @@ local FIELDS = {'state', 'handler', 'payload', 'max_attempts', 'checkpoint', 're
 
 -- Moves to this owner first.  Only the live reservations are read (their jobs score
 -- later than now), and they are few: each runs out after its reservation ttl.
-if count > 0 then
+if count > 0 and any_reserved then
   local reserved = KEYS[7]
   for _, key in ipairs(redis.call('ZRANGEBYSCORE', reserved, after(pool.now), '+inf')) do
     if #claimed >= count then
