@@ -51,6 +51,8 @@ from supervisor.store.records import (
 class Store(Protocol):
     pool: str
 
+    # --- Dispatch and schedules: redis/dispatch.py, sqlite/dispatch.py
+
     async def dispatch(self, request: DispatchRequest) -> None:
         """Create a pending job, claimable from max(store time, `run_at`).  Raises
         `JobExists` if the key is live.  A finished record of the key is replaced;
@@ -73,54 +75,34 @@ class Store(Protocol):
         added, else `JobExists` (live, or finished within the request's `unique_for`)
         or `PoolFull` (the pool holds `max_pending` pending jobs)."""
 
-    async def pause(self, handlers: Sequence[str] = ()) -> None:
-        """No claim starts jobs of `handlers` (none named: of the pool) from now on,
-        until `resume`; running jobs go on."""
+    async def fire_tick(self, request: TickRequest) -> TickResult:
+        """One atomic step.  If request.not_before > store time: nothing changes, "early".
+        If the schedule's last fired tick >= request.tick: nothing changes, "taken"
+        (unless it is request.tick and its outcome is RELEASED: it fires again).
+        Otherwise record the tick as fired (last_tick, fingerprint, fired_by = owner,
+        fired_at = store time, fires + 1, missed + request.missed) and:
+        with a dispatch request: create the job as `dispatch` would, outcome "dispatched";
+        or, if its key is live, leave it and count skipped + 1, outcome "skipped";
+        without one (a producer's tick, run by the caller afterwards): outcome "fired".
+        The record's outcome/detail become that outcome (detail: the job key, or None)."""
 
-    async def resume(self, handlers: Sequence[str] = ()) -> None:
-        """Undo `pause` of those names (a pause of the pool and of a handler are kept
-        apart: resuming the pool leaves a paused handler paused) and wake claimers."""
+    async def record_tick_outcome(self, fired: FiredTick, outcome: str, detail: bytes) -> bool:
+        """Set the schedule's last outcome and detail (JSON text), only while `fired` is
+        current (a producer's plan applied, the error it raised, or RELEASED: given back
+        unapplied); whether it was."""
 
-    async def paused(self) -> Paused: ...
+    async def schedules(self) -> ScheduleBook:
+        """Every schedule record of the pool, with the store time of the read.  Read-only,
+        and works while Redis refuses writes (like snapshot)."""
 
-    async def starts_within(self, handler: str, period: float) -> tuple[float, list[float]]:
-        """The store time now, and the store times of the starts of `handler` (a
-        rate-limited one; the others' starts are not kept) within the last `period`."""
+    async def live_keys_of_schedule(self, schedule: str) -> list[str]:
+        """Keys of the live (pending or running) jobs whose `schedule` is this one,
+        sorted."""
 
-    async def request_stacks(self, key: str) -> str:
-        """Ask the supervisor that runs `key` for its thread stacks (`poolsup debug`), by
-        an event it listens to; the request's id, for `stacks_answer`."""
+    async def live_among(self, keys: Sequence[str]) -> set[str]:
+        """Those of `keys` whose jobs are live; reads their states only.  Read-only."""
 
-    async def answer_stacks(self, request: str, answer: bytes) -> None:
-        """The answer (JSON) to a `request_stacks`, kept a minute."""
-
-    async def stacks_answer(self, request: str, timeout: float) -> bytes | None:
-        """The answer to `request`, waited for up to `timeout` seconds (None if none
-        came)."""
-
-    async def append_output(self, lease: Lease, attempt: int, data: bytes, *, at: int,
-                            max_bytes: int, ended: bool = False) -> None:
-        """Keep `data`, what the run of `lease` (attempt `attempt`) printed from byte `at`
-        of its output on, as `output` shows it: the newest `max_bytes` bytes of the run,
-        the older ones cut off (the store may keep up to `output_slack(max_bytes)` more
-        until it trims).  Bytes before `at` that the store does not have are counted as
-        printed and not kept (the supervisor dropped them); bytes it already has (a
-        write sent again) are skipped, so that a write may be repeated.  `ended`: the
-        run's last output.  Taken for a run of the job's current dispatch whether or
-        not its lease still holds (a fenced run's tail is worth reading), and kept as
-        long as the record, with which it goes; raises `StaleToken` for a run the store
-        does not know as one of the current dispatch (the key was dispatched again) and
-        `JobNotFound` when the record is gone."""
-
-    async def output(self, key: str, offsets: Mapping[int, int] | None = None
-                     ) -> list[RunOutput]:
-        """What each run of the job's current dispatch printed, oldest run first: the
-        kept bytes of run T from byte `offsets[T]` on (0 if absent).  A run appears
-        once it wrote output.  Raises `JobNotFound`."""
-
-    async def set_max_pending(self, limit: int | None) -> None:
-        """From now on dispatch refuses jobs while `limit` are pending (None: no
-        limit).  Supervisors set it from `[pool] max_pending` as they start."""
+    # --- Claim: redis/claim.py, sqlite/claim.py
 
     async def claim(
         self,
@@ -156,6 +138,8 @@ class Store(Protocol):
         one that would take its handler past its pool-wide `limits`
         (core/limits.py startable): the limits are checked and the start counted in the
         same atomic step."""
+
+    # --- Leases, from renewal to their end: redis/leases.py, sqlite/leases.py
 
     async def renew(
         self,
@@ -212,12 +196,34 @@ class Store(Protocol):
         """running -> stopped, after the job's processes are gone.  Raises `StaleToken`
         as `complete`."""
 
+    # --- Steering the pool: redis/steering.py, sqlite/steering.py
+
     async def stop(self, key: str, *, fired: FiredTick | None = None) -> JobState:
         """Ask for a stop.  pending -> stopped at once; running -> stop requested (the
         owner stops it and calls `finish_stopped`), returns "running"; a finished job
         is left as it is.  Returns the state after the call.  Raises `JobNotFound`.
         With `fired` (a producer's plan), only while that tick is current, in the same
         atomic step; otherwise nothing changes and `StaleTick` is raised."""
+
+    async def pause(self, handlers: Sequence[str] = ()) -> None:
+        """No claim starts jobs of `handlers` (none named: of the pool) from now on,
+        until `resume`; running jobs go on."""
+
+    async def resume(self, handlers: Sequence[str] = ()) -> None:
+        """Undo `pause` of those names (a pause of the pool and of a handler are kept
+        apart: resuming the pool leaves a paused handler paused) and wake claimers."""
+
+    async def paused(self) -> Paused: ...
+
+    async def starts_within(self, handler: str, period: float) -> tuple[float, list[float]]:
+        """The store time now, and the store times of the starts of `handler` (a
+        rate-limited one; the others' starts are not kept) within the last `period`."""
+
+    async def set_max_pending(self, limit: int | None) -> None:
+        """From now on dispatch refuses jobs while `limit` are pending (None: no
+        limit).  Supervisors set it from `[pool] max_pending` as they start."""
+
+    # --- Retry: redis/retry.py, sqlite/retry.py
 
     async def retry(self, key: str) -> None:
         """A failed or stopped job -> pending, claimable at once, with its handler,
@@ -226,12 +232,7 @@ class Store(Protocol):
         token, as always).  Raises `JobExists` if the key is live, `DispatchRefused`
         if it succeeded (dispatch it again to run it anew), `JobNotFound` if unknown."""
 
-    def job_ends(self, key: str) -> AbstractAsyncContextManager[AsyncIterator[StoreEvent]]:
-        """Hints (`wake`) that the job may have ended: read its record after entering
-        (no hint comes for an end before that) and again at each hint.  On Redis a hint
-        comes when a script ends the job, and after a lost connection comes back; a
-        hint may still be lost, so readers also read now and then.  On SQLite, a hint
-        every `sqlite.events.JOB_END_POLL` seconds."""
+    # --- Notifications: redis/notes.py, sqlite/notes.py
 
     async def notify(self, key: str, payload: bytes) -> None:
         """Queue a message for the job (kept until it runs).  Raises `JobNotFound`;
@@ -247,6 +248,30 @@ class Store(Protocol):
         """Remove the job's messages with seq <= `upto` (the handler has taken them).
         Does nothing for a lease not held."""
 
+    # --- Output: redis/output.py, sqlite/output.py
+
+    async def append_output(self, lease: Lease, attempt: int, data: bytes, *, at: int,
+                            max_bytes: int, ended: bool = False) -> None:
+        """Keep `data`, what the run of `lease` (attempt `attempt`) printed from byte `at`
+        of its output on, as `output` shows it: the newest `max_bytes` bytes of the run,
+        the older ones cut off (the store may keep up to `output_slack(max_bytes)` more
+        until it trims).  Bytes before `at` that the store does not have are counted as
+        printed and not kept (the supervisor dropped them); bytes it already has (a
+        write sent again) are skipped, so that a write may be repeated.  `ended`: the
+        run's last output.  Taken for a run of the job's current dispatch whether or
+        not its lease still holds (a fenced run's tail is worth reading), and kept as
+        long as the record, with which it goes; raises `StaleToken` for a run the store
+        does not know as one of the current dispatch (the key was dispatched again) and
+        `JobNotFound` when the record is gone."""
+
+    async def output(self, key: str, offsets: Mapping[int, int] | None = None
+                     ) -> list[RunOutput]:
+        """What each run of the job's current dispatch printed, oldest run first: the
+        kept bytes of run T from byte `offsets[T]` on (0 if absent).  A run appears
+        once it wrote output.  Raises `JobNotFound`."""
+
+    # --- Membership: redis/membership.py, sqlite/membership.py
+
     async def register(self, info: SupervisorInfo) -> None:
         """Add or refresh the supervisor's membership entry and mark it seen.  Raises
         `SupervisorIdTaken` if another instance with this id was seen within its
@@ -254,6 +279,8 @@ class Store(Protocol):
 
     async def deregister(self, supervisor_id: str, instance: str) -> None:
         """Remove the entry if it is still this instance's."""
+
+    # --- Reads: redis/reads.py, sqlite/reads.py
 
     async def job(self, key: str) -> JobRecord:
         """One record, with its history (`events`, the newest HISTORY_LIMIT, oldest
@@ -298,36 +325,31 @@ class Store(Protocol):
         Works while the store refuses writes (health then says "failing"); never removes
         a supervisor's entry that may still be live."""
 
-    async def fire_tick(self, request: TickRequest) -> TickResult:
-        """One atomic step.  If request.not_before > store time: nothing changes, "early".
-        If the schedule's last fired tick >= request.tick: nothing changes, "taken"
-        (unless it is request.tick and its outcome is RELEASED: it fires again).
-        Otherwise record the tick as fired (last_tick, fingerprint, fired_by = owner,
-        fired_at = store time, fires + 1, missed + request.missed) and:
-        with a dispatch request: create the job as `dispatch` would, outcome "dispatched";
-        or, if its key is live, leave it and count skipped + 1, outcome "skipped";
-        without one (a producer's tick, run by the caller afterwards): outcome "fired".
-        The record's outcome/detail become that outcome (detail: the job key, or None)."""
+    # --- Debug: redis/debug.py, sqlite/debug.py
 
-    async def record_tick_outcome(self, fired: FiredTick, outcome: str, detail: bytes) -> bool:
-        """Set the schedule's last outcome and detail (JSON text), only while `fired` is
-        current (a producer's plan applied, the error it raised, or RELEASED: given back
-        unapplied); whether it was."""
+    async def request_stacks(self, key: str) -> str:
+        """Ask the supervisor that runs `key` for its thread stacks (`poolsup debug`), by
+        an event it listens to; the request's id, for `stacks_answer`."""
 
-    async def schedules(self) -> ScheduleBook:
-        """Every schedule record of the pool, with the store time of the read.  Read-only,
-        and works while Redis refuses writes (like snapshot)."""
+    async def answer_stacks(self, request: str, answer: bytes) -> None:
+        """The answer (JSON) to a `request_stacks`, kept a minute."""
 
-    async def live_keys_of_schedule(self, schedule: str) -> list[str]:
-        """Keys of the live (pending or running) jobs whose `schedule` is this one,
-        sorted."""
+    async def stacks_answer(self, request: str, timeout: float) -> bytes | None:
+        """The answer to `request`, waited for up to `timeout` seconds (None if none
+        came)."""
 
-    async def live_among(self, keys: Sequence[str]) -> set[str]:
-        """Those of `keys` whose jobs are live; reads their states only.  Read-only."""
+    # --- Events and the connection: each backend's store.py (and events.py)
 
     def events(self, supervisor_id: str) -> AbstractAsyncContextManager[AsyncIterator[StoreEvent]]:
         """Subscribe to the change hints for one supervisor: wake (a job it may claim, or
         anything after a resume), and stop KEY, notify KEY and debug for the jobs it holds."""
+
+    def job_ends(self, key: str) -> AbstractAsyncContextManager[AsyncIterator[StoreEvent]]:
+        """Hints (`wake`) that the job may have ended: read its record after entering
+        (no hint comes for an end before that) and again at each hint.  On Redis a hint
+        comes when a script ends the job, and after a lost connection comes back; a
+        hint may still be lost, so readers also read now and then.  On SQLite, a hint
+        every `sqlite.events.JOB_END_POLL` seconds."""
 
     async def ping(self) -> None:
         """Raise `StoreUnavailable` if the store cannot be reached."""

@@ -1,16 +1,84 @@
-"""The Redis claim script's interface (lua/claim-10+n.lua): the pool-wide limits it is
-handed, and its answer read into a ClaimBatch."""
+"""The Redis store's claim (lua/claim-10+n.lua): jobs handed out with their leases, the
+completions of earlier ones in the same step, and the lease losses it judges; the
+pool-wide limits the script is handed, and its answer read into a ClaimBatch.
+
+`RedisClaim` builds on the lease ends (leases.py): a claim the replicas did not
+acknowledge gives its jobs back unstarted (replicated.py).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
 
 from supervisor.core.limits import Limits
-from supervisor.store.records import ClaimBatch, ClaimedJob, LeaseRecovery
+from supervisor.store.policy import (
+    JUDGE_AFTER_GAP,
+    MIN_CLAIM_GAP,
+    MIN_FAILING_SPAN,
+    claim_deadline,
+)
+from supervisor.store.records import ClaimBatch, ClaimedJob, Completion, Lease, LeaseRecovery
+from supervisor.store.redis.leases import RedisLeases
 from supervisor.store.redis.records import milliseconds, seconds
+from supervisor.store.redis.scripts import ScriptArg
+
+# 2: pending jobs are also in one claim queue per handler; 3: the running jobs are
+# counted per owner and handler in running-load (lua/upgrade-layout-3.lua).
+LAYOUT = 3
+
+
+class RedisClaim(RedisLeases):
+    _layout_checked = False  # this store upgraded the pool's keys to LAYOUT
+
+    async def claim(
+        self,
+        owner: str,
+        handlers: Sequence[str],
+        count: int,
+        lease_ttl: float,
+        max_lease_losses: int,
+        completing: Sequence[Completion] = (),
+        claim_id: str = "",
+        limits: Mapping[str, Limits] | None = None,
+    ) -> ClaimBatch:
+        ctx, k = self._ctx, self._ctx.keys
+        if not self._layout_checked:
+            await ctx.run("upgrade-layout", [k.pending, k.layout, k.running],
+                          [k.prefix, LAYOUT], subject=ctx.pool)
+            self._layout_checked = True
+        handlers = list(dict.fromkeys(handlers))  # a queue declared twice would be scanned twice
+        completions = "" if not completing else orjson.dumps(
+            [[c.lease.key, str(c.lease.token), c.result.decode()] for c in completing]).decode()
+        sent_at = ctx.witness.sending()
+        since = ctx.witness.since(sent_at)
+        claim_by = claim_deadline(ctx.witness.store_time(sent_at), lease_ttl)
+        answer = await ctx.witnessed(sent_at, self._claim(
+            owner,
+            [k.pending, k.running, k.token, k.done("failed"), k.done("stopped"),
+             k.write_probe, k.reserved(owner), k.health, k.last_claim(owner), k.epoch,
+             *(k.queue(handler) for handler in handlers)],
+            [k.prefix, owner, count, milliseconds(lease_ttl), max_lease_losses,
+             ctx.retention_ms, k.channel, completions,
+             "" if since is None else milliseconds(since), milliseconds(MIN_FAILING_SPAN),
+             milliseconds(MIN_CLAIM_GAP), milliseconds(JUDGE_AFTER_GAP), claim_id,
+             "" if claim_by is None else milliseconds(claim_by), limits_arg(limits or {}),
+             "0" if ctx.no_lock_delay else "1", *handlers],
+        ))
+        ctx.witness.answered(sent_at, seconds(answer[2]), reported=True, hold=lease_ttl)
+        return claim_batch(answer, owner)
+
+    async def _claim(self, owner: str, keys: Sequence[str],
+                     args: Sequence[ScriptArg]) -> list[Any]:
+        if not self._ctx.replicated.replicas:
+            return await self._ctx.run("claim", keys, args, subject=owner)
+
+        async def release(lease: Lease) -> None:
+            await self.release(lease, reason="replicas did not acknowledge the claim")
+
+        return await self._ctx.replicated.claim(keys, args, owner=owner, release=release)
 
 
 def limits_arg(limits: Mapping[str, Limits]) -> str:

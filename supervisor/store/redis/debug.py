@@ -11,41 +11,38 @@ from typing import cast
 
 import anyio
 
-from supervisor.store.redis.connection import RedisClient, translated_errors
+from supervisor.store.redis.connection import translated_errors
+from supervisor.store.redis.context import RedisPart
 from supervisor.store.redis.events import ended_hint, open_feed
-from supervisor.store.redis.keys import PoolKeys
 
 ANSWER_KEPT_MS = 60_000
 
 
-class RedisDebug:
-    def __init__(self, client: RedisClient, keys: PoolKeys, where: str) -> None:
-        self._client = client
-        self._keys = keys
-        self._where = where
-
+class RedisDebug(RedisPart):
     async def request_stacks(self, key: str) -> str:
         request = uuid.uuid4().hex
-        with translated_errors(self._where):
-            holder = cast(bytes | None, await self._client.hget(self._keys.job(key), "owner"))
+        ctx = self._ctx
+        with translated_errors(ctx.where):
+            holder = cast(bytes | None, await ctx.client.hget(ctx.keys.job(key), "owner"))
             if holder is not None:
-                await self._client.publish(self._keys.doorbell(holder.decode()),
-                                           f"d:{request}:{key}")
+                await ctx.client.publish(ctx.keys.doorbell(holder.decode()),
+                                         f"d:{request}:{key}")
         return request
 
     async def answer_stacks(self, request: str, answer: bytes) -> None:
-        name = self._keys.stacks_answer(request)
-        with translated_errors(self._where):
-            await self._client.set(name, answer, px=ANSWER_KEPT_MS)
-            await self._client.publish(name, "a")
+        name = self._ctx.keys.stacks_answer(request)
+        with translated_errors(self._ctx.where):
+            await self._ctx.client.set(name, answer, px=ANSWER_KEPT_MS)
+            await self._ctx.client.publish(name, "a")
 
     async def stacks_answer(self, request: str, timeout: float) -> bytes | None:
-        name = self._keys.stacks_answer(request)
-        async with open_feed(self._client, name, where=self._where, parse=ended_hint) as hints:
+        ctx = self._ctx
+        name = ctx.keys.stacks_answer(request)
+        async with open_feed(ctx.client, name, where=ctx.where, parse=ended_hint) as hints:
             with anyio.move_on_after(timeout):
                 while True:
-                    with translated_errors(self._where):
-                        answer = cast(bytes | None, await self._client.get(name))
+                    with translated_errors(ctx.where):
+                        answer = cast(bytes | None, await ctx.client.get(name))
                     if answer is not None:
                         return answer
                     await anext(hints)

@@ -1,5 +1,5 @@
 """The Redis store's dispatch: one job, jobs made in bulk, and schedule ticks that make
-jobs (RedisStore delegates here).
+jobs (a part of RedisStore: redis/context.py).
 
 A schedule's live jobs are found through an index per schedule (`schedule-jobs:<name>`,
 a zset) that dispatch adds to, rather than by scanning every live job of the pool: a
@@ -15,8 +15,8 @@ its last ticks.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, cast
+from collections.abc import Sequence
+from typing import cast
 
 import orjson
 
@@ -31,17 +31,14 @@ from supervisor.store.records import (
     TickRequest,
     TickResult,
 )
-from supervisor.store.redis.connection import RedisClient, translated_errors
-from supervisor.store.redis.keys import PoolKeys
+from supervisor.store.redis.connection import translated_errors
+from supervisor.store.redis.context import RedisPart
 from supervisor.store.redis.records import milliseconds, seconds
 from supervisor.store.redis.scripts import ScriptArg
 from supervisor.store.refusals import refusal
 
 # Index entries checked after each fired tick, longest unchecked first.
 PRUNE_BATCH = 500
-
-RunScript = Callable[..., Awaitable[list[Any]]]
-
 
 def _ms_or_blank(value: float | None) -> ScriptArg:
     return "" if value is None else milliseconds(value)
@@ -52,19 +49,13 @@ def guard_args(fired: FiredTick | None) -> tuple[str, str]:
     return ("", "") if fired is None else (repr(fired.tick), fired.owner)
 
 
-class RedisDispatch:
-    def __init__(self, client: RedisClient, keys: PoolKeys, run: RunScript, where: str) -> None:
-        self._client = client
-        self._keys = keys
-        self._run = run
-        self._where = where
-
+class RedisDispatch(RedisPart):
     async def dispatch_each(
         self, requests: Sequence[DispatchRequest], *, fired: FiredTick | None = None
     ) -> list[DispatchRefused | None]:
         if not requests:
             return []
-        k = self._keys
+        k = self._ctx.keys
         keys = [k.pending, *k.all_done, k.write_probe, k.schedule(fired.schedule if fired else ""),
                 k.settings]
         args: list[ScriptArg] = [k.channel, *guard_args(fired)]
@@ -75,8 +66,8 @@ class RedisDispatch:
             args += [request.key, request.handler, request.payload, request.max_attempts,
                      _ms_or_blank(request.run_at), request.schedule or "", request.priority,
                      request.group or "", milliseconds(request.unique_for)]
-        created, max_pending = await self._run("dispatch", keys, args,
-                                               subject=requests[0].key)
+        created, max_pending = await self._ctx.run("dispatch", keys, args,
+                                                   subject=requests[0].key)
         limit = None if max_pending is None else int(max_pending)
         return [refusal(request, int(code), limit)
                 for request, code in zip(requests, created, strict=True)]
@@ -92,10 +83,10 @@ class RedisDispatch:
             raise refused
 
     async def fire_tick(self, request: TickRequest) -> TickResult:
-        k = self._keys
+        k = self._ctx.keys
         job = request.dispatch
         job_schedule = "" if job is None else job.schedule or request.schedule
-        outcome, now, last = await self._run(
+        outcome, now, last = await self._ctx.run(
             "fire-tick",
             [k.schedule(request.schedule), k.schedules, k.write_probe, k.pending, *k.all_done,
              k.job(job.key if job else ""), k.notes(job.key if job else ""),
@@ -115,33 +106,33 @@ class RedisDispatch:
         return result
 
     async def record_tick_outcome(self, fired: FiredTick, outcome: str, detail: bytes) -> bool:
-        (recorded,) = await self._run(
-            "record-tick-outcome", [self._keys.schedule(fired.schedule)],
+        (recorded,) = await self._ctx.run(
+            "record-tick-outcome", [self._ctx.keys.schedule(fired.schedule)],
             [repr(fired.tick), outcome, detail, fired.owner], subject=fired.schedule)
         return bool(recorded)
 
     async def schedules(self) -> ScheduleBook:
-        k = self._keys
-        with translated_errors(self._where):
-            found_names = cast(set[bytes], await self._client.smembers(k.schedules))
+        k = self._ctx.keys
+        with translated_errors(self._ctx.where):
+            found_names = cast(set[bytes], await self._ctx.client.smembers(k.schedules))
         names = sorted(name.decode() for name in found_names)
-        now, found = await self._run("schedules", [k.schedules, *map(k.schedule, names)],
-                                     names, subject=self._keys.pool)
+        now, found = await self._ctx.run("schedules", [k.schedules, *map(k.schedule, names)],
+                                         names, subject=self._ctx.keys.pool)
         records = (_decode_schedule(name.decode(), fields) for name, fields in found)
         return ScheduleBook(store_time=seconds(now),
                             schedules=tuple(sorted(records, key=lambda r: r.name)))
 
     async def live_among(self, keys: Sequence[str]) -> set[str]:
-        with translated_errors(self._where):
+        with translated_errors(self._ctx.where):
             states = await self._job_fields(keys)
         return {key for key, (state, _of) in zip(keys, states, strict=True)
                 if state in LIVE_STATES}
 
     async def live_keys_of_schedule(self, schedule: str) -> list[str]:
-        k = self._keys
-        with translated_errors(self._where):
-            indexed = cast(list[bytes], await self._client.zrange(k.schedule_jobs(schedule),
-                                                                   0, -1))
+        k = self._ctx.keys
+        with translated_errors(self._ctx.where):
+            indexed = cast(list[bytes], await self._ctx.client.zrange(
+                k.schedule_jobs(schedule), 0, -1))
             listed = [key.decode() for key in indexed]
             states = await self._job_fields(listed)
         live = sorted(key for key, (state, of) in zip(listed, states, strict=True)
@@ -155,26 +146,26 @@ class RedisDispatch:
         """(state, schedule) of each job, (None, None) where gone."""
         if not keys:
             return []
-        async with self._client.pipeline(transaction=False) as pipe:
+        async with self._ctx.client.pipeline(transaction=False) as pipe:
             for key in keys:
-                pipe.hmget(self._keys.job(key), "state", "schedule")
+                pipe.hmget(self._ctx.keys.job(key), "state", "schedule")
             answers: list[list[bytes | None]] = await pipe.execute()
         return [(None if state is None else state.decode(),
                  None if of is None else of.decode()) for state, of in answers]
 
     async def _prune(self, schedule: str, count: int) -> None:
-        with translated_errors(self._where):
-            oldest = cast(list[bytes], await self._client.zrange(
-                self._keys.schedule_jobs(schedule), 0, count - 1))
+        with translated_errors(self._ctx.where):
+            oldest = cast(list[bytes], await self._ctx.client.zrange(
+                self._ctx.keys.schedule_jobs(schedule), 0, count - 1))
         await self._drop_stale(schedule, [key.decode() for key in oldest])
 
     async def _drop_stale(self, schedule: str, keys: Sequence[str]) -> None:
-        k = self._keys
+        k = self._ctx.keys
         for start in range(0, len(keys), PRUNE_BATCH):
             chunk = keys[start:start + PRUNE_BATCH]
-            await self._run("prune-schedule-jobs",
-                            [k.schedule_jobs(schedule), *map(k.job, chunk)],
-                            [schedule, *chunk], subject=schedule)
+            await self._ctx.run("prune-schedule-jobs",
+                                [k.schedule_jobs(schedule), *map(k.job, chunk)],
+                                [schedule, *chunk], subject=schedule)
 
 
 def _decode_schedule(name: str, flat: Sequence[bytes]) -> ScheduleRecord:

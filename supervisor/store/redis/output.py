@@ -12,23 +12,16 @@ import orjson
 from supervisor.errors import StoreError
 from supervisor.store.policy import output_slack
 from supervisor.store.records import Lease, RunOutput
-from supervisor.store.redis.connection import RedisClient, translated_errors
-from supervisor.store.redis.dispatch import RunScript
-from supervisor.store.redis.keys import PoolKeys
+from supervisor.store.redis.connection import translated_errors
+from supervisor.store.redis.context import RedisPart
 from supervisor.store.redis.scripts import KEYS_CHANGED_RETRIES, KeysChanged, ScriptArg
 
 
-class RedisOutput:
-    def __init__(self, client: RedisClient, keys: PoolKeys, run: RunScript, where: str) -> None:
-        self._client = client
-        self._keys = keys
-        self._run = run
-        self._where = where
-
+class RedisOutput(RedisPart):
     async def append_output(self, lease: Lease, attempt: int, data: bytes, *, at: int,
                             max_bytes: int, ended: bool = False) -> None:
-        k = self._keys
-        await self._run(
+        k = self._ctx.keys
+        await self._ctx.run(
             "append-output",
             [k.job(lease.key), k.output(lease.key), k.output_run(lease.key, lease.token)],
             [lease.token, lease.owner, attempt, data, at, max_bytes, output_slack(max_bytes),
@@ -42,17 +35,17 @@ class RedisOutput:
         for _ in range(KEYS_CHANGED_RETRIES):
             # The runs first, to declare their strings; a run that starts in between
             # makes the script answer KEYS_CHANGED, and the read starts again.
-            with translated_errors(self._where):
+            with translated_errors(self._ctx.where):
                 tokens = sorted(int(token) for token in cast(
-                    list[bytes], await self._client.hkeys(self._keys.output(key))))
+                    list[bytes], await self._ctx.client.hkeys(self._ctx.keys.output(key))))
             args: list[ScriptArg] = []
             for token in tokens:
                 args += [token, offsets.get(token, 0)]
             try:
-                answer = await self._run(
+                answer = await self._ctx.run(
                     "output",
-                    [self._keys.job(key), self._keys.output(key),
-                     *(self._keys.output_run(key, token) for token in tokens)],
+                    [self._ctx.keys.job(key), self._ctx.keys.output(key),
+                     *(self._ctx.keys.output_run(key, token) for token in tokens)],
                     args, subject=key)
             except KeysChanged:
                 continue

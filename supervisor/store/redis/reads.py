@@ -1,10 +1,10 @@
 """The Redis store's reads: a job, jobs by state, the members, the counts and the pool's
-snapshot for `status` (RedisStore delegates here)."""
+snapshot for `status` (a part of RedisStore: redis/context.py)."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, cast
 
 import orjson
@@ -12,6 +12,7 @@ import orjson
 from supervisor.core.failover import FAILOVER_MARGIN
 from supervisor.errors import JobNotFound, StoreError
 from supervisor.store.members import live_members
+from supervisor.store.paging import checked_finished, checked_limit
 from supervisor.store.policy import HEALTH_GAP, MEMBER_GARBAGE_AFTER
 from supervisor.store.records import (
     JobRecord,
@@ -22,10 +23,9 @@ from supervisor.store.records import (
     PoolSnapshot,
     StoreHealth,
 )
-from supervisor.store.redis import pages as redis_pages
-from supervisor.store.redis.connection import RedisClient, translated_errors
-from supervisor.store.redis.dispatch import RunScript
-from supervisor.store.redis.keys import PoolKeys
+from supervisor.store.redis.connection import translated_errors
+from supervisor.store.redis.context import RedisPart
+from supervisor.store.redis.pages import page_keys
 from supervisor.store.redis.records import decode_job, milliseconds, seconds
 
 # What `snapshot` reads of each running job: all but the payload, result, error and
@@ -39,30 +39,19 @@ RUNNING_FIELDS = ("key", "handler", "state", "owner", "token", "attempts", "max_
 FIELDS_BATCH = 256
 
 
-class RedisReads:
-    def __init__(self, client: RedisClient, keys: PoolKeys, run: RunScript, where: str, *,
-                 pool: str, retention_ms: int,
-                 master: Callable[[], Awaitable[str | None]]) -> None:
-        self._client = client
-        self._master = master  # host:port of the master behind Sentinel, or None
-        self._keys = keys
-        self._run = run
-        self._where = where
-        self.pool = pool
-        self._retention_ms = retention_ms
-
+class RedisReads(RedisPart):
     async def job(self, key: str) -> JobRecord:
-        with translated_errors(self._where):
-            raw = await self._client.hgetall(self._keys.job(key))
+        with translated_errors(self._ctx.where):
+            raw = await self._ctx.client.hgetall(self._ctx.keys.job(key))
         if not raw:
             raise JobNotFound(f"no live or retained job has the key {key!r}")
         return decode_job(cast(dict[bytes, bytes], raw))
 
     async def jobs(self, state: JobState | None = None) -> list[JobRecord]:
-        sets = self._keys.by_state
+        sets = self._ctx.keys.by_state
         wanted = [sets[state]] if state else list(sets.values())
-        with translated_errors(self._where):
-            async with self._client.pipeline(transaction=False) as pipe:
+        with translated_errors(self._ctx.where):
+            async with self._ctx.client.pipeline(transaction=False) as pipe:
                 for name in wanted:
                     pipe.zrange(name, 0, -1)
                 listed: list[list[bytes]] = await pipe.execute()
@@ -74,21 +63,30 @@ class RedisReads:
             key=lambda record: record.created_at,
         )
 
-    async def jobs_page(self, state: JobState | None, *, prefix: str, after: str,
-                        limit: int) -> list[JobRecord]:
-        return await redis_pages.jobs_page(
-            self._client, self._keys, lambda keys: self._records(keys, history=False), state,
-            prefix=prefix, after=after, limit=limit, where=self._where)
+    async def jobs_page(self, state: JobState | None = None, *, prefix: str = "",
+                        after: str = "", limit: int = 50) -> list[JobRecord]:
+        limit = checked_limit(limit)
+        sets = self._ctx.keys.by_state
+        wanted = [sets[state]] if state else list(sets.values())
+        page = await page_keys(self._ctx.client, wanted, prefix=prefix, after=after, limit=limit,
+                               where=self._ctx.where)
+        records = await self._records(page, history=False)
+        return [record for record in records
+                if record is not None and (state is None or record.state == state)]
 
-    async def latest_finished(self, state: JobState, *, limit: int) -> list[JobRecord]:
-        return await redis_pages.latest_finished(
-            self._client, self._keys, lambda keys: self._records(keys, history=False), state,
-            limit=limit, where=self._where)
+    async def latest_finished(self, state: JobState, limit: int = 20) -> list[JobRecord]:
+        checked_finished(state)
+        limit = checked_limit(limit)
+        with translated_errors(self._ctx.where):  # the top of a done set, scored by end time
+            newest = await self._ctx.client.zrevrange(self._ctx.keys.done(state), 0, limit - 1)
+        records = await self._records([cast(bytes, key).decode() for key in newest],
+                                      history=False)
+        return [record for record in records if record is not None and record.state == state]
 
     async def members(self) -> Membership:
-        k = self._keys
-        now, entries, seen, running, inbound = await self._run(
-            "members", [k.supervisors, k.seen, k.running], [k.prefix], subject=self.pool
+        k = self._ctx.keys
+        now, entries, seen, running, inbound = await self._ctx.run(
+            "members", [k.supervisors, k.seen, k.running], [k.prefix], subject=self._ctx.pool
         )
         store_time = seconds(now)
         last_seen = {member: seconds(score) for member, score in _pairs(seen)}
@@ -105,28 +103,28 @@ class RedisReads:
         return Membership(store_time=store_time, members=members)
 
     async def counts(self) -> dict[str, int]:
-        k = self._keys
-        sizes = await self._run("counts", list(k.by_state.values()), [self._retention_ms],
-                                subject=self.pool)
+        k = self._ctx.keys
+        sizes = await self._ctx.run("counts", list(k.by_state.values()), [self._ctx.retention_ms],
+                                    subject=self._ctx.pool)
         return {state: int(size) for state, size in zip(k.by_state, sizes, strict=True)}
 
     async def snapshot(self) -> PoolSnapshot:
-        k = self._keys
+        k = self._ctx.keys
         error = None
         try:
-            await self._run(
+            await self._ctx.run(
                 "tidy", [*k.all_done, k.supervisors, k.seen, k.health],
-                [self._retention_ms, milliseconds(HEALTH_GAP),
+                [self._ctx.retention_ms, milliseconds(HEALTH_GAP),
                  milliseconds(MEMBER_GARBAGE_AFTER)],
-                subject=self.pool,
+                subject=self._ctx.pool,
             )
         except StoreError as exc:
             error = exc.message
         membership = await self.members()
         now = membership.store_time
         counts = await self.counts()
-        with translated_errors(self._where):
-            async with self._client.pipeline(transaction=False) as pipe:
+        with translated_errors(self._ctx.where):
+            async with self._ctx.client.pipeline(transaction=False) as pipe:
                 pipe.hmget(k.health, "last_ok", "ok_since")
                 pipe.zrange(k.running, 0, -1)
                 # A live reservation scores later than now, as do retries held back.
@@ -134,7 +132,7 @@ class RedisReads:
                 pipe.hkeys(k.paused)
                 pipe.hmget(k.epoch, "seen_at", "max_ttl")
                 health, running_keys, later_keys, paused, epoch = await pipe.execute()
-            master = await self._master()
+            master = await self._ctx.master_address()
         records = await self._running_records([key.decode() for key in running_keys])
         running = tuple(r for r in records if r is not None and r.state == "running")
         last_ok, ok_since = (None if value is None else seconds(value) for value in health)
@@ -149,7 +147,7 @@ class RedisReads:
             store = StoreHealth(state="failing", since=last_ok or now, error=error,
                                 master=master, hold_until=hold_until)
         return PoolSnapshot(
-            pool=self.pool,
+            pool=self._ctx.pool,
             store_time=now,
             supervisors=membership.members,
             counts=counts,
@@ -166,8 +164,8 @@ class RedisReads:
         rows: list[list[bytes | None]] = []
         for start in range(0, len(keys), FIELDS_BATCH):
             batch = keys[start:start + FIELDS_BATCH]
-            rows += await self._run("job-fields", [self._keys.job(key) for key in batch],
-                                    RUNNING_FIELDS, subject=self.pool)
+            rows += await self._ctx.run("job-fields", [self._ctx.keys.job(key) for key in batch],
+                                        RUNNING_FIELDS, subject=self._ctx.pool)
         missing = [key for key, row in zip(keys, rows, strict=True) if row[0] is None]
         if missing:
             await self._forget(missing)
@@ -175,8 +173,9 @@ class RedisReads:
 
     async def _forget(self, missing: Sequence[str]) -> None:
         with contextlib.suppress(StoreError):  # tidying only; reads go on without it
-            await self._run("forget", [*self._keys.all_done, *map(self._keys.job, missing)],
-                            [self._retention_ms, *missing], subject=self.pool)
+            k = self._ctx.keys
+            await self._ctx.run("forget", [*k.all_done, *map(k.job, missing)],
+                                [self._ctx.retention_ms, *missing], subject=self._ctx.pool)
 
     async def _records(self, keys: Sequence[str], *,
                        history: bool = True) -> list[JobRecord | None]:
@@ -184,10 +183,10 @@ class RedisReads:
         `history`; done entries whose record is gone are forgotten."""
         if not keys:
             return []
-        with translated_errors(self._where):
-            async with self._client.pipeline(transaction=False) as pipe:
+        with translated_errors(self._ctx.where):
+            async with self._ctx.client.pipeline(transaction=False) as pipe:
                 for key in keys:
-                    pipe.hgetall(self._keys.job(key))
+                    pipe.hgetall(self._ctx.keys.job(key))
                 raws: list[dict[bytes, bytes]] = await pipe.execute()
         missing = [key for key, raw in zip(keys, raws, strict=True) if not raw]
         if missing:
@@ -200,10 +199,10 @@ class RedisReads:
         back by a retry delay cost one small answer each."""
         if not later:
             return ()
-        with translated_errors(self._where):
-            async with self._client.pipeline(transaction=False) as pipe:
+        with translated_errors(self._ctx.where):
+            async with self._ctx.client.pipeline(transaction=False) as pipe:
                 for key in later:
-                    pipe.hget(self._keys.job(key), "reserved_until")
+                    pipe.hget(self._ctx.keys.job(key), "reserved_until")
                 ends: list[bytes | None] = await pipe.execute()
         reserved = [key for key, end in zip(later, ends, strict=True)
                     if end is not None and seconds(end) > now]

@@ -8,28 +8,33 @@ import uuid
 
 import anyio
 
-from supervisor.store.sqlite.db import SqliteDatabase, Tx
+from supervisor.store.sqlite.context import SqlitePart
+from supervisor.store.sqlite.db import Tx
 
 ANSWER_KEPT = 60.0
 ANSWER_POLL = 0.2
 
 
-def request_stacks(tx: Tx, key: str) -> str:
-    request = uuid.uuid4().hex
-    tx.run("emit_event", kind="debug", key=f"{request}:{key}")
-    return request
+class SqliteDebug(SqlitePart):
+    async def request_stacks(self, key: str) -> str:
+        request = uuid.uuid4().hex
+        await self._ctx.db.write(
+            lambda tx: tx.run("emit_event", kind="debug", key=f"{request}:{key}"))
+        return request
 
+    async def answer_stacks(self, request: str, answer: bytes) -> None:
+        def work(tx: Tx) -> None:
+            tx.run("forget_stacks_answers", cutoff=tx.now - ANSWER_KEPT)
+            tx.run("answer_stacks", request=request, answer=answer)
 
-def answer_stacks(tx: Tx, request: str, answer: bytes) -> None:
-    tx.run("forget_stacks_answers", cutoff=tx.now - ANSWER_KEPT)
-    tx.run("answer_stacks", request=request, answer=answer)
+        await self._ctx.db.write(work)
 
-
-async def stacks_answer(db: SqliteDatabase, request: str, timeout: float) -> bytes | None:
-    with anyio.move_on_after(timeout):
-        while True:
-            answer = await db.read(lambda tx: tx.value("stacks_answer", request=request))
-            if answer is not None:
-                return bytes(answer)
-            await anyio.sleep(ANSWER_POLL)
-    return None
+    async def stacks_answer(self, request: str, timeout: float) -> bytes | None:
+        with anyio.move_on_after(timeout):
+            while True:
+                answer = await self._ctx.db.read(
+                    lambda tx: tx.value("stacks_answer", request=request))
+                if answer is not None:
+                    return bytes(answer)
+                await anyio.sleep(ANSWER_POLL)
+        return None

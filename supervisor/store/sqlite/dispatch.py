@@ -1,5 +1,6 @@
 """The SQLite store's schedule ticks and jobs created in bulk: the work each
-transaction does, as functions of one `Tx` (sqlite/store.py runs them).
+transaction does, each operation a transaction of its own (a part of SqliteStore:
+sqlite/context.py).
 
 Times: `run_at` and `due` are wall-clock epoch seconds, as retry backoff is (see
 sqlite/store.py): a delayed job is due when the host's wall clock reaches `run_at`,
@@ -37,6 +38,7 @@ from supervisor.store.refusals import (
 )
 from supervisor.store.sqlite import history
 from supervisor.store.sqlite import output as sqlite_output
+from supervisor.store.sqlite.context import SqlitePart
 from supervisor.store.sqlite.db import Tx
 
 EVENT_KEEP_SECONDS = 60.0
@@ -70,49 +72,9 @@ def admit_job(tx: Tx, request: DispatchRequest, cutoff: float, *, pending: int |
     return ADDED
 
 
-def dispatch_each(tx: Tx, requests: Sequence[DispatchRequest],
-                  cutoff: float) -> list[DispatchRefused | None]:
-    """Each request as `admit_job`, counting the pending jobs once; a wake if any was
-    added."""
-    pending = tx.value("pending_count") if tx.value("max_pending") is not None else None
-    refused: list[DispatchRefused | None] = []
-    for request in requests:
-        code = admit_job(tx, request, cutoff, pending=pending)
-        if code == ADDED and pending is not None:
-            pending += 1
-        refused.append(refusal(request, code, tx.value("max_pending")))
-    if any(refusal is None for refusal in refused):
-        emit_wake(tx)
-    return refused
-
-
 def emit_wake(tx: Tx) -> None:
     tx.run("trim_events", cutoff=tx.now - EVENT_KEEP_SECONDS)
     tx.run("emit_event", kind="wake", key=None)
-
-
-def fire_tick(tx: Tx, request: TickRequest, cutoff: float) -> TickResult:
-    row = tx.row("schedule_last_fired", name=request.schedule)
-    last_tick: float | None = None if row is None else row["last_tick"]
-    if request.not_before > tx.now:
-        return TickResult(outcome="early", store_time=tx.now, last_tick=last_tick)
-    refire = row is not None and row["outcome"] == RELEASED and last_tick == request.tick
-    if last_tick is not None and last_tick >= request.tick and not refire:
-        return TickResult(outcome="taken", store_time=tx.now, last_tick=last_tick)
-    outcome, detail = "fired", None
-    if request.dispatch is not None:
-        job = replace(request.dispatch,
-                      schedule=request.dispatch.schedule or request.schedule)
-        detail = orjson.dumps(job.key).decode()
-        if insert_job(tx, job, cutoff):
-            outcome = "dispatched"
-            emit_wake(tx)
-        else:
-            outcome = "skipped"
-    tx.run("record_tick", name=request.schedule, tick=request.tick,
-           fingerprint=request.fingerprint, owner=request.owner, outcome=outcome,
-           detail=detail, skipped=int(outcome == "skipped"), missed=request.missed)
-    return TickResult(outcome=outcome, store_time=tx.now, last_tick=request.tick)
 
 
 def check_current(tx: Tx, fired: FiredTick | None) -> None:
@@ -126,14 +88,86 @@ def check_current(tx: Tx, fired: FiredTick | None) -> None:
                         f"{fired.owner} is no longer current; its plan changes nothing")
 
 
-def record_tick_outcome(tx: Tx, fired: FiredTick, outcome: str, detail: bytes) -> bool:
-    return tx.run("record_tick_outcome", name=fired.schedule, tick=fired.tick,
-                  owner=fired.owner, outcome=outcome, detail=detail.decode()).rowcount > 0
+class SqliteDispatch(SqlitePart):
+    async def dispatch(self, request: DispatchRequest) -> None:
+        (refused,) = await self.dispatch_each([request])
+        if refused is not None:
+            raise refused
 
+    async def dispatch_many(
+        self, requests: Sequence[DispatchRequest], *, fired: FiredTick | None = None
+    ) -> list[bool]:
+        return [refused is None for refused in await self.dispatch_each(requests, fired=fired)]
 
-def read_schedules(tx: Tx) -> ScheduleBook:
-    return ScheduleBook(store_time=tx.now,
-                        schedules=tuple(_record(row) for row in tx.rows("all_schedules")))
+    async def dispatch_each(
+        self, requests: Sequence[DispatchRequest], *, fired: FiredTick | None = None
+    ) -> list[DispatchRefused | None]:
+        """Each request as `admit_job`, counting the pending jobs once; a wake if any was
+        added."""
+        if not requests:
+            return []
+
+        def work(tx: Tx) -> list[DispatchRefused | None]:
+            check_current(tx, fired)
+            cutoff = self._ctx.cutoff(tx)
+            pending = tx.value("pending_count") if tx.value("max_pending") is not None else None
+            refused: list[DispatchRefused | None] = []
+            for request in requests:
+                code = admit_job(tx, request, cutoff, pending=pending)
+                if code == ADDED and pending is not None:
+                    pending += 1
+                refused.append(refusal(request, code, tx.value("max_pending")))
+            if any(refusal is None for refusal in refused):
+                emit_wake(tx)
+            return refused
+
+        return await self._ctx.db.write(work)
+
+    async def fire_tick(self, request: TickRequest) -> TickResult:
+        def work(tx: Tx) -> TickResult:
+            row = tx.row("schedule_last_fired", name=request.schedule)
+            last_tick: float | None = None if row is None else row["last_tick"]
+            if request.not_before > tx.now:
+                return TickResult(outcome="early", store_time=tx.now, last_tick=last_tick)
+            refire = row is not None and row["outcome"] == RELEASED and last_tick == request.tick
+            if last_tick is not None and last_tick >= request.tick and not refire:
+                return TickResult(outcome="taken", store_time=tx.now, last_tick=last_tick)
+            outcome, detail = "fired", None
+            if request.dispatch is not None:
+                job = replace(request.dispatch,
+                              schedule=request.dispatch.schedule or request.schedule)
+                detail = orjson.dumps(job.key).decode()
+                if insert_job(tx, job, self._ctx.cutoff(tx)):
+                    outcome = "dispatched"
+                    emit_wake(tx)
+                else:
+                    outcome = "skipped"
+            tx.run("record_tick", name=request.schedule, tick=request.tick,
+                   fingerprint=request.fingerprint, owner=request.owner, outcome=outcome,
+                   detail=detail, skipped=int(outcome == "skipped"), missed=request.missed)
+            return TickResult(outcome=outcome, store_time=tx.now, last_tick=request.tick)
+
+        return await self._ctx.db.write(work)
+
+    async def record_tick_outcome(self, fired: FiredTick, outcome: str, detail: bytes) -> bool:
+        return await self._ctx.db.write(lambda tx: tx.run(
+            "record_tick_outcome", name=fired.schedule, tick=fired.tick, owner=fired.owner,
+            outcome=outcome, detail=detail.decode()).rowcount > 0)
+
+    async def schedules(self) -> ScheduleBook:
+        return await self._ctx.db.read(lambda tx: ScheduleBook(
+            store_time=tx.now, schedules=tuple(_record(row) for row in tx.rows("all_schedules"))))
+
+    async def live_among(self, keys: Sequence[str]) -> set[str]:
+        def work(tx: Tx) -> set[str]:
+            return {key for key in keys if tx.value("job_state", key=key, cutoff=0.0)
+                    in LIVE_STATES}
+
+        return await self._ctx.db.read(work)
+
+    async def live_keys_of_schedule(self, schedule: str) -> list[str]:
+        return await self._ctx.db.read(lambda tx: [
+            row["key"] for row in tx.rows("live_keys_of_schedule", schedule=schedule)])
 
 
 def _record(row: Any) -> ScheduleRecord:

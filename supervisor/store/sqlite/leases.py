@@ -1,6 +1,8 @@
-"""The SQLite store's steps in a lease's life, each run inside the caller's
-transaction: claim (start due jobs, recover expired leases), hold, complete, fail,
-release, finish; each notes its event in the job's history (sqlite/history.py)."""
+"""The SQLite store's steps in a lease's life: claim (start due jobs, recover expired
+leases; claim.py runs them), renew, hold, complete, fail, release, finish; each notes
+its event in the job's history (sqlite/history.py).  The steps a claim shares are
+functions of one `Tx`; `SqliteLeases` (a part of SqliteStore: sqlite/context.py) runs
+each of the others as a transaction of its own."""
 
 from __future__ import annotations
 
@@ -20,18 +22,29 @@ from supervisor.core.lease_losses import (
 )
 from supervisor.core.limits import Due, Limits, startable
 from supervisor.errors import StaleToken
-from supervisor.store.policy import GROUP_SCAN, JUDGE_AFTER_GAP, MIN_CLAIM_GAP
+from supervisor.store.policy import (
+    GROUP_SCAN,
+    HEALTH_GAP,
+    JUDGE_AFTER_GAP,
+    LOSSES_RESET_TTLS,
+    MIN_CLAIM_GAP,
+)
 from supervisor.store.records import (
     ClaimBatch,
     ClaimedJob,
     Completion,
     JobState,
+    JobStats,
     Lease,
     LeaseRecovery,
+    MembershipState,
+    RenewResult,
 )
 from supervisor.store.sqlite import history
 from supervisor.store.sqlite import limits as sqlite_limits
+from supervisor.store.sqlite.context import SqlitePart
 from supervisor.store.sqlite.db import Tx
+from supervisor.store.sqlite.records import stats_params
 
 # Due jobs looked at beyond `count` when a handler has limits (a group limit may skip
 # some); the Lua claim script looks as far.
@@ -151,38 +164,6 @@ def held_job(tx: Tx, lease: Lease) -> Any:
     return job
 
 
-def fail(tx: Tx, lease: Lease, error: str, *, final: bool, retry_delay: float) -> JobState:
-    """Store.fail."""
-    job = held_job(tx, lease)
-    if job["stop_requested"]:
-        return finish(tx, lease.key, "stopped", error)
-    if final or 0 < job["max_attempts"] <= job["attempts"]:
-        return finish(tx, lease.key, "failed", error)
-    history.note(tx, lease.key, "failed", f"{history.first_line(error)} (will retry)")
-    tx.run("requeue_job", key=lease.key, refund=0, error=error, due=tx.now + retry_delay)
-    emit(tx, "wake")
-    return "pending"
-
-
-def release(tx: Tx, lease: Lease, *, delay: float, reserve_for: str | None,
-            reserve_ttl: float, reason: str) -> None:
-    """Store.release."""
-    if held_job(tx, lease)["stop_requested"]:
-        finish(tx, lease.key, "stopped", f"stop requested; released by {lease.owner}")
-        return
-    if reserve_for:  # a move: others may claim it once the reservation runs out
-        history.note(tx, lease.key, "moved",
-                     f"to {reserve_for}: {reason}" if reason else f"to {reserve_for}")
-        due = tx.now + max(0.0, reserve_ttl)
-    else:
-        history.note(tx, lease.key, "released", reason or None)
-        due = tx.now + delay if delay > 0 else tx.value("front_of_queue")
-    tx.run("requeue_job", key=lease.key, refund=1, error=None, due=due)
-    if reserve_for:
-        tx.run("reserve_job", key=lease.key, reserved_for=reserve_for, moved_from=lease.owner)
-    emit(tx, "wake")
-
-
 def finish(tx: Tx, key: str, state: JobState, error: str | None) -> JobState:
     history.note(tx, key, state, history.first_line(error))
     tx.run("finish_job", key=key, state=state, error=error)
@@ -223,3 +204,109 @@ def complete(tx: Tx, completion: Completion) -> bool:
                       token=lease.token) is not None
     tx.run("drop_notes", key=lease.key)
     return True
+
+
+class SqliteLeases(SqlitePart):
+    async def renew(self, owner: str, instance: str, leases: Sequence[Lease], lease_ttl: float,
+                    stats: dict[str, JobStats]) -> RenewResult:
+        """Extend the leases `owner` still holds, store their stats, and mark the owner
+        seen if its membership entry is this instance's (the same step as
+        lua/renew-4+2n.lua)."""
+        store_boot = 0.0
+
+        def work(tx: Tx) -> RenewResult:
+            nonlocal store_boot
+            store_boot = tx.boot
+            for lease in leases:
+                history.note_pid(tx, lease, (stats.get(lease.key) or JobStats()).pid)
+            rows = [row for lease in leases for row in tx.rows(
+                "renew_lease", key=lease.key, token=lease.token, owner=owner,
+                deadline=tx.boot + lease_ttl, reset_after=LOSSES_RESET_TTLS * lease_ttl,
+                **stats_params(stats.get(lease.key)))]
+            entry = tx.row("supervisor_entry", id=owner)
+            membership: MembershipState = "missing"
+            if entry is not None:
+                membership = "ok" if entry["instance"] == instance else "taken"
+            if membership == "ok":
+                tx.run("touch_supervisor", id=owner)
+            tx.run("touch_health", gap=HEALTH_GAP)
+            renewed = {(row["key"], row["token"]) for row in rows}
+            return RenewResult(
+                lost=frozenset((lease.key, lease.token) for lease in leases
+                               if (lease.key, lease.token) not in renewed),
+                stop_requested=frozenset(row["key"] for row in rows if row["stop_requested"]),
+                notified=frozenset(row["key"] for row in rows if row["notified"]),
+                store_time=tx.now,
+                membership=membership,
+            )
+
+        ctx = self._ctx
+        sent_at = ctx.witness.sending()
+        result = await ctx.witnessed(sent_at, ctx.db.write(work))
+        ctx.witness.answered(sent_at, store_boot, reported=False)
+        return result
+
+    async def complete(self, lease: Lease, result: bytes) -> None:
+        def work(tx: Tx) -> None:
+            if not complete(tx, Completion(lease, result)):
+                raise stale(lease)
+
+        await self._ctx.db.write(work)
+
+    async def fail(self, lease: Lease, error: str, *, final: bool, retry_delay: float) -> JobState:
+        def work(tx: Tx) -> JobState:
+            job = held_job(tx, lease)
+            if job["stop_requested"]:
+                return finish(tx, lease.key, "stopped", error)
+            if final or 0 < job["max_attempts"] <= job["attempts"]:
+                return finish(tx, lease.key, "failed", error)
+            history.note(tx, lease.key, "failed", f"{history.first_line(error)} (will retry)")
+            tx.run("requeue_job", key=lease.key, refund=0, error=error, due=tx.now + retry_delay)
+            emit(tx, "wake")
+            return "pending"
+
+        return await self._ctx.db.write(work)
+
+    async def release(
+        self,
+        lease: Lease,
+        *,
+        delay: float = 0.0,
+        reserve_for: str | None = None,
+        reserve_ttl: float = 0.0,
+        reason: str = "",
+    ) -> None:
+        def work(tx: Tx) -> None:
+            if held_job(tx, lease)["stop_requested"]:
+                finish(tx, lease.key, "stopped", f"stop requested; released by {lease.owner}")
+                return
+            if reserve_for:  # a move: others may claim it once the reservation runs out
+                history.note(tx, lease.key, "moved",
+                             f"to {reserve_for}: {reason}" if reason else f"to {reserve_for}")
+                due = tx.now + max(0.0, reserve_ttl)
+            else:
+                history.note(tx, lease.key, "released", reason or None)
+                due = tx.now + delay if delay > 0 else tx.value("front_of_queue")
+            tx.run("requeue_job", key=lease.key, refund=1, error=None, due=due)
+            if reserve_for:
+                tx.run("reserve_job", key=lease.key, reserved_for=reserve_for,
+                       moved_from=lease.owner)
+            emit(tx, "wake")
+
+        await self._ctx.db.write(work)
+
+    async def save_checkpoint(self, lease: Lease, value: bytes) -> None:
+        def work(tx: Tx) -> None:
+            saved = tx.run("save_checkpoint", key=lease.key, owner=lease.owner,
+                           token=lease.token, checkpoint=value)
+            if saved.rowcount == 0:
+                raise stale(lease)
+
+        await self._ctx.db.write(work)
+
+    async def finish_stopped(self, lease: Lease, reason: str) -> None:
+        def work(tx: Tx) -> None:
+            held_job(tx, lease)
+            finish(tx, lease.key, "stopped", reason)
+
+        await self._ctx.db.write(work)

@@ -1,6 +1,7 @@
-"""The SQLite store's pool-wide limits and pauses, as steps of a transaction: pausing
-and resuming, and at claim time what the pool uses of each limited handler's limits
-(core/limits.py), the starts a rate limit counts, and which handlers no claim serves."""
+"""The SQLite store's pool-wide limits and pauses, as steps of a transaction: at claim
+time what the pool uses of each limited handler's limits (core/limits.py), the starts a
+rate limit counts, and which handlers no claim serves (pausing and resuming:
+steering.py)."""
 
 from __future__ import annotations
 
@@ -9,20 +10,8 @@ from collections.abc import Mapping, Sequence
 import orjson
 
 from supervisor.core.limits import Limits, Usage, next_rate_slot
-from supervisor.store.records import PAUSE_ALL, Paused
-from supervisor.store.sqlite import dispatch as sqlite_dispatch
+from supervisor.store.records import Paused
 from supervisor.store.sqlite.db import Tx
-
-
-def pause(tx: Tx, handlers: Sequence[str]) -> None:
-    for name in handlers or [PAUSE_ALL]:
-        tx.run("pause", name=name)
-
-
-def resume(tx: Tx, handlers: Sequence[str]) -> None:
-    for name in handlers or [PAUSE_ALL]:
-        tx.run("resume", name=name)
-    sqlite_dispatch.emit_wake(tx)
 
 
 def paused(tx: Tx) -> Paused:

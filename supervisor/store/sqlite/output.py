@@ -12,34 +12,65 @@ from typing import Any
 
 from supervisor.errors import JobNotFound, StaleToken
 from supervisor.store.records import Lease, RunOutput
+from supervisor.store.sqlite.context import SqlitePart
 from supervisor.store.sqlite.db import Tx
 
 CHUNK = 65536
 
 
-def append(tx: Tx, lease: Lease, attempt: int, data: bytes, *, at: int, max_bytes: int,
-           ended: bool, cutoff: float) -> None:
-    """Raises as `Store.append_output` does."""
-    job = tx.row("output_job", key=lease.key, cutoff=cutoff)
-    if job is None:
-        raise JobNotFound(f"no job has the key {lease.key!r}")
-    run = tx.row("output_run", key=lease.key, token=lease.token)
-    if run is None and (job["state"] != "running" or job["token"] != lease.token):
-        raise StaleToken(f"job {lease.key!r}: token {lease.token} is not a run of its "
-                         "current dispatch")
-    total = 0 if run is None else run["total"]
-    where = {"key": lease.key, "token": lease.token}
-    if at > total:  # the supervisor dropped the bytes in between
-        tx.run("drop_output_chunks", **where)
-        _add(tx, where, data, at)
-        total = at + len(data)
-    elif at + len(data) > total:
-        _add(tx, where, data[total - at:], total)
-        total = at + len(data)
-    tx.run("drop_output_chunks_before", **where, keep_from=total - max_bytes)
-    tx.run("save_output_run", **where, attempt=attempt if run is None else run["attempt"],
-           supervisor=lease.owner if run is None else run["supervisor"],
-           max_bytes=max_bytes, total=total, ended=int(ended))
+class SqliteOutput(SqlitePart):
+    async def append_output(self, lease: Lease, attempt: int, data: bytes, *, at: int,
+                            max_bytes: int, ended: bool = False) -> None:
+        def work(tx: Tx) -> None:
+            job = tx.row("output_job", key=lease.key, cutoff=self._ctx.cutoff(tx))
+            if job is None:
+                raise JobNotFound(f"no job has the key {lease.key!r}")
+            run = tx.row("output_run", key=lease.key, token=lease.token)
+            if run is None and (job["state"] != "running" or job["token"] != lease.token):
+                raise StaleToken(f"job {lease.key!r}: token {lease.token} is not a run of "
+                                 "its current dispatch")
+            total = 0 if run is None else run["total"]
+            where = {"key": lease.key, "token": lease.token}
+            if at > total:  # the supervisor dropped the bytes in between
+                tx.run("drop_output_chunks", **where)
+                _add(tx, where, data, at)
+                total = at + len(data)
+            elif at + len(data) > total:
+                _add(tx, where, data[total - at:], total)
+                total = at + len(data)
+            tx.run("drop_output_chunks_before", **where, keep_from=total - max_bytes)
+            tx.run("save_output_run", **where,
+                   attempt=attempt if run is None else run["attempt"],
+                   supervisor=lease.owner if run is None else run["supervisor"],
+                   max_bytes=max_bytes, total=total, ended=int(ended))
+
+        await self._ctx.db.write(work)
+
+    async def output(self, key: str, offsets: Mapping[int, int] | None = None
+                     ) -> list[RunOutput]:
+        since = offsets or {}
+
+        def work(tx: Tx) -> list[RunOutput]:
+            job = tx.row("output_job", key=key, cutoff=self._ctx.cutoff(tx))
+            if job is None:
+                raise JobNotFound(f"no job has the key {key!r}")
+            runs = []
+            for run in tx.rows("output_runs", key=key):
+                token, total = run["token"], run["total"]
+                first = tx.value("first_output_chunk", key=key, token=token)
+                kept_from = max(total if first is None else first, total - run["max_bytes"])
+                start = max(since.get(token, 0), kept_from)
+                chunks = tx.rows("output_chunks", key=key, token=token, start=start)
+                data = b"".join(bytes(chunk["data"]) for chunk in chunks)
+                if chunks:
+                    data = data[start - chunks[0]["at"]:]
+                ended = bool(run["ended"]) or job["state"] != "running" or job["token"] != token
+                runs.append(RunOutput(
+                    token=token, attempt=run["attempt"], supervisor=run["supervisor"],
+                    data=data, start=start, kept_from=kept_from, total=total, ended=ended))
+            return runs
+
+        return await self._ctx.db.read(work)
 
 
 def _add(tx: Tx, where: dict[str, Any], data: bytes, at: int) -> None:
@@ -51,27 +82,6 @@ def _add(tx: Tx, where: dict[str, Any], data: bytes, at: int) -> None:
         data, at = data[room:], at + room
     for start in range(0, len(data), CHUNK):
         tx.run("add_output_chunk", **where, at=at + start, data=data[start:start + CHUNK])
-
-
-def read(tx: Tx, key: str, offsets: Mapping[int, int], cutoff: float) -> list[RunOutput]:
-    job = tx.row("output_job", key=key, cutoff=cutoff)
-    if job is None:
-        raise JobNotFound(f"no job has the key {key!r}")
-    runs = []
-    for run in tx.rows("output_runs", key=key):
-        token, total = run["token"], run["total"]
-        first = tx.value("first_output_chunk", key=key, token=token)
-        kept_from = max(total if first is None else first, total - run["max_bytes"])
-        start = max(offsets.get(token, 0), kept_from)
-        chunks = tx.rows("output_chunks", key=key, token=token, start=start)
-        data = b"".join(bytes(chunk["data"]) for chunk in chunks)
-        if chunks:
-            data = data[start - chunks[0]["at"]:]
-        runs.append(RunOutput(
-            token=token, attempt=run["attempt"], supervisor=run["supervisor"], data=data,
-            start=start, kept_from=kept_from, total=total,
-            ended=bool(run["ended"]) or job["state"] != "running" or job["token"] != token))
-    return runs
 
 
 def forget(tx: Tx, key: str) -> None:

@@ -1,5 +1,5 @@
 """The SQLite store's rows as the store's values: job records, members, stats, the
-snapshot `status` shows; and membership entries written."""
+snapshot `status` shows."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ from typing import Any
 
 import orjson
 
-from supervisor.errors import SupervisorIdTaken
-from supervisor.store.members import encode_info, live_members
+from supervisor.store.members import live_members
 from supervisor.store.records import (
     ALL_STATES,
     JobEvent,
@@ -17,7 +16,6 @@ from supervisor.store.records import (
     Membership,
     PoolSnapshot,
     StoreHealth,
-    SupervisorInfo,
 )
 from supervisor.store.sqlite.db import Tx
 from supervisor.store.sqlite.limits import paused
@@ -61,20 +59,6 @@ def job_record(row: Any, tx: Tx, events: tuple[JobEvent, ...] = ()) -> JobRecord
 
 def decode_blob(blob: bytes | None) -> Any:
     return None if blob is None else orjson.loads(blob)
-
-
-def register(tx: Tx, info: SupervisorInfo, pool: str) -> None:
-    """Write the membership entry; another instance's entry seen within its lease ttl
-    keeps the id."""
-    entry = tx.row("supervisor_entry", id=info.id)
-    if entry is not None and entry["instance"] != info.instance:
-        silent_for = tx.boot - entry["last_seen"]
-        if silent_for < entry["lease_ttl"]:
-            raise SupervisorIdTaken(
-                f"supervisor id {info.id!r} is taken by a live instance of pool "
-                f"{pool!r} (seen {silent_for:.1f} s ago)")
-    tx.run("upsert_supervisor", id=info.id, instance=info.instance,
-           info=encode_info(info).decode(), lease_ttl=info.lease_ttl)
 
 
 def read_counts(tx: Tx, cutoff: float) -> dict[str, int]:
