@@ -13,6 +13,7 @@ A dead fork server's leftovers are the business of `supervisor.forks.orphans`.
 from __future__ import annotations
 
 import array
+import asyncio
 import logging
 import signal
 import socket
@@ -124,6 +125,7 @@ class ForkServerClient:
         self._pongs: dict[int, anyio.Event] = {}
         self._ping_seq = 0
         self.died = anyio.Event()
+        self._reading: asyncio.AbstractEventLoop | None = None  # calls back when readable
 
     @property
     def pid(self) -> int:
@@ -257,23 +259,48 @@ class ForkServerClient:
                 raise ForkServerDied(f"fork server unreachable: {error}") from error
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
-        """Read the fork server's events until it exits."""
+        """Read the fork server's events until it exits.  The event loop calls back when
+        its socket is readable, and every event waiting is handled then: no task wakes
+        (and no reader is added and removed) per event."""
+        loop = asyncio.get_running_loop()
+        ended: asyncio.Future[None] = loop.create_future()
+
+        def readable() -> None:
+            try:
+                while True:
+                    try:
+                        packet = self._sock.recv(protocol.MAX_PACKET)
+                    except BlockingIOError:
+                        return
+                    except OSError:
+                        packet = b""
+                    if not packet:
+                        self._stop_reading()
+                        if not ended.done():
+                            ended.set_result(None)
+                        return
+                    self._handle(protocol.decode(packet))
+            except Exception as error:  # a bug here ends the serving, as it would a task
+                self._stop_reading()
+                if not ended.done():
+                    ended.set_exception(error)
+
+        loop.add_reader(self._sock.fileno(), readable)
+        self._reading = loop
         task_status.started()
         try:
-            while True:
-                try:
-                    packet = self._sock.recv(protocol.MAX_PACKET)
-                except BlockingIOError:
-                    await anyio.wait_readable(self._sock)
-                    continue
-                except OSError:
-                    packet = b""
-                if not packet:
-                    break
-                self._handle(protocol.decode(packet))
+            await ended
         finally:
+            self._stop_reading()
             with anyio.CancelScope(shield=True):
                 await self._on_death()
+
+    def _stop_reading(self) -> None:
+        """No more callbacks for the socket (before it is closed: its number may be
+        reused)."""
+        if self._reading is not None:
+            self._reading.remove_reader(self._sock.fileno())
+            self._reading = None
 
     def _handle(self, event: dict[str, Any]) -> None:
         kind = event.get("ev")
@@ -364,6 +391,7 @@ class ForkServerClient:
         if self.alive:
             with suppress(ForkServerDied):
                 await self._send({"op": protocol.OP_EXIT})
+        self._stop_reading()
         self._sock.close()
         try:
             await anyio.to_thread.run_sync(self._process.wait, timeout)
