@@ -73,6 +73,9 @@ class Child:
     forked_at: float  # when the spawn was sent (anyio's clock)
     control: anyio.abc.SocketStream
     output: anyio.abc.SocketStream
+    # The sockets under the two streams, for the event loop's readers (`SocketFeed`).
+    control_socket: socket.socket
+    output_socket: socket.socket
     pid: int | None = None
     spawned: anyio.Event = field(default_factory=anyio.Event)
     exited: anyio.Event = field(default_factory=anyio.Event)
@@ -170,6 +173,8 @@ class ForkServerClient:
                 forked_at=anyio.current_time(),
                 control=await anyio.abc.UNIXSocketStream.from_socket(control_parent),
                 output=await anyio.abc.UNIXSocketStream.from_socket(output_parent),
+                control_socket=control_parent,
+                output_socket=output_parent,
             )
             self._children[job_id] = child
             # The first fence travels with the spawn: the child never runs unfenced.

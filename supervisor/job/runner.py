@@ -162,12 +162,12 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices) -> tu
         reader = ControlReader(child.control, max_result=services.settings.max_result,
                                on_ack=courier.acknowledged, on_checkpoint=checkpoints.offer,
                                on_stacks=job.stack_requests.answered)
-        control = SocketFeed(child.control, reader.feed)
+        control = SocketFeed(child.control_socket, reader.feed)
         kept = None
         if services.settings.max_log > 0:
             kept = OutputKeeper(job, services.store, services.output_failures,
                                 max_bytes=services.settings.max_log, start=tasks.start)
-        output_feed = SocketFeed(child.output, output.feed if kept is None
+        output_feed = SocketFeed(child.output_socket, output.feed if kept is None
                                  else _both(output.feed, kept.feed))
         job.on_stop(lambda: tasks.start(lambda: _stop(job, child, writer,
                                                       services.settings.stop_grace)))

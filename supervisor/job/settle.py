@@ -5,8 +5,8 @@ release, finish_stopped), retried while the store fails and the lease may still 
 held.  A result first goes with the claimer's next claim (`job/results.py`), which
 stores it with the results of other jobs finished meanwhile and claims the work for the
 freed slots in the same store call; if that claim fails or does not come within
-`WITH_CLAIM_WAIT`, a plain complete follows.  A complete sent twice (after a lost
-reply, or beside a claim that did carry it) finds its result stored under its own
+`results.WITH_CLAIM_WAIT`, a plain complete follows.  A complete sent twice (after a
+lost reply, or beside a claim that did carry it) finds its result stored under its own
 lease and changes nothing (`Store.complete`).  The claim runs in the claimer's task:
 a lost reply there loses no claimed job (`Store.claim`'s claim id).
 
@@ -35,9 +35,6 @@ from supervisor.store.base import Store
 from supervisor.store.records import Lease
 
 MIN_OUTCOME_WAIT = 1.0
-# A result waits this long for a claim to carry it (a claim waits while no fork server
-# is ready), then is completed on its own.
-WITH_CLAIM_WAIT = 1.0
 
 CompleteWithClaim = Callable[[Lease, bytes], Awaitable[None]]
 
@@ -97,8 +94,7 @@ async def _store_outcome(job: RunningJob, outcome: Outcome, store: Store,
             try:
                 if with_claim is None:
                     raise StoreUnavailable("no claim to carry it")
-                with anyio.fail_after(WITH_CLAIM_WAIT):
-                    await with_claim(lease, result_json)
+                await with_claim(lease, result_json)  # within WITH_CLAIM_WAIT
             except (StoreFailure, TimeoutError):
                 await store.complete(lease, result_json)
             metrics.outcomes.labels("succeeded", "").inc()

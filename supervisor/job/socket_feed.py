@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections.abc import Callable
 
 import anyio
-import anyio.abc
-from anyio.abc import SocketAttribute
 
 log = logging.getLogger("poolsup.jobs")
 
@@ -21,9 +20,9 @@ RECV_SIZE = 65536
 
 
 class SocketFeed:
-    def __init__(self, stream: anyio.abc.SocketStream, feed: Callable[[bytes], None]) -> None:
-        self._socket = stream.extra(SocketAttribute.raw_socket)
-        self._fd = self._socket.fileno()
+    def __init__(self, sock: socket.socket, feed: Callable[[bytes], None]) -> None:
+        self._socket = sock
+        self._fd = sock.fileno()
         self._feed = feed
         self._loop = asyncio.get_running_loop()
         self.closed = anyio.Event()

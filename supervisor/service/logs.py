@@ -151,8 +151,10 @@ def logging_to_stderr(level: str, log_format: str = "text") -> Iterator[None]:
     root.setLevel(level.upper())
     handler = _DroppingQueueHandler(records)
     handler.setFormatter(formatter)
-    # No line shows the caller's file or function: skip looking them up for each record.
+    # No line shows the caller's file or function, its thread or its process: skip
+    # looking them up for each record.
     logging._srcfile = None
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     root.addHandler(handler)
     listener.start()
     try:
