@@ -124,7 +124,8 @@ class ForkServerClient:
         self.sandbox_notes: dict[str, str] = {}
         self.alive = True
         self._closing = False
-        self._send_lock = anyio.Lock()
+        # fast_acquire: a free lock is taken without a trip through the event loop.
+        self._send_lock = anyio.Lock(fast_acquire=True)
         self._pongs: dict[int, anyio.Event] = {}
         self._ping_seq = 0
         self.died = anyio.Event()
