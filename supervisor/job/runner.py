@@ -172,7 +172,8 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices) -> tu
         job.on_stop(lambda: tasks.start(lambda: _stop(job, child, writer,
                                                       services.settings.stop_grace)))
         try:
-            await child.exited.wait()
+            if not child.exited.is_set():
+                await child.exited.wait()
             # The child wrote its result before exiting; let the socket drain, even if a
             # grandchild still holds it open (then give up after the grace).
             if not control.closed.is_set():
@@ -192,8 +193,7 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices) -> tu
     output.flush()
     if kept is not None:
         await kept.finish()  # before the outcome, so that `logs` after the end is whole
-    await child.control.aclose()
-    await child.output.aclose()
+    child.close()
     if not job.lease_lost and (checkpoints.unwritten or courier.unwritten):
         with anyio.move_on_after(FLUSH_TIMEOUT):
             await checkpoints.flush()

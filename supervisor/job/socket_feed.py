@@ -17,6 +17,7 @@ import anyio
 log = logging.getLogger("poolsup.jobs")
 
 RECV_SIZE = 65536
+READS_PER_CALL = 4
 
 
 class SocketFeed:
@@ -29,20 +30,27 @@ class SocketFeed:
         self._loop.add_reader(self._fd, self._readable)
 
     def _readable(self) -> None:
-        try:
-            data = self._socket.recv(RECV_SIZE)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            data = b""
-        if not data:
-            self.close()
-            return
-        try:
-            self._feed(data)
-        except Exception:  # a reader's bug must not stop the event loop's callbacks
-            log.exception("reading a child's socket failed")
-            self.close()
+        """Read what the socket holds, up to its end if that came too (a child's last
+        message and its exit often arrive together: one callback, not two); at most
+        READS_PER_CALL reads, so that a child printing without pause cannot keep the
+        event loop here."""
+        for _ in range(READS_PER_CALL):
+            if self.closed.is_set():
+                return
+            try:
+                data = self._socket.recv(RECV_SIZE)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                data = b""
+            if not data:
+                self.close()
+                return
+            try:
+                self._feed(data)
+            except Exception:  # a reader's bug must not stop the event loop's callbacks
+                log.exception("reading a child's socket failed")
+                self.close()
 
     def close(self) -> None:
         """Stop reading (at the end of stream, or when the job's supervision ends)."""
