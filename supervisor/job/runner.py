@@ -8,6 +8,7 @@ import signal
 from collections.abc import Callable, Coroutine
 from contextlib import suppress
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import anyio
@@ -169,8 +170,8 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices) -> tu
                                 max_bytes=services.settings.max_log, start=tasks.start)
         output_feed = SocketFeed(child.output_socket, output.feed if kept is None
                                  else _both(output.feed, kept.feed))
-        job.on_stop(lambda: tasks.start(lambda: _stop(job, child, writer,
-                                                      services.settings.stop_grace)))
+        job.on_stop(lambda: tasks.start(partial(_stop, job, child, writer,
+                                                services.settings.stop_grace)))
         try:
             if not child.exited.is_set():
                 await child.exited.wait()
