@@ -27,7 +27,7 @@ from sandbox import protocol
 from supervisor.core.leases import outcome_deadline
 from supervisor.core.outcome import Abandon, Complete, Fail, Outcome, Release, Stopped, StopReason
 from supervisor.core.retry import backoff_delay
-from supervisor.errors import StaleToken, StoreFailure, StoreUnavailable
+from supervisor.errors import StaleToken, StoreFailure
 from supervisor.job.running import Registry, RunningJob
 from supervisor.observe.metrics import metrics
 from supervisor.observe.store_failures import StoreFailures
@@ -64,14 +64,28 @@ class Settler:
 
 async def _settle(job: RunningJob, outcome: Outcome, store: Store, failures: StoreFailures,
                   with_claim: CompleteWithClaim | None, give_up_at: Callable[[], float]) -> bool:
+    if with_claim is not None and isinstance(outcome, Complete) and not job.lease_lost:
+        # A result's first try goes with the next claim, which answers within its own
+        # wait (`results.WITH_CLAIM_WAIT`): no cancel scope for it.  If that claim fails
+        # or does not come, the result is completed on its own below.
+        try:
+            await with_claim(job.lease, outcome.result_json)
+        except StaleToken:
+            job.log.warning("lease lost; outcome not stored")
+            return True
+        except StoreFailure:
+            pass
+        else:
+            _succeeded(job)
+            failures.succeeded()
+            return True
     while True:
-        carry, with_claim = with_claim, None  # only a first try goes with a claim
         if job.lease_lost and not isinstance(outcome, Abandon):
             outcome = Abandon("lease lost before the outcome was stored")
         try:
             # A store that does not answer gets until the fence, and a second at least.
             with anyio.fail_after(max(MIN_OUTCOME_WAIT, job.fence_at - protocol.fence_clock())):
-                await _store_outcome(job, outcome, store, carry)
+                await _store_outcome(job, outcome, store)
             failures.succeeded()
             return True
         except StaleToken:
@@ -86,19 +100,17 @@ async def _settle(job: RunningJob, outcome: Outcome, store: Store, failures: Sto
             await anyio.sleep(delay)
 
 
-async def _store_outcome(job: RunningJob, outcome: Outcome, store: Store,
-                         with_claim: CompleteWithClaim | None) -> None:
+def _succeeded(job: RunningJob) -> None:
+    metrics.outcomes.labels("succeeded", "").inc()
+    job.log.info("succeeded")
+
+
+async def _store_outcome(job: RunningJob, outcome: Outcome, store: Store) -> None:
     lease = job.lease
     match outcome:
         case Complete(result_json):
-            try:
-                if with_claim is None:
-                    raise StoreUnavailable("no claim to carry it")
-                await with_claim(lease, result_json)  # within WITH_CLAIM_WAIT
-            except (StoreFailure, TimeoutError):
-                await store.complete(lease, result_json)
-            metrics.outcomes.labels("succeeded", "").inc()
-            job.log.info("succeeded")
+            await store.complete(lease, result_json)
+            _succeeded(job)
         case Fail(error, final):
             delay = backoff_delay(job.claimed.attempt, random.random())
             final = final or job.claimed.attempt >= job.max_attempts
