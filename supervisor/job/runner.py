@@ -176,10 +176,15 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices) -> tu
             if not child.exited.is_set():
                 await child.exited.wait()
             # The child wrote its result before exiting; let the socket drain, even if a
-            # grandchild still holds it open (then give up after the grace).
+            # grandchild still holds it open (then give up after the grace: a timer that
+            # ends the feed, rather than a cancel scope per job).
             if not control.closed.is_set():
-                with anyio.move_on_after(RESULT_READ_GRACE):
+                giving_up = asyncio.get_running_loop().call_later(RESULT_READ_GRACE,
+                                                                  control.close)
+                try:
                     await control.closed.wait()
+                finally:
+                    giving_up.cancel()
         finally:
             job.on_stop(None)
             if timer is not None:
