@@ -13,6 +13,7 @@ A dead fork server's leftovers are the business of `supervisor.forks.orphans`.
 from __future__ import annotations
 
 import array
+import asyncio
 import logging
 import signal
 import socket
@@ -33,6 +34,7 @@ from supervisor.forks import orphans
 log = logging.getLogger("poolsup.children")
 
 EXIT_STATUS_WAIT = 1.0
+EVENTS_PER_CALL = 64  # read at one callback, at most (the loop has other work)
 
 
 class ForkServerDied(PoolsupError):
@@ -72,11 +74,20 @@ class Child:
     forked_at: float  # when the spawn was sent (anyio's clock)
     control: anyio.abc.SocketStream
     output: anyio.abc.SocketStream
+    # The sockets under the two streams, for the event loop's readers (`SocketFeed`).
+    control_socket: socket.socket
+    output_socket: socket.socket
     pid: int | None = None
     spawned: anyio.Event = field(default_factory=anyio.Event)
     exited: anyio.Event = field(default_factory=anyio.Event)
     spawn_error: str | None = None
     status: ExitStatus | None = None
+
+    def close(self) -> None:
+        """Close its two sockets, at once (the streams' `aclose` would each yield to the
+        event loop, twice per job, for nothing to wait for)."""
+        self.control_socket.close()
+        self.output_socket.close()
 
 
 class Referee(Protocol):
@@ -120,10 +131,12 @@ class ForkServerClient:
         self.sandbox_notes: dict[str, str] = {}
         self.alive = True
         self._closing = False
-        self._send_lock = anyio.Lock()
+        # fast_acquire: a free lock is taken without a trip through the event loop.
+        self._send_lock = anyio.Lock(fast_acquire=True)
         self._pongs: dict[int, anyio.Event] = {}
         self._ping_seq = 0
         self.died = anyio.Event()
+        self._reading: asyncio.AbstractEventLoop | None = None  # calls back when readable
 
     @property
     def pid(self) -> int:
@@ -131,7 +144,8 @@ class ForkServerClient:
 
     async def wait_ready(self) -> None:
         """Until the fork server has preloaded the handlers (or died trying)."""
-        await self._ready.wait()
+        if not self._ready.is_set():  # else not even a trip through the event loop
+            await self._ready.wait()
 
     @property
     def child_count(self) -> int:
@@ -168,6 +182,8 @@ class ForkServerClient:
                 forked_at=anyio.current_time(),
                 control=await anyio.abc.UNIXSocketStream.from_socket(control_parent),
                 output=await anyio.abc.UNIXSocketStream.from_socket(output_parent),
+                control_socket=control_parent,
+                output_socket=output_parent,
             )
             self._children[job_id] = child
             # The first fence travels with the spawn: the child never runs unfenced.
@@ -257,23 +273,48 @@ class ForkServerClient:
                 raise ForkServerDied(f"fork server unreachable: {error}") from error
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
-        """Read the fork server's events until it exits."""
+        """Read the fork server's events until it exits.  The event loop calls back when
+        its socket is readable, and every event waiting is handled then: no task wakes
+        (and no reader is added and removed) per event."""
+        loop = asyncio.get_running_loop()
+        ended: asyncio.Future[None] = loop.create_future()
+
+        def readable() -> None:
+            try:
+                for _ in range(EVENTS_PER_CALL):
+                    try:
+                        packet = self._sock.recv(protocol.MAX_PACKET)
+                    except BlockingIOError:
+                        return
+                    except OSError:
+                        packet = b""
+                    if not packet:
+                        self._stop_reading()
+                        if not ended.done():
+                            ended.set_result(None)
+                        return
+                    self._handle(protocol.decode(packet))
+            except Exception as error:  # a bug here ends the serving, as it would a task
+                self._stop_reading()
+                if not ended.done():
+                    ended.set_exception(error)
+
+        loop.add_reader(self._sock.fileno(), readable)
+        self._reading = loop
         task_status.started()
         try:
-            while True:
-                try:
-                    packet = self._sock.recv(protocol.MAX_PACKET)
-                except BlockingIOError:
-                    await anyio.wait_readable(self._sock)
-                    continue
-                except OSError:
-                    packet = b""
-                if not packet:
-                    break
-                self._handle(protocol.decode(packet))
+            await ended
         finally:
+            self._stop_reading()
             with anyio.CancelScope(shield=True):
                 await self._on_death()
+
+    def _stop_reading(self) -> None:
+        """No more callbacks for the socket (before it is closed: its number may be
+        reused)."""
+        if self._reading is not None:
+            self._reading.remove_reader(self._sock.fileno())
+            self._reading = None
 
     def _handle(self, event: dict[str, Any]) -> None:
         kind = event.get("ev")
@@ -364,6 +405,7 @@ class ForkServerClient:
         if self.alive:
             with suppress(ForkServerDied):
                 await self._send({"op": protocol.OP_EXIT})
+        self._stop_reading()
         self._sock.close()
         try:
             await anyio.to_thread.run_sync(self._process.wait, timeout)

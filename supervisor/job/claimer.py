@@ -64,7 +64,7 @@ class Claimer:
         self._start_job = start_job
         self._spawn_ready = spawn_ready
         self._spawn_possible = spawn_possible
-        self._one_at_a_time = anyio.Lock()
+        self._one_at_a_time = anyio.Lock(fast_acquire=True)  # free: no trip through the loop
         self._last_claim = -math.inf
         self._wakeup = wakeup  # store events, freed slots, results
         self._results = results

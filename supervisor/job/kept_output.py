@@ -77,6 +77,8 @@ class OutputKeeper:
         after the batch in flight (so the last write is the last to reach the store).
         Also for a run whose lease was lost: its tail is worth reading."""
         self.close()
+        if self._batch_done is None and not self._printed:
+            return  # it printed nothing: nothing to write or wait for
         with anyio.move_on_after(FINAL_WAIT):
             if self._batch_done is not None:
                 await self._batch_done.wait()

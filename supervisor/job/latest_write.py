@@ -37,6 +37,11 @@ class LatestWrite(Generic[T]):
     def latest(self) -> T | None:
         return self._latest
 
+    @property
+    def unwritten(self) -> bool:
+        """An offer the store does not have yet (what `flush` would write)."""
+        return self._latest is not None and self._offered != self._written
+
     def offer(self, value: T) -> None:
         self._latest = value
         self._offered += 1

@@ -62,11 +62,20 @@ class LeaseKeeper:
         self.stats = RenewalStats()
         self.failures = StoreFailures("lease renewal")
         self._early = Doorbell()
+        self._shown: frozenset[int] = frozenset()  # tokens the last renewal showed a pid of
 
     def renew_soon(self) -> None:
-        """Renew within EARLY_RENEWAL_DELAY rather than at the next tick, so that a job
-        that just started shows its pid (several starts share one renewal)."""
+        """Renew EARLY_RENEWAL_DELAY after a job's start rather than at the next tick, so
+        that a job that runs that long soon shows its pid (several starts share one
+        renewal); a job over by then (a short one) needs none."""
         self._early.ring()
+
+    def _unshown(self, started_by: float) -> bool:
+        """Whether a job claimed by `started_by` runs a child no renewal has shown yet.
+        (One claimed later rang after this wait began: the next wait covers it.)"""
+        return any(job.child is not None and not job.finalizing and not job.lease_lost
+                   and job.claimed_at <= started_by and job.token not in self._shown
+                   for job in self._registry)
 
     async def run(self) -> None:
         interval = renew_interval(self._lease_ttl)
@@ -79,7 +88,8 @@ class LeaseKeeper:
                 if waited.cancelled_caught:
                     break
                 await anyio.sleep(EARLY_RENEWAL_DELAY)
-                await self.renew_once()
+                if self._unshown(started_by=fence_clock() - EARLY_RENEWAL_DELAY):
+                    await self.renew_once()
             if fence_clock() - next_at > interval:
                 next_at = fence_clock()  # we were frozen: don't burst to catch up
             await self.renew_once(expected_at=next_at)
@@ -107,6 +117,7 @@ class LeaseKeeper:
             self.failures.failed(error)
             return
         self.failures.succeeded()
+        self._shown = frozenset(job.token for job in jobs if stats[job.key].pid is not None)
         self.stats.renewals += 1
         metrics.renewals.labels("ok").inc()
         deadline = fence_deadline(sent_at, self._lease_ttl)

@@ -50,6 +50,11 @@ class NoteCourier:
         if seq > (self._taken.latest or 0):
             self._taken.offer(seq)
 
+    @property
+    def unwritten(self) -> bool:
+        """The handler took a note the store still holds."""
+        return self._taken.unwritten
+
     async def flush(self) -> None:
         """Remove what the handler took from the store, once, if the store answers;
         if not, the next run gets those notes again: at least once."""

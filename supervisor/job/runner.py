@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from contextlib import suppress
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 import anyio
+import anyio.abc
 import orjson
 
 from sandbox import protocol
@@ -148,32 +151,40 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices) -> tu
                                                    StopReason.TIMEOUT)
              if timeout > 0 else None)
     async with anyio.create_task_group() as group:
+        tasks = _Tasks(group)  # most jobs start none: then nothing is cancelled at the end
         # The one writer of the child's control socket: notes and the stop.
-        writer = ControlWriter(child.control, start=group.start_soon)
+        writer = ControlWriter(child.control, start=tasks.start)
         # Notes and checkpoints start tasks of their own when the first comes.
         courier = NoteCourier(job, services.store, writer.send, services.note_failures,
-                              start=group.start_soon)
+                              start=tasks.start)
         checkpoints = CheckpointKeeper(job, services.store, services.outcome_failures,
                                        max_bytes=services.settings.max_checkpoint,
-                                       start=group.start_soon)
+                                       start=tasks.start)
         reader = ControlReader(child.control, max_result=services.settings.max_result,
                                on_ack=courier.acknowledged, on_checkpoint=checkpoints.offer,
                                on_stacks=job.stack_requests.answered)
-        control = SocketFeed(child.control, reader.feed)
+        control = SocketFeed(child.control_socket, reader.feed)
         kept = None
         if services.settings.max_log > 0:
             kept = OutputKeeper(job, services.store, services.output_failures,
-                                max_bytes=services.settings.max_log, start=group.start_soon)
-        output_feed = SocketFeed(child.output, output.feed if kept is None
+                                max_bytes=services.settings.max_log, start=tasks.start)
+        output_feed = SocketFeed(child.output_socket, output.feed if kept is None
                                  else _both(output.feed, kept.feed))
-        job.on_stop(lambda: group.start_soon(_stop, job, child, writer,
-                                             services.settings.stop_grace))
+        job.on_stop(lambda: tasks.start(partial(_stop, job, child, writer,
+                                                services.settings.stop_grace)))
         try:
-            await child.exited.wait()
+            if not child.exited.is_set():
+                await child.exited.wait()
             # The child wrote its result before exiting; let the socket drain, even if a
-            # grandchild still holds it open (then give up after the grace).
-            with anyio.move_on_after(RESULT_READ_GRACE):
-                await control.closed.wait()
+            # grandchild still holds it open (then give up after the grace: a timer that
+            # ends the feed, rather than a cancel scope per job).
+            if not control.closed.is_set():
+                giving_up = asyncio.get_running_loop().call_later(RESULT_READ_GRACE,
+                                                                  control.close)
+                try:
+                    await control.closed.wait()
+                finally:
+                    giving_up.cancel()
         finally:
             job.on_stop(None)
             if timer is not None:
@@ -182,14 +193,14 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices) -> tu
             output_feed.close()
             if kept is not None:
                 kept.close()
-        group.cancel_scope.cancel()
+        if tasks.started:
+            group.cancel_scope.cancel()
     job.on_first_note(None)  # the group that would run the courier is gone
     output.flush()
     if kept is not None:
         await kept.finish()  # before the outcome, so that `logs` after the end is whole
-    await child.control.aclose()
-    await child.output.aclose()
-    if not job.lease_lost:
+    child.close()
+    if not job.lease_lost and (checkpoints.unwritten or courier.unwritten):
         with anyio.move_on_after(FLUSH_TIMEOUT):
             await checkpoints.flush()
             await courier.flush()
@@ -199,6 +210,18 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices) -> tu
     if tail := output.tail().rstrip():
         details.append("last output:\n" + tail)
     return exit_report, "\n\n".join(part for part in details if part)
+
+
+class _Tasks:
+    """The job's task group, as its pieces start tasks in it: whether any was started."""
+
+    def __init__(self, group: anyio.abc.TaskGroup) -> None:
+        self._group = group
+        self.started = False
+
+    def start(self, task: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        self.started = True
+        self._group.start_soon(task)
 
 
 def _both(first: Callable[[bytes], None], second: Callable[[bytes], None]

@@ -5,8 +5,8 @@ release, finish_stopped), retried while the store fails and the lease may still 
 held.  A result first goes with the claimer's next claim (`job/results.py`), which
 stores it with the results of other jobs finished meanwhile and claims the work for the
 freed slots in the same store call; if that claim fails or does not come within
-`WITH_CLAIM_WAIT`, a plain complete follows.  A complete sent twice (after a lost
-reply, or beside a claim that did carry it) finds its result stored under its own
+`results.WITH_CLAIM_WAIT`, a plain complete follows.  A complete sent twice (after a
+lost reply, or beside a claim that did carry it) finds its result stored under its own
 lease and changes nothing (`Store.complete`).  The claim runs in the claimer's task:
 a lost reply there loses no claimed job (`Store.claim`'s claim id).
 
@@ -27,7 +27,7 @@ from sandbox import protocol
 from supervisor.core.leases import outcome_deadline
 from supervisor.core.outcome import Abandon, Complete, Fail, Outcome, Release, Stopped, StopReason
 from supervisor.core.retry import backoff_delay
-from supervisor.errors import StaleToken, StoreFailure, StoreUnavailable
+from supervisor.errors import StaleToken, StoreFailure
 from supervisor.job.running import Registry, RunningJob
 from supervisor.observe.metrics import metrics
 from supervisor.observe.store_failures import StoreFailures
@@ -35,9 +35,6 @@ from supervisor.store.base import Store
 from supervisor.store.records import Lease
 
 MIN_OUTCOME_WAIT = 1.0
-# A result waits this long for a claim to carry it (a claim waits while no fork server
-# is ready), then is completed on its own.
-WITH_CLAIM_WAIT = 1.0
 
 CompleteWithClaim = Callable[[Lease, bytes], Awaitable[None]]
 
@@ -67,14 +64,28 @@ class Settler:
 
 async def _settle(job: RunningJob, outcome: Outcome, store: Store, failures: StoreFailures,
                   with_claim: CompleteWithClaim | None, give_up_at: Callable[[], float]) -> bool:
+    if with_claim is not None and isinstance(outcome, Complete) and not job.lease_lost:
+        # A result's first try goes with the next claim, which answers within its own
+        # wait (`results.WITH_CLAIM_WAIT`): no cancel scope for it.  If that claim fails
+        # or does not come, the result is completed on its own below.
+        try:
+            await with_claim(job.lease, outcome.result_json)
+        except StaleToken:
+            job.log.warning("lease lost; outcome not stored")
+            return True
+        except StoreFailure:
+            pass
+        else:
+            _succeeded(job)
+            failures.succeeded()
+            return True
     while True:
-        carry, with_claim = with_claim, None  # only a first try goes with a claim
         if job.lease_lost and not isinstance(outcome, Abandon):
             outcome = Abandon("lease lost before the outcome was stored")
         try:
             # A store that does not answer gets until the fence, and a second at least.
             with anyio.fail_after(max(MIN_OUTCOME_WAIT, job.fence_at - protocol.fence_clock())):
-                await _store_outcome(job, outcome, store, carry)
+                await _store_outcome(job, outcome, store)
             failures.succeeded()
             return True
         except StaleToken:
@@ -89,20 +100,17 @@ async def _settle(job: RunningJob, outcome: Outcome, store: Store, failures: Sto
             await anyio.sleep(delay)
 
 
-async def _store_outcome(job: RunningJob, outcome: Outcome, store: Store,
-                         with_claim: CompleteWithClaim | None) -> None:
+def _succeeded(job: RunningJob) -> None:
+    metrics.outcomes.labels("succeeded", "").inc()
+    job.log.info("succeeded")
+
+
+async def _store_outcome(job: RunningJob, outcome: Outcome, store: Store) -> None:
     lease = job.lease
     match outcome:
         case Complete(result_json):
-            try:
-                if with_claim is None:
-                    raise StoreUnavailable("no claim to carry it")
-                with anyio.fail_after(WITH_CLAIM_WAIT):
-                    await with_claim(lease, result_json)
-            except (StoreFailure, TimeoutError):
-                await store.complete(lease, result_json)
-            metrics.outcomes.labels("succeeded", "").inc()
-            job.log.info("succeeded")
+            await store.complete(lease, result_json)
+            _succeeded(job)
         case Fail(error, final):
             delay = backoff_delay(job.claimed.attempt, random.random())
             final = final or job.claimed.attempt >= job.max_attempts

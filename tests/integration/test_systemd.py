@@ -365,6 +365,10 @@ def test_json_log_lines_of_a_jobs_output_and_its_kill_carry_its_token(
     client.dispatch("stubborn-1", {}, handler="stubborn")
     wait_for(lambda: "a line of the job's own" in supervisor.log(), 20, message="output")
     token = client.stop("stubborn-1")["token"]
+    # The log's writer thread writes a batch at a time (service/logs.py, BATCH_WAIT):
+    # the kill's line may reach the file a moment after the stored stop.
+    wait_for(lambda: "did not stop within stop_grace" in supervisor.log(), 5,
+             message="the kill's line")
     lines = [orjson.loads(line) for line in supervisor.log().splitlines()]
     about_the_job = [line for line in lines if "stubborn-1" in line["message"]]
     assert any("a line of the job's own" in line["message"] for line in about_the_job)

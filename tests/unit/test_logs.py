@@ -84,3 +84,34 @@ def test_a_stalled_stderr_never_blocks_the_logger_and_drops_are_counted() -> Non
     assert took < 10.0
     assert "log record(s) dropped: stderr was not read fast enough" in err
     assert err.rstrip().endswith("after the stall")
+
+
+class _CountingStream:
+    def __init__(self) -> None:
+        self.writes: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.writes.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def fileno(self) -> int:
+        raise OSError("not a file")
+
+
+def test_lines_logged_together_reach_stderr_in_one_write(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A busy supervisor logs a line per finished job: the writer thread wakes once for
+    the lines of a moment and writes them together, not once per line."""
+    stream = _CountingStream()
+    monkeypatch.setattr("sys.stderr", stream)
+    with logging_to_stderr("info"):
+        for n in range(50):
+            JobLog(log, f"job-{n}", n).info("succeeded")
+    text = "".join(stream.writes)
+    assert [line.split("[", 1)[1] for line in text.splitlines()] == [
+        f"job-{n}] succeeded (token {n})" for n in range(50)]
+    assert len(stream.writes) <= 2
