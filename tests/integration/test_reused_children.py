@@ -293,7 +293,7 @@ def test_a_child_grown_past_75_percent_of_its_memory_limit_is_retired(
     small, _, _ = run(server, "hoards", {"mib": 1})
     same, _, _ = run(server, "hoards", {"mib": 1})
     assert same.pid == small.pid
-    grown, message, exited = run(server, "hoards", {"mib": 80})
+    grown, message, exited = run(server, "hoards", {"mib": 70})
     assert grown.pid == small.pid
     assert message == result({"pid": grown.pid}) and "reason" not in exited
     after, _, _ = run(server, "hoards", {"mib": 1})
