@@ -1,4 +1,3 @@
--- include lease_losses
 -- Complete the jobs of freed slots if asked (each as complete-4 does), recover expired
 -- leases of the pool, then claim up to `count` pending jobs of the
 -- given handlers that are not paused, as far as their pool-wide limits allow: first
@@ -53,7 +52,8 @@
 -- health hash keeps last_claim, gap_start, gap_end), or within a lease ttl after it, is
 -- left running for a claim that witnessed the gap, until ARGV 12 after the later of the
 -- gap's end and the lease's.  The rule is
--- core/lease_losses.py's.
+-- core/lease_losses.py's, from include/lease_losses.lua:
+-- include lease_losses
 
 local RECOVER_BATCH = POLICY.recover_batch
 
