@@ -185,7 +185,10 @@ def test_notify_ready_status_watchdog_reload_and_stopping_in_order(
     after = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
     assert before <= int(listener.receive()[reloading]["MONOTONIC_USEC"]) <= after
     reloaded = wait_message(listener, has("READY", "1"), after=reloading)
-    assert "handlers reloaded" in supervisor.log()
+    # The log's writer thread writes a batch at a time (service/logs.py BATCH_WAIT), so
+    # the line may reach the file a moment after READY.
+    wait_for(lambda: "handlers reloaded" in supervisor.log(), 2,
+             message="the reload's log line")
 
     supervisor.signal(signal.SIGTERM)
     stopping = wait_message(listener, has("STOPPING", "1"), after=reloaded)
