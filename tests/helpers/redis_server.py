@@ -81,6 +81,10 @@ class RedisServer:
         username: str | None = None, tls: TlsFiles | None = None, args: Sequence[str] = (),
     ) -> None:
         self.port = port or free_port()
+        # A port picked here may be taken by another test's process before the server
+        # binds it: its first start then tries another (a restart keeps its port).
+        self._port_picked = port is None
+        self._started = False
         self.password = password
         self.username = username
         self.tls = tls
@@ -112,7 +116,7 @@ class RedisServer:
         assert self._process is not None, "the server is not running"
         return self._process.pid
 
-    def start(self) -> RedisServer:
+    def start(self, *, tries: int = 3) -> RedisServer:
         if self._dir is None:
             self._dir = Path(tempfile.mkdtemp(prefix="poolsup-redis-"))
         self._process = subprocess.Popen(
@@ -126,10 +130,15 @@ class RedisServer:
         )
         deadline = time.monotonic() + START_TIMEOUT
         while not answers_ping(self.port, self.password, username=self.username, tls=self.tls):
-            if self._process.poll() is not None or time.monotonic() > deadline:
+            exited = self._process.poll() is not None
+            if exited or time.monotonic() > deadline:
                 self.stop()
+                if exited and self._port_picked and not self._started and tries > 1:
+                    self.port = free_port()
+                    return self.start(tries=tries - 1)
                 raise RuntimeError(f"redis-server did not start on port {self.port}")
             time.sleep(0.02)
+        self._started = True
         return self
 
     def _listen_args(self) -> list[str]:
