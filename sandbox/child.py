@@ -301,9 +301,7 @@ def main(
     try:
         # Whether the handler returned in answer to a stop: after a drain or a move,
         # such a value does not end the job (it runs again elsewhere).
-        stopping = b"true" if inbox.stop_seen else b"false"
-        channel.send_raw_line(b'{"t":"result","stopping":' + stopping + b',"value":' + data
-                              + b"}\n")
+        channel.send_raw_line(protocol.result_line(data, stopping=inbox.stop_seen))
     except OSError:
         return 1
     return 0

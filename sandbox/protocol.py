@@ -118,6 +118,31 @@ MSG_ERROR = "error"
 MSG_STACKS = "stacks"  # the job's thread stacks, asked for with sandbox.stacks.STACKS_SIGNAL
 
 
+# The result line, as the child writes it and the supervisor reads it: the returned
+# value's JSON goes in as `orjson.dumps` made it, and comes out as it came, without
+# decoding and encoding it again; by whether the handler returned after a stop had
+# reached it.
+_RESULT_HEADS = {
+    True: b'{"t":"result","stopping":true,"value":',
+    False: b'{"t":"result","stopping":false,"value":',
+}
+
+
+def result_line(value_json: bytes, *, stopping: bool) -> bytes:
+    """`{"t": "result", "stopping": S, "value": V}` with `value_json` as V, a line."""
+    return _RESULT_HEADS[stopping] + value_json + b"}\n"
+
+
+def read_result_line(line: bytes) -> tuple[bytes, bool] | None:
+    """The value's JSON and "stopping" of a line written by `result_line` (without its
+    newline), or None if it is not one (another message, or a result written another
+    way, which `decode` reads)."""
+    for stopping, head in _RESULT_HEADS.items():
+        if line.startswith(head) and line.endswith(b"}"):
+            return line[len(head):-1], stopping
+    return None
+
+
 def fence_clock() -> float:
     """The clock of every fence deadline, on both sides of the socket: CLOCK_BOOTTIME,
     which neither steps with the wall clock nor stops while the host is suspended (a

@@ -28,6 +28,7 @@ import anyio.abc
 
 from sandbox import protocol
 from supervisor.core.blame import Blame, Verdict
+from supervisor.doorbell import Doorbell
 from supervisor.errors import PoolsupError
 from supervisor.forks import orphans
 
@@ -82,6 +83,15 @@ class Child:
     exited: anyio.Event = field(default_factory=anyio.Event)
     spawn_error: str | None = None
     status: ExitStatus | None = None
+    wake: Doorbell | None = None  # its job's: rung when it exits
+
+    def ended(self, status: ExitStatus) -> None:
+        """It exited (or died with its fork server), as `status` says."""
+        self.status = status
+        self.spawned.set()
+        self.exited.set()
+        if self.wake is not None:
+            self.wake.ring()
 
     def close(self) -> None:
         """Close its two sockets, at once (the streams' `aclose` would each yield to the
@@ -154,13 +164,14 @@ class ForkServerClient:
 
     async def spawn(
         self, job_id: str, handler: str, fence_deadline: float, *, first_message: bytes,
-        key: str | None = None,
+        key: str | None = None, wake: Doorbell | None = None,
     ) -> Child:
         """Fork a child for `handler`, fenced from birth at `fence_deadline` (on
         `protocol.fence_clock`, CLOCK_BOOTTIME), with `first_message` already waiting
         on its control socket.  Raises ForkServerDied if the spawn could not be sent;
         once it was, a fork server that dies before reporting the child returns it
-        as exited (`ExitStatus.fork_server_died`): it may have run."""
+        as exited (`ExitStatus.fork_server_died`): it may have run.  `wake` rings when
+        the child exits."""
         await self.wait_ready()
         key = job_id if key is None else key
         await self._referee.before_fork(key)
@@ -184,6 +195,7 @@ class ForkServerClient:
                 output=await anyio.abc.UNIXSocketStream.from_socket(output_parent),
                 control_socket=control_parent,
                 output_socket=output_parent,
+                wake=wake,
             )
             self._children[job_id] = child
             # The first fence travels with the spawn: the child never runs unfenced.
@@ -338,21 +350,20 @@ class ForkServerClient:
             child.spawn_error = str(event.get("error"))
             child.spawned.set()
         elif kind == protocol.EV_EXITED:
-            child.status = ExitStatus(
+            status = ExitStatus(
                 code=event.get("code"),
                 signal=event.get("signal"),
                 fenced=bool(event.get("fenced")),
                 reason=event.get("reason"),
                 survivors=tuple(int(pid) for pid in event.get("survivors") or ()),
             )
-            if child.status.survivors:
+            if status.survivors:
                 log.error(
                     "job %s: processes it left behind survived SIGKILL: %s",
-                    child.job_id, ", ".join(map(str, child.status.survivors)),
+                    child.job_id, ", ".join(map(str, status.survivors)),
                 )
             self._children.pop(child.job_id, None)
-            child.spawned.set()
-            child.exited.set()
+            child.ended(status)
 
     async def _on_death(self) -> None:
         """Mark every child left exited, once it and what it started are dead."""
@@ -377,12 +388,10 @@ class ForkServerClient:
         verdicts = (self._referee.judge({child.key: child.forked_at for child in children})
                     if how else {})
         for child in children:
-            child.status = ExitStatus(code=None, signal=signal.SIGKILL, fenced=False,
-                                      fork_server_died=how, verdict=verdicts.get(child.key))
             if how is None:
                 child.spawn_error = child.spawn_error or "fork server exited"
-            child.spawned.set()
-            child.exited.set()
+            child.ended(ExitStatus(code=None, signal=signal.SIGKILL, fenced=False,
+                                   fork_server_died=how, verdict=verdicts.get(child.key)))
 
     async def _how_it_ended(self) -> str:
         """The fork server's exit, for its jobs' errors (it is normally dead by now)."""

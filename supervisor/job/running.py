@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
 
@@ -22,6 +23,9 @@ from supervisor.store.records import ClaimedJob, JobStats, Lease
 
 log = logging.getLogger("poolsup.jobs")
 
+# How a job's pieces start a task of their own: its task group's `start_soon`.
+StartTask = Callable[[Callable[[], Coroutine[Any, Any, None]]], object]
+
 
 @dataclass(frozen=True)
 class MoveOrder:
@@ -37,7 +41,10 @@ class RunningJob:
     """One claimed job, from claim until its outcome is stored (or abandoned).
 
     Its state changes only through its methods: the claim is fixed, the child is
-    attached once, the fence only moves later, and a stop, once asked for, stays."""
+    attached once, the fence only moves later, and a stop, once asked for, stays.
+    Whoever acts on a change waits for it: `wake` rings when a stop is wanted, a note
+    arrives or its child exits (the fork server's client rings it), and the runner
+    looks at what changed."""
 
     claimed: ClaimedJob
     handler: HandlerConfig
@@ -48,14 +55,13 @@ class RunningJob:
     stop_wanted: anyio.Event = field(default_factory=anyio.Event)
     lease_lost_event: anyio.Event = field(default_factory=anyio.Event)
     notes_waiting: Doorbell = field(default_factory=Doorbell)
+    wake: Doorbell = field(default_factory=Doorbell)  # for the runner: something changed
     gone: anyio.Event = field(default_factory=anyio.Event)  # left the registry
     killed_after_grace: bool = False
     finalizing: bool = False
     move: MoveOrder | None = None  # set with the stop reason REBALANCE
     claimed_at: float = field(default_factory=fence_clock)
     stack_requests: StackRequests = field(default_factory=StackRequests)
-    _on_notes: Callable[[], object] | None = None  # called once, at the first note
-    _on_stop: Callable[[], object] | None = None  # called once, when a stop is first wanted
     _last_sample: procfs.ProcessSample | None = None
     log: JobLog = field(init=False, repr=False)  # its lines carry its key and token
 
@@ -94,13 +100,7 @@ class RunningJob:
     def notes_arrived(self) -> None:
         """The store holds notes for this run that its child has not been sent."""
         self.notes_waiting.ring()
-        if self._on_notes is not None:
-            on_notes, self._on_notes = self._on_notes, None
-            on_notes()
-
-    def on_first_note(self, callback: Callable[[], object] | None) -> None:
-        """Call `callback` once, when the first note arrives (None: no longer)."""
-        self._on_notes = callback
+        self.wake.ring()
 
     def request_stop(self, reason: StopReason) -> None:
         """Ask for a stop; the first reason wins, except that a lost lease overrides all."""
@@ -110,17 +110,9 @@ class RunningJob:
             self.stop_reason = reason
         if reason is StopReason.LEASE_LOST:
             self.lease_lost_event.set()
-        first = not self.stop_wanted.is_set()
-        self.stop_wanted.set()
-        if first and self._on_stop is not None:
-            self._on_stop()
-
-    def on_stop(self, callback: Callable[[], object] | None) -> None:
-        """Call `callback` once a stop is wanted (at once if it already is); None
-        forgets it."""
-        self._on_stop = callback
-        if callback is not None and self.stop_wanted.is_set():
-            callback()
+        if not self.stop_wanted.is_set():
+            self.stop_wanted.set()
+            self.wake.ring()
 
     def attach(self, child: Child) -> None:
         """Its child runs.  A fresh child's first sample is its start, at no CPU time

@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from supervisor import Client
-from supervisor.job.control_writer import ControlWriter
+from supervisor.job.channel import ControlWriter
 from tests.helpers.pool import HANDLERS_DIR, finished, wait_for
 from tests.integration.conftest import Pool
 
