@@ -199,12 +199,7 @@ class ForkServerClient:
             )
             self._children[job_id] = child
             # The first fence travels with the spawn: the child never runs unfenced.
-            message = {
-                "op": protocol.OP_SPAWN,
-                "job": job_id,
-                "handler": handler,
-                "deadline": fence_deadline,
-            }
+            message = protocol.Spawn(job=job_id, handler=handler, deadline=fence_deadline)
             try:
                 await self._send(message, fds=[control_child.fileno(), output_child.fileno()])
             except BaseException:
@@ -232,20 +227,20 @@ class ForkServerClient:
     async def fence(self, job_ids: list[str], deadline: float) -> None:
         """Move the fence of `job_ids` to `deadline`, on `protocol.fence_clock`."""
         if job_ids and self.alive:
-            await self._send({"op": protocol.OP_FENCE, "jobs": job_ids, "deadline": deadline})
+            await self._send(protocol.Fence(jobs=job_ids, deadline=deadline))
 
     async def signal(self, job_id: str, signum: int) -> None:
         if self.alive:
-            await self._send({"op": protocol.OP_SIGNAL, "job": job_id, "signal": signum})
+            await self._send(protocol.Signal(job=job_id, signal=signum))
 
     async def ask_stacks(self, job_id: str) -> None:
         """The job's process sends its thread stacks on its control channel."""
         if self.alive:
-            await self._send({"op": protocol.OP_STACKS, "job": job_id})
+            await self._send(protocol.AskStacks(job=job_id))
 
     async def kill(self, job_id: str) -> None:
         if self.alive:
-            await self._send({"op": protocol.OP_KILL, "job": job_id})
+            await self._send(protocol.Kill(job=job_id))
 
     async def ping(self, timeout: float) -> bool:
         """Whether the fork server answers within `timeout`: its loop, which also
@@ -257,7 +252,7 @@ class ForkServerClient:
         pong = self._pongs[seq] = anyio.Event()
         try:
             with anyio.move_on_after(timeout):
-                await self._send({"op": protocol.OP_PING, "seq": seq})
+                await self._send(protocol.Ping(seq=seq))
                 await pong.wait()
         except ForkServerDied:
             pass
@@ -265,7 +260,7 @@ class ForkServerClient:
             del self._pongs[seq]
         return pong.is_set() and self.alive
 
-    async def _send(self, message: dict[str, Any], fds: list[int] | None = None) -> None:
+    async def _send(self, message: protocol.Request, fds: list[int] | None = None) -> None:
         data = protocol.encode(message)
         ancillary = []
         if fds:
@@ -305,7 +300,7 @@ class ForkServerClient:
                         if not ended.done():
                             ended.set_result(None)
                         return
-                    self._handle(protocol.decode(packet))
+                    self._handle(protocol.decode_event(packet))
             except Exception as error:  # a bug here ends the serving, as it would a task
                 self._stop_reading()
                 if not ended.done():
@@ -328,34 +323,33 @@ class ForkServerClient:
             self._reading.remove_reader(self._sock.fileno())
             self._reading = None
 
-    def _handle(self, event: dict[str, Any]) -> None:
-        kind = event.get("ev")
-        if kind == protocol.EV_READY:
-            self.handler_errors = dict(event.get("handlers") or {})
-            self.sandbox_notes = dict(event.get("sandbox") or {})
+    def _handle(self, event: protocol.Event) -> None:
+        if isinstance(event, protocol.Ready):
+            self.handler_errors = dict(event.handlers)
+            self.sandbox_notes = dict(event.sandbox)
             self._ready.set()
             return
-        if kind == protocol.EV_PONG:
-            pong = self._pongs.get(int(event["seq"]))
+        if isinstance(event, protocol.Pong):
+            pong = self._pongs.get(event.seq)
             if pong is not None:
                 pong.set()
             return
-        child = self._children.get(str(event.get("job")))
+        child = self._children.get(event.job)
         if child is None:
             return
-        if kind == protocol.EV_SPAWNED:
-            child.pid = int(event["pid"])
+        if isinstance(event, protocol.Spawned):
+            child.pid = event.pid
             child.spawned.set()
-        elif kind == protocol.EV_SPAWN_FAILED:
-            child.spawn_error = str(event.get("error"))
+        elif isinstance(event, protocol.SpawnFailed):
+            child.spawn_error = event.error
             child.spawned.set()
-        elif kind == protocol.EV_EXITED:
+        else:
             status = ExitStatus(
-                code=event.get("code"),
-                signal=event.get("signal"),
-                fenced=bool(event.get("fenced")),
-                reason=event.get("reason"),
-                survivors=tuple(int(pid) for pid in event.get("survivors") or ()),
+                code=event.code,
+                signal=event.signal,
+                fenced=event.fenced,
+                reason=event.reason,
+                survivors=tuple(event.survivors or ()),
             )
             if status.survivors:
                 log.error(
@@ -413,7 +407,7 @@ class ForkServerClient:
         self._closing = True
         if self.alive:
             with suppress(ForkServerDied):
-                await self._send({"op": protocol.OP_EXIT})
+                await self._send(protocol.Exit())
         self._stop_reading()
         self._sock.close()
         try:

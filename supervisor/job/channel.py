@@ -125,7 +125,7 @@ class ControlReader:
         self._buffer = bytearray()
         self._skipping = 0  # bytes of an over-long line being skipped, 0 when none
         self._skipping_result = False
-        self.last_message: dict[str, object] | None = None
+        self.error: protocol.Error | None = None  # the child's error message, if any
         self.result_json: bytes | None = None
         self.result_answered_stop = False
         self.traceback = ""
@@ -134,7 +134,8 @@ class ControlReader:
     def exit_report(self, status: ExitStatus | None) -> ChildExit:
         """How the child ended: what it said here, and how the fork server saw it exit."""
         return ChildExit(
-            message=self.last_message,
+            error=self.error.error if self.error is not None else None,
+            final=self.error.final if self.error is not None else False,
             result_json=self.result_json,
             exit_code=status.code if status else None,
             exit_signal=status.signal if status else None,
@@ -178,30 +179,23 @@ class ControlReader:
             self._take_result(value_json, answered_stop=answered_stop)
             return
         try:
-            message = protocol.decode(line)
+            message = protocol.decode_message(line)
         except ValueError as error:  # orjson.JSONDecodeError is a ValueError
             self._fail(f"the child sent an invalid control message ({error}): {line[:80]!r}")
             return
-        kind = message.get("t")
-        if kind == protocol.MSG_ACK:
-            seq = message.get("seq")
-            if isinstance(seq, int):
+        match message:
+            case protocol.Ack(seq=seq) if isinstance(seq, int):
                 self._on_ack(seq)
-            return
-        if kind == protocol.MSG_CHECKPOINT:
-            self._on_checkpoint(orjson.dumps(message.get("value")))
-            return
-        if kind == protocol.MSG_STACKS:
-            threads = message.get("threads")
-            if isinstance(threads, list):
+            case protocol.Checkpoint(value=value):
+                self._on_checkpoint(orjson.dumps(value))
+            case protocol.ThreadStacks(threads=threads) if isinstance(threads, list):
                 self._on_stacks(threads)
-            return
-        self.last_message = message
-        if kind == protocol.MSG_RESULT:
-            self._take_result(orjson.dumps(message.get("value")),
-                              answered_stop=bool(message.get("stopping")))
-        elif kind == protocol.MSG_ERROR:
-            self.traceback = str(message.get("traceback") or "")[-MAX_TRACEBACK:]
+            case protocol.Result(value=value, stopping=stopping):
+                self._take_result(orjson.dumps(value), answered_stop=bool(stopping))
+            case protocol.Error():
+                self.error = message
+                self.traceback = str(message.traceback or "")[-MAX_TRACEBACK:]
+            # Anything else a child may send (a message meant for it) means nothing here.
 
     def _take_result(self, value_json: bytes, *, answered_stop: bool) -> None:
         if len(value_json) > self._max_result:
@@ -213,7 +207,7 @@ class ControlReader:
         except orjson.JSONDecodeError as error:
             self._fail(f"the child sent a result that is not valid JSON: {error}")
             return
-        self.last_message = {"t": protocol.MSG_RESULT}
+        self.error = None  # the last of a result and an error is what the job ended with
         self.result_json = value_json
         self.result_answered_stop = answered_stop
 
@@ -230,7 +224,7 @@ class ControlWriter:
         self._start = start
         self._lock = anyio.Lock()
 
-    async def send(self, message: dict[str, object]) -> None:
+    async def send(self, message: protocol.Message) -> None:
         """Write `message` after every message asked for before it; returns once it is
         written, or dropped because the child is gone."""
         line = protocol.encode_line(message)
@@ -241,7 +235,7 @@ class ControlWriter:
     def stop(self, reason: str) -> anyio.Event:
         """Tell the child to stop for `reason`, without waiting for the socket; the
         event is set once the message is written (or dropped)."""
-        message: dict[str, object] = {"t": protocol.MSG_STOP, "reason": reason}
+        message = protocol.Stop(reason=reason)
         written = anyio.Event()
 
         async def write() -> None:

@@ -162,15 +162,13 @@ async def run_job(job: RunningJob, services: JobServices) -> bool:
     if job.lease_lost:
         return await services.settler.settle(job, Abandon("lease lost before the job started"))
     claimed = job.claimed
-    start = {
-        "t": protocol.MSG_START,
-        "key": job.key,
-        "payload": orjson.Fragment(claimed.payload),
-        "token": claimed.token,
-        "attempt": claimed.attempt,
-    }
-    if claimed.checkpoint is not None:
-        start["checkpoint"] = orjson.Fragment(claimed.checkpoint)
+    start = protocol.Start(
+        key=job.key,
+        payload=orjson.Fragment(claimed.payload),
+        token=claimed.token,
+        attempt=claimed.attempt,
+        checkpoint=None if claimed.checkpoint is None else orjson.Fragment(claimed.checkpoint),
+    )
     try:
         child = await job.fork_server.spawn(
             job.job_id, claimed.handler, job.fence_at, first_message=protocol.encode_line(start),

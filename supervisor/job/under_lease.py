@@ -121,7 +121,7 @@ class NoteCourier:
         self,
         job: RunningJob,
         store: Store,
-        send: Callable[[dict[str, object]], Awaitable[None]],
+        send: Callable[[protocol.Message], Awaitable[None]],
         failures: StoreFailures,
         start: StartTask,
     ) -> None:
@@ -172,6 +172,6 @@ class NoteCourier:
                 continue
             self._failures.succeeded()
             for note in notes:
-                await self._send({"t": protocol.MSG_NOTIFY, "seq": note.seq,
-                                  "payload": orjson.Fragment(note.payload)})
+                await self._send(protocol.Notify(seq=note.seq,
+                                                 payload=orjson.Fragment(note.payload)))
                 self._delivered = note.seq

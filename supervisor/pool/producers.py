@@ -71,13 +71,7 @@ async def run_producer(
 ) -> Any:
     """The producer's return value (decoded JSON); raises `ProducerFailed`."""
     key = producer_handler_name(schedule.name)
-    start = {
-        "t": protocol.MSG_START,
-        "key": key,
-        "payload": schedule.payload,
-        "token": int(tick),
-        "attempt": 1,
-    }
+    start = protocol.Start(key=key, payload=schedule.payload, token=int(tick), attempt=1)
     job_id = f"{key}@{tick!r}"
     child = await fork_server.spawn(
         job_id, key, protocol.fence_clock() + schedule.timeout,
