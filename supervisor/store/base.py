@@ -187,6 +187,15 @@ class Store(Protocol):
         with `reason` (a move: `moved`, naming the target).  Raises `StaleToken` as
         `complete`."""
 
+    async def snooze(self, lease: Lease, delay: float) -> JobState:
+        """The handler asked to run again later (`sandbox.Snooze`): running -> pending
+        without spending the attempt (attempts - 1) and with `snoozes` + 1, claimable
+        `delay` (>= 0) seconds from now by the store's clock, behind the jobs due before
+        then; one supervisor waiting for work is woken when `delay` is 0.  The history
+        shows `snoozed` with `snooze_detail(delay)`.  If a stop was requested, ends
+        "stopped" instead.  Returns the state after the call.  Raises `StaleToken` as
+        `complete`."""
+
     async def save_checkpoint(self, lease: Lease, value: bytes) -> None:
         """Keep `value` (JSON text) as the job's checkpoint, with the store time as
         `checkpoint_at`; every later attempt of the key gets it in `ClaimedJob`.  A new

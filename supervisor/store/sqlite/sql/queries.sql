@@ -247,10 +247,17 @@ UPDATE jobs SET state = 'pending', attempts = attempts - :refund,
     lease_deadline = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
 WHERE pool = :pool AND key = :key;
 
+-- name: snooze_job
+-- running -> pending, claimable from :due, the attempt given back, one more snooze.
+UPDATE jobs SET state = 'pending', attempts = attempts - 1, snoozes = snoozes + 1, due = :due,
+    lease_deadline = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
+WHERE pool = :pool AND key = :key;
+
 -- name: retry_job
--- A failed or stopped job -> pending, claimable now, attempts and losses from 0
+-- A failed or stopped job -> pending, claimable now, attempts, losses and snoozes from 0
 -- (sqlite/retry.py); handler, payload, max_attempts and checkpoint kept.
-UPDATE jobs SET state = 'pending', attempts = 0, lease_losses = 0, stop_requested = 0,
+UPDATE jobs SET state = 'pending', attempts = 0, lease_losses = 0, snoozes = 0,
+    stop_requested = 0,
     error = NULL, result = NULL, started_at = NULL, finished_at = NULL, supervisor = NULL,
     due = :now, lease_expired_at = NULL
 WHERE pool = :pool AND key = :key AND state IN ('failed', 'stopped');

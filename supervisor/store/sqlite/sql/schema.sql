@@ -34,6 +34,8 @@ CREATE TABLE jobs (
     -- clears it.
     lease_expired_at REAL,
     lease_losses INTEGER NOT NULL DEFAULT 0,
+    -- Runs of this dispatch that ended in sandbox.Snooze (each gave its attempt back).
+    snoozes INTEGER NOT NULL DEFAULT 0,
     stop_requested INTEGER NOT NULL DEFAULT 0,
     pid INTEGER,
     rss_bytes INTEGER,
