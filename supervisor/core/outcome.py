@@ -1,4 +1,5 @@
-"""What a finished child means for its job: complete, fail, release, stop or abandon."""
+"""What a finished child means for its job: complete, fail, release, snooze, stop or
+abandon."""
 
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ class ChildExit:
     protocol_error: str | None = None
     # The handler returned its result after a stop had reached it (in answer to it).
     answered_stop: bool = False
+    # The handler raised sandbox.Snooze: seconds until it may run again (checked).
+    snooze: float | None = None
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,13 @@ class Release:
 
 
 @dataclass(frozen=True)
+class Snooze:
+    """The handler asked to run again in `delay` seconds: no attempt spent."""
+
+    delay: float
+
+
+@dataclass(frozen=True)
 class Stopped:
     why: str
 
@@ -63,7 +73,7 @@ class Abandon:
     why: str
 
 
-Outcome = Complete | Fail | Release | Stopped | Abandon
+Outcome = Complete | Fail | Release | Snooze | Stopped | Abandon
 
 
 def describe_exit(exit_code: int | None, signal_name: str | None) -> str:
@@ -97,6 +107,9 @@ def decide_outcome(
     if child.reason is not None:
         # Whatever else was under way (a drain, a timeout): the limit is what ended it.
         return Fail(child.reason, final=False, cause="limit")
+    if child.snooze is not None and child.protocol_error is None:
+        # Even at the timeout: what the handler said wins, as a returned value does.
+        return Snooze(child.snooze)
     if stop_reason is StopReason.TIMEOUT:
         return Fail(f"timeout after {timeout:g} s", final=False, cause="timeout")
     if child.message is not None and child.message.get("t") == "error":
@@ -109,7 +122,7 @@ def decide_outcome(
 def _handed_off(child: ChildExit, stop_reason: StopReason) -> Outcome:
     """A drain or a move: the job runs again elsewhere, without spending an attempt,
     unless it had finished before the stop reached it, failed for good
-    (`sandbox.Fail`), or was ended for a limit."""
+    (`sandbox.Fail`), or was ended for a limit; a snooze holds it back as asked."""
     returned_first = not child.answered_stop and child.protocol_error is None
     if child.result_json is not None and returned_first:
         return Complete(child.result_json)
@@ -118,4 +131,6 @@ def _handed_off(child: ChildExit, stop_reason: StopReason) -> Outcome:
     message = child.message
     if message is not None and message.get("t") == "error" and message.get("final"):
         return Fail(str(message.get("error", "handler failed")), True)
+    if child.snooze is not None and child.protocol_error is None:
+        return Snooze(child.snooze)
     return Release(stop_reason.value)
