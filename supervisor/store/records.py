@@ -385,7 +385,7 @@ class FiredTick:
 
 @dataclass(frozen=True, kw_only=True)
 class TickResult:
-    outcome: str  # "dispatched" | "skipped" | "fired" | "taken" | "early"
+    outcome: str  # "dispatched" | "skipped" | "fired" | "taken" | "early" | "ended"
     store_time: float
     last_tick: float | None  # the schedule's last fired tick after the call
 
@@ -402,6 +402,10 @@ class ScheduleRecord:
     fires: int = 0  # ticks fired in all
     skipped: int = 0  # ticks whose fixed-key job was still live
     missed: int = 0  # ticks nobody fired (a pool that was down), recorded
+    # Ended by its producer (a plan's "end_schedule", sandbox.EndSchedule): store time of
+    # the end and the tick whose plan ended it; no tick of this `fingerprint` fires.
+    ended_at: float | None = None
+    ended_tick: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -34,4 +34,4 @@ async def test_a_version_12_file_counts_the_snoozes_of_its_running_job(tmp_path:
     assert [(job.key, job.attempt) for job in again] == [("held", 1)]
     assert (after.snoozes, after.attempts) == (1, 1)
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 13
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
