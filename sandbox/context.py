@@ -29,6 +29,12 @@ class Snooze(Exception):
         super().__init__(seconds)
 
 
+class EndSchedule(Exception):
+    """Raised by a schedule's producer: ends its schedule, which no supervisor fires
+    again until its definition in pool.toml changes (as returning the plan
+    `{"end_schedule": true}` does: nothing started, nothing stopped)."""
+
+
 class Stopped(BaseException):
     """Raised in a handler that never looked at `job.stopping` when SIGTERM arrives.
 

@@ -68,6 +68,8 @@ Two channels:
     {"t": "snooze", "seconds": S}                   the handler raised sandbox.Snooze(S):
                                                     run again S seconds from now, the
                                                     attempt not spent (`snooze_seconds`)
+    {"t": "end_schedule"}                           a schedule's producer raised
+                                                    sandbox.EndSchedule
   A note is acknowledged when `job.next_notification()` hands it to the handler, before
   anything the handler sends after; one never taken is never acknowledged (so the
   supervisor delivers it again to the next run).  A note without "seq" gets no ack.
@@ -120,6 +122,7 @@ MSG_RESULT = "result"
 MSG_ERROR = "error"
 MSG_STACKS = "stacks"  # the job's thread stacks, asked for with sandbox.stacks.STACKS_SIGNAL
 MSG_SNOOZE = "snooze"
+MSG_END_SCHEDULE = "end_schedule"
 
 # The longest snooze: a year.  A longer one is more likely a unit mistake (milliseconds)
 # than a wish, and a job pending for years would look lost.

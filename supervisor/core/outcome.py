@@ -34,6 +34,8 @@ class ChildExit:
     answered_stop: bool = False
     # The handler raised sandbox.Snooze: seconds until it may run again (checked).
     snooze: float | None = None
+    # It raised sandbox.EndSchedule: a producer's plan that ends its schedule.
+    end_schedule: bool = False
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,19 @@ class Abandon:
 Outcome = Complete | Fail | Release | Snooze | Stopped | Abandon
 
 
+# What a job's handler gets for raising sandbox.EndSchedule (a producer's exception):
+# nothing to end, and the same again on a retry.
+END_SCHEDULE_IN_A_JOB = ("EndSchedule: sandbox.EndSchedule ends a schedule from its producer; "
+                         "a job's handler cannot end one")
+
+
+def producer_ends_schedule(child: ChildExit) -> bool:
+    """Whether a producer's run ended in sandbox.EndSchedule (its plan: end the schedule,
+    nothing else), rather than in a plan, an error, a limit or a timeout."""
+    return (child.end_schedule and child.protocol_error is None and child.reason is None
+            and not child.fenced)
+
+
 def describe_exit(exit_code: int | None, signal_name: str | None) -> str:
     if signal_name is not None:
         return f"killed by signal {signal_name}"
@@ -112,6 +127,8 @@ def decide_outcome(
         return Snooze(child.snooze)
     if stop_reason is StopReason.TIMEOUT:
         return Fail(f"timeout after {timeout:g} s", final=False, cause="timeout")
+    if child.end_schedule:
+        return Fail(END_SCHEDULE_IN_A_JOB, final=True)
     if child.message is not None and child.message.get("t") == "error":
         return Fail(
             str(child.message.get("error", "handler failed")), bool(child.message.get("final"))

@@ -58,6 +58,7 @@ class ControlReader:
         self.result_json: bytes | None = None
         self.result_answered_stop = False
         self.snooze: float | None = None  # the handler raised sandbox.Snooze(this)
+        self.end_schedule = False  # a producer raised sandbox.EndSchedule
         self.traceback = ""
         self.protocol_error: str | None = None
         self.closed = anyio.Event()
@@ -74,6 +75,7 @@ class ControlReader:
             protocol_error=self.protocol_error,
             answered_stop=self.result_answered_stop,
             snooze=self.snooze,
+            end_schedule=self.end_schedule,
         )
 
     async def run(self) -> None:
@@ -138,6 +140,7 @@ class ControlReader:
             except ValueError as error:  # the child is not trusted to have checked
                 self._fail(f"the child sent an invalid snooze: {error}")
                 return
+        self.end_schedule = kind == protocol.MSG_END_SCHEDULE
         self.last_message = message
         if kind == protocol.MSG_RESULT:
             self._take_result(orjson.dumps(message.get("value")),
