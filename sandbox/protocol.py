@@ -69,6 +69,11 @@ Two channels:
     {"t": "result", "stopping": BOOL, "value": ANY} the handler returned; "stopping":
                                                     after a stop had reached it
     {"t": "error", "error": TEXT, "traceback": TEXT, "final": BOOL}
+    {"t": "snooze", "seconds": S}                   the handler raised sandbox.Snooze(S):
+                                                    run again S seconds from now, the
+                                                    attempt not spent (`snooze_seconds`)
+    {"t": "end_schedule"}                           a schedule's producer raised
+                                                    sandbox.EndSchedule
   A note is acknowledged when `job.next_notification()` hands it to the handler, before
   anything the handler sends after; one never taken is never acknowledged (so the
   supervisor delivers it again to the next run).  A note without "seq" gets no ack.
@@ -106,6 +111,8 @@ MSG_CHECKPOINT = "checkpoint"
 MSG_RESULT = "result"
 MSG_ERROR = "error"
 MSG_STACKS = "stacks"  # the job's thread stacks, asked for with sandbox.stacks.STACKS_SIGNAL
+MSG_SNOOZE = "snooze"
+MSG_END_SCHEDULE = "end_schedule"
 
 
 # -- the fork server channel: supervisor -> fork server ("op")
@@ -257,12 +264,24 @@ class Error:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Snooze:
+    t: str = MSG_SNOOZE
+    seconds: Any = None  # checked by `snooze_seconds` on both sides
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EndSchedule:
+    t: str = MSG_END_SCHEDULE
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ThreadStacks:
     t: str = MSG_STACKS
     threads: list[dict[str, Any]]
 
 
-Message = Start | Stop | Notify | Ack | Checkpoint | Result | Error | ThreadStacks
+Message = (Start | Stop | Notify | Ack | Checkpoint | Result | Error | Snooze | EndSchedule
+           | ThreadStacks)
 
 
 
@@ -273,7 +292,8 @@ def _by_tag(tag: str, *kinds: type) -> dict[str, Any]:
 
 _REQUESTS = _by_tag("op", Spawn, Fence, Signal, Kill, AskStacks, Exit, Ping)
 _EVENTS = _by_tag("ev", Ready, Spawned, SpawnFailed, Pong, Exited)
-_MESSAGES = _by_tag("t", Start, Stop, Notify, Ack, Checkpoint, Result, Error, ThreadStacks)
+_MESSAGES = _by_tag("t", Start, Stop, Notify, Ack, Checkpoint, Result, Error, Snooze,
+                    EndSchedule, ThreadStacks)
 
 # A child of a handler with max_jobs_per_child > 1, on its assignment socket to the fork
 # server: its job is over and it is clean for the next (sandbox.reuse).
@@ -320,6 +340,22 @@ def read_result_line(line: bytes) -> tuple[bytes, bool] | None:
 def checkpoint_line(value_json: bytes) -> bytes:
     """A `Checkpoint` with `value_json` as its value, as a line."""
     return _CHECKPOINT_HEAD + value_json + b"}\n"
+
+
+# The longest snooze: a year.  A longer one is more likely a unit mistake (milliseconds)
+# than a wish, and a job pending for years would look lost.
+MAX_SNOOZE = 366 * 86400.0
+
+
+def snooze_seconds(value: object) -> float:
+    """A snooze's delay, checked on both sides of the socket: a number of seconds from 0
+    to MAX_SNOOZE.  Raises ValueError with one line that says what is wrong."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"sandbox.Snooze takes a number of seconds, not {value!r:.60}")
+    if not 0 <= value <= MAX_SNOOZE:  # NaN fails this too
+        raise ValueError(f"sandbox.Snooze takes 0 to {MAX_SNOOZE:.0f} seconds (a year), "
+                         f"not {value!r:.60}")
+    return float(value)
 
 
 def fence_clock() -> float:

@@ -4,11 +4,11 @@ socket, and the feeds of its sockets (see `sandbox.protocol` for the messages).
 Reading: an event-loop callback (`SocketFeed`) reads what a socket holds and feeds it to
 its reader, so that a job needs one task on the supervisor's side, its own, instead of
 one more per socket.  The callback never raises: an error reading ends the feed like an
-end of stream.  `ControlReader` parses the control socket, bounded, in linear time: a
-result or an error at the end, an acknowledgement for each note the handler took, the
-checkpoints it saved, its thread stacks when asked.  A result larger than `max_result`,
-or bytes that are not a message, are a protocol error that fails the attempt; they never
-end the job's supervision.
+end of stream.  `ControlReader` parses the control socket, bounded, in linear time: at
+the end a result, an error, a snooze or a schedule's end; an acknowledgement for each
+note the handler took, the checkpoints it saved, its thread stacks when asked.  A result
+larger than `max_result`, or bytes that are not a message, are a protocol error that
+fails the attempt; they never end the job's supervision.
 
 Writing: after its start (written with the spawn), two kinds of message go to a running
 child: notes (the courier) and the stop (graceful stop, timeout, drain, move).  Both go
@@ -128,6 +128,8 @@ class ControlReader:
         self.error: protocol.Error | None = None  # the child's error message, if any
         self.result_json: bytes | None = None
         self.result_answered_stop = False
+        self.snooze: float | None = None  # the handler raised sandbox.Snooze(this)
+        self.end_schedule = False  # a producer raised sandbox.EndSchedule
         self.traceback = ""
         self.protocol_error: str | None = None
 
@@ -143,6 +145,8 @@ class ControlReader:
             reason=status.reason if status else None,
             protocol_error=self.protocol_error,
             answered_stop=self.result_answered_stop,
+            snooze=self.snooze,
+            end_schedule=self.end_schedule,
         )
 
     def feed(self, chunk: bytes) -> None:
@@ -191,10 +195,20 @@ class ControlReader:
             case protocol.ThreadStacks(threads=threads) if isinstance(threads, list):
                 self._on_stacks(threads)
             case protocol.Result(value=value, stopping=stopping):
+                self.end_schedule = False
                 self._take_result(orjson.dumps(value), answered_stop=bool(stopping))
             case protocol.Error():
-                self.error = message
+                self.error, self.end_schedule = message, False
                 self.traceback = str(message.traceback or "")[-MAX_TRACEBACK:]
+            case protocol.Snooze(seconds=seconds):
+                try:
+                    self.snooze = protocol.snooze_seconds(seconds)
+                except ValueError as error:  # the child is not trusted to have checked
+                    self._fail(f"the child sent an invalid snooze: {error}")
+                    return
+                self.error, self.end_schedule = None, False
+            case protocol.EndSchedule():
+                self.error, self.end_schedule = None, True
             # Anything else a child may send (a message meant for it) means nothing here.
 
     def _take_result(self, value_json: bytes, *, answered_stop: bool) -> None:
