@@ -6,7 +6,9 @@ the jobs; its start is not counted. Robust on a busy machine, unlike a rate.
                                    [--store redis|sqlite] [--profile out.txt]
 
 With --profile, py-spy records the supervisor meanwhile (raw, for flame graphs or
-`sort | tail`).
+`sort | tail`), sampling only while it holds the GIL (--gil): a send that wakes the fork
+server or Redis on a busy machine waits in the kernel, which a wall-clock sample would
+count as the send's cost.
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ def main() -> None:
             spy = None
             if args.profile:
                 spy = subprocess.Popen(["py-spy", "record", "-o", args.profile, "-f", "raw",
-                                        "--pid", str(process.pid), "--nonblocking"],
+                                        "--pid", str(process.pid), "--nonblocking",
+                                        "--gil", "--rate", "500"],
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             before, began = cpu(run), time.monotonic()
             while client.status()["counts"]["succeeded"] < args.jobs:

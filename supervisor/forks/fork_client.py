@@ -73,9 +73,7 @@ class Child:
     job_id: str
     key: str  # the job's key, the same for all its attempts
     forked_at: float  # when the spawn was sent (anyio's clock)
-    control: anyio.abc.SocketStream
-    output: anyio.abc.SocketStream
-    # The sockets under the two streams, for the event loop's readers (`SocketFeed`).
+    # Its control and output sockets, read by event-loop callbacks (`SocketFeed`).
     control_socket: socket.socket
     output_socket: socket.socket
     pid: int | None = None
@@ -84,6 +82,14 @@ class Child:
     spawn_error: str | None = None
     status: ExitStatus | None = None
     wake: Doorbell | None = None  # its job's: rung when it exits
+    _control: anyio.abc.SocketStream | None = None
+
+    async def control(self) -> anyio.abc.SocketStream:
+        """Its control socket as a stream, to write to (made at the first write: most
+        jobs are sent nothing after their start)."""
+        if self._control is None:
+            self._control = await anyio.abc.UNIXSocketStream.from_socket(self.control_socket)
+        return self._control
 
     def ended(self, status: ExitStatus) -> None:
         """It exited (or died with its fork server), as `status` says."""
@@ -183,6 +189,7 @@ class ForkServerClient:
             # Written before the spawn, what fits in the socket's buffer (normally all of
             # it) waits for the child, which reads it at once; the rest follows the spawn.
             control_parent.setblocking(False)
+            output_parent.setblocking(False)  # read by an event-loop callback
             try:
                 unsent = first_message[control_parent.send(first_message):]
             except BlockingIOError:
@@ -191,8 +198,6 @@ class ForkServerClient:
                 job_id=job_id,
                 key=key,
                 forked_at=anyio.current_time(),
-                control=await anyio.abc.UNIXSocketStream.from_socket(control_parent),
-                output=await anyio.abc.UNIXSocketStream.from_socket(output_parent),
                 control_socket=control_parent,
                 output_socket=output_parent,
                 wake=wake,
@@ -204,9 +209,7 @@ class ForkServerClient:
                 await self._send(message, fds=[control_child.fileno(), output_child.fileno()])
             except BaseException:
                 self._children.pop(job_id, None)
-                with anyio.CancelScope(shield=True):
-                    await child.control.aclose()
-                    await child.output.aclose()
+                child.close()
                 raise
             self.forked = True
         finally:
@@ -217,11 +220,10 @@ class ForkServerClient:
             return child  # it died with the fork server before it was reported
         if child.spawn_error is not None:
             self._children.pop(job_id, None)
-            await child.control.aclose()
-            await child.output.aclose()
+            child.close()
             raise PoolsupError(f"could not start a child: {child.spawn_error}")
         if unsent:
-            await child.control.send(unsent)
+            await (await child.control()).send(unsent)
         return child
 
     async def fence(self, job_ids: list[str], deadline: float) -> None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
@@ -233,8 +233,9 @@ class ControlReader:
 class ControlWriter:
     """The one writer of a child's control socket: whole messages, in order."""
 
-    def __init__(self, stream: anyio.abc.ByteSendStream, start: StartTask) -> None:
-        self._stream = stream
+    def __init__(self, stream: Callable[[], Awaitable[anyio.abc.ByteSendStream]],
+                 start: StartTask) -> None:
+        self._stream = stream  # made at the first write (`Child.control`)
         self._start = start
         self._lock = anyio.Lock()
 
@@ -244,7 +245,7 @@ class ControlWriter:
         line = protocol.encode_line(message)
         async with self._lock:
             with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                await self._stream.send(line)
+                await (await self._stream()).send(line)
 
     def stop(self, reason: str) -> anyio.Event:
         """Tell the child to stop for `reason`, without waiting for the socket; the

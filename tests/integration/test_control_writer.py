@@ -83,7 +83,10 @@ async def test_a_stop_does_not_wait_behind_a_blocked_note_and_goes_before_later_
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     stream = await anyio.abc.UNIXSocketStream.from_socket(ours)
     async with stream, anyio.create_task_group() as group:
-        writer = ControlWriter(stream, start=group.start_soon)
+        async def opened() -> anyio.abc.SocketStream:
+            return stream
+
+        writer = ControlWriter(opened, start=group.start_soon)
         group.start_soon(writer.send, protocol.Notify(seq=1, payload=NOTE))
         await anyio.wait_all_tasks_blocked()  # the note fills the socket and waits
         writer.stop("drain")
