@@ -28,7 +28,7 @@ import anyio.abc
 
 from sandbox import protocol
 from supervisor.core.blame import Blame, Verdict
-from supervisor.doorbell import Doorbell
+from supervisor.doorbell import Doorbell, Latch
 from supervisor.errors import PoolsupError
 from supervisor.forks import orphans
 
@@ -77,8 +77,8 @@ class Child:
     control_socket: socket.socket
     output_socket: socket.socket
     pid: int | None = None
-    spawned: anyio.Event = field(default_factory=anyio.Event)
-    exited: anyio.Event = field(default_factory=anyio.Event)
+    spawned: Latch = field(default_factory=Latch)
+    exited: Latch = field(default_factory=Latch)
     spawn_error: str | None = None
     status: ExitStatus | None = None
     wake: Doorbell | None = None  # its job's: rung when it exits

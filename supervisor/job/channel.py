@@ -39,6 +39,7 @@ import orjson
 
 from sandbox import protocol
 from supervisor.core.outcome import ChildExit
+from supervisor.doorbell import Latch
 from supervisor.job.running import StartTask
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ class SocketFeed:
         self._fd = sock.fileno()
         self._feed = feed
         self._loop = asyncio.get_running_loop()
-        self.closed = anyio.Event()
+        self.closed = Latch()
         self._loop.add_reader(self._fd, self._readable)
 
     def _readable(self) -> None:

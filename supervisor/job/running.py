@@ -8,13 +8,11 @@ from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
-
 from sandbox.protocol import fence_clock
 from supervisor.config import HandlerConfig
 from supervisor.core.admission import Admission, admit_claim
 from supervisor.core.outcome import StopReason
-from supervisor.doorbell import Doorbell
+from supervisor.doorbell import Doorbell, Latch
 from supervisor.forks import procfs
 from supervisor.forks.fork_client import Child, ForkServerClient
 from supervisor.job.stacks import StackRequests, Stacks
@@ -52,11 +50,11 @@ class RunningJob:
     fence_at: float  # fence_clock() time by which the lease may have run out in the store
     child: Child | None = None
     stop_reason: StopReason | None = None
-    stop_wanted: anyio.Event = field(default_factory=anyio.Event)
-    lease_lost_event: anyio.Event = field(default_factory=anyio.Event)
+    stop_wanted: Latch = field(default_factory=Latch)
+    lease_lost_event: Latch = field(default_factory=Latch)
     notes_waiting: Doorbell = field(default_factory=Doorbell)
     wake: Doorbell = field(default_factory=Doorbell)  # for the runner: something changed
-    gone: anyio.Event = field(default_factory=anyio.Event)  # left the registry
+    gone: Latch = field(default_factory=Latch)  # left the registry
     killed_after_grace: bool = False
     finalizing: bool = False
     move: MoveOrder | None = None  # set with the stop reason REBALANCE
@@ -64,17 +62,12 @@ class RunningJob:
     stack_requests: StackRequests = field(default_factory=StackRequests)
     _last_sample: procfs.ProcessSample | None = None
     log: JobLog = field(init=False, repr=False)  # its lines carry its key and token
+    key: str = field(init=False)  # the claim's, read at every step of its way
+    token: int = field(init=False)
 
     def __post_init__(self) -> None:
-        self.log = JobLog(log, self.claimed.key, self.claimed.token)
-
-    @property
-    def key(self) -> str:
-        return self.claimed.key
-
-    @property
-    def token(self) -> int:
-        return self.claimed.token
+        self.key, self.token = self.claimed.key, self.claimed.token
+        self.log = JobLog(log, self.key, self.token)
 
     @property
     def job_id(self) -> str:
@@ -164,6 +157,7 @@ class Registry:
         self._by_key: dict[str, dict[int, RunningJob]] = {}
         self.changed = Doorbell()
         self._slot_freed = slot_freed
+        self._finalizing = 0  # held jobs storing their outcome
 
     def __len__(self) -> int:
         return len(self._jobs)
@@ -171,9 +165,11 @@ class Registry:
     @property
     def busy_slots(self) -> int:
         """Jobs whose child may still run; a job storing its outcome holds no slot."""
-        return sum(1 for job in self._jobs.values() if not job.finalizing)
+        return len(self._jobs) - self._finalizing
 
     def mark_finalizing(self, job: RunningJob) -> None:
+        if not job.finalizing and self._jobs.get(job.token) is job:
+            self._finalizing += 1
         job.settling()
         self._slot_freed()
 
@@ -202,6 +198,8 @@ class Registry:
     def remove(self, job: RunningJob) -> None:
         if self._jobs.get(job.token) is job:
             del self._jobs[job.token]
+            if job.finalizing:
+                self._finalizing -= 1
             runs = self._by_key[job.key]
             del runs[job.token]
             if not runs:
