@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 
 from supervisor.config import Config
 from supervisor.core.stats import percentile
@@ -25,6 +26,7 @@ from supervisor.job.running import Registry
 from supervisor.job.settle import Settler
 from supervisor.observe.metrics import metrics
 from supervisor.observe.store_failures import StoreFailures
+from supervisor.observe.tracing import open_tracing
 from supervisor.pool.membership import Membership
 from supervisor.pool.producers import sandboxed_code
 from supervisor.service.sd_notify import (
@@ -84,6 +86,7 @@ class Supervisor:
             note_failures=StoreFailures("notifications"),
             output_failures=StoreFailures("job output"),
             child_started=keeper.renew_soon,
+            tracing=open_tracing(os.environ, settings.id),
         )
         self.life = Lifetime(
             membership=membership, keeper=keeper, services=services,
@@ -127,7 +130,8 @@ class Supervisor:
     async def _serve_registered(self) -> None:
         life = self.life
         async with anyio.create_task_group() as servers_group:
-            fork_servers = ForkServers(servers_group)
+            fork_servers = ForkServers(servers_group,
+                                       tracing=life.services.tracing is not None)
             server = await fork_servers.start(sandboxed_code(self.config))
             if notes := sandbox_notes(server):
                 life.membership.update("say what the sandbox cannot enforce here",
@@ -214,7 +218,12 @@ async def serve(config: Config) -> int:
             wait_replicas=config.pool.wait_replicas,
         ) as store:
             supervisor = Supervisor(config, store, environment)
-            await supervisor.serve()
+            try:
+                await supervisor.serve()
+            finally:
+                if (tracing := supervisor.life.services.tracing) is not None:
+                    # the spans still queued, within the exporters' own timeouts
+                    await anyio.to_thread.run_sync(tracing.shutdown)
             return supervisor.exit_code
     finally:
         metrics.close()
