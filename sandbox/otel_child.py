@@ -13,6 +13,7 @@ at most MAX_SPANS spans and MAX_MESSAGE bytes, the rest counted in "dropped".
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -51,6 +52,16 @@ class _Kept(SpanProcessor):
         return spans, dropped
 
 
+class _Provider(TracerProvider):
+    """The SDK's provider, but for what it does in every forked child: it detects the
+    process's resource anew (entry points and a thread pool, some 4 ms a fork).  The
+    spans made here take the supervisor's resource when it exports them, so a fork only
+    needs the provider's lock anew."""
+
+    def _handle_fork(self) -> None:
+        self._tracers_lock = threading.Lock()
+
+
 _kept = _Kept()
 _propagator = TraceContextTextMapPropagator()
 
@@ -58,8 +69,8 @@ _propagator = TraceContextTextMapPropagator()
 def install() -> None:
     """This process's tracer provider: the parent's sampling decision is the job's (the
     supervisor sampled the attempt), and nothing is exported from here."""
-    provider = TracerProvider(sampler=ParentBased(ALWAYS_ON), resource=Resource.get_empty(),
-                              shutdown_on_exit=False)
+    provider = _Provider(sampler=ParentBased(ALWAYS_ON), resource=Resource.get_empty(),
+                         shutdown_on_exit=False)
     provider.add_span_processor(_kept)
     trace.set_tracer_provider(provider)
 
