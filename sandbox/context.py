@@ -23,6 +23,9 @@ class Stopped(BaseException):
 
 
 _WAKE_UP = object()
+# The supervisor writes a stop's reason on the socket just ahead of its SIGTERM, which is
+# handled at once in the handler's thread while the reader thread still reads the reason.
+REASON_WAIT = 0.2
 
 
 class Inbox:
@@ -45,6 +48,7 @@ class Inbox:
         # held by the very thread the handler interrupted.
         self.terminated = False
         self._stop_reason: str | None = None
+        self._reason_awaited = False
 
     def _listen(self) -> None:
         if self.start_listening is not None:
@@ -69,6 +73,9 @@ class Inbox:
         None while it is not."""
         if not self.stop_requested:
             return None
+        if self._stop_reason is None and not self._reason_awaited:
+            self._reason_awaited = True  # a SIGTERM that came alone waits once
+            self._stop.wait(REASON_WAIT)
         return self._stop_reason or "stop"
 
     def request_stop(self, reason: str | None = None) -> None:
