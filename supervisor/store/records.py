@@ -277,6 +277,7 @@ class JobRecord:
     priority: int = 0
     group: str | None = None
     events: tuple[JobEvent, ...] = ()  # its history, oldest first
+    traceparent: str | None = None  # the W3C context its dispatch kept (docs/tracing.md)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -306,6 +307,7 @@ class JobRecord:
             "schedule": self.schedule,
             "priority": self.priority,
             "group": self.group,
+            "traceparent": self.traceparent,
             "events": [event.to_json() for event in self.events],
         }
 

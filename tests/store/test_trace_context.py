@@ -30,6 +30,15 @@ async def test_a_claim_hands_back_the_trace_context_its_dispatch_kept(store: Sto
     assert (job.traceparent, job.tracestate) == (PARENT, STATE)
 
 
+async def test_the_jobs_record_shows_its_traceparent(store: Store) -> None:
+    await store.dispatch(traced("k1"))
+    await store.dispatch(new_job("plain"))
+
+    assert (await store.job("k1")).to_json()["traceparent"] == PARENT
+    assert (await store.job("plain")).traceparent is None
+    assert [record.traceparent for record in await store.jobs("pending")] == [PARENT, None]
+
+
 async def test_a_job_dispatched_without_one_is_claimed_without_one(store: Store) -> None:
     await store.dispatch(new_job("plain"))
 
