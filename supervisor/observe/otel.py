@@ -15,6 +15,7 @@ must be installed); other names are the SDK's `opentelemetry_traces_exporter` en
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from importlib.metadata import entry_points
 from typing import Any
@@ -104,9 +105,16 @@ class Tracing:
                     processor.on_end(span)
         return read
 
-    def shutdown(self) -> None:
-        """Export what is still queued (bounded by each exporter's timeout), then stop."""
-        self._provider.shutdown()
+    def shutdown(self, wait: float) -> bool:
+        """Export what is still queued and stop, waiting at most `wait` seconds (it
+        blocks): whether that ended in time.  An exporter whose collector does not answer
+        retries for its whole timeout (10 s by default); its thread is then left to end
+        with the process."""
+        closing = threading.Thread(target=self._provider.shutdown, daemon=True,
+                                   name="poolsup traces shutdown")
+        closing.start()
+        closing.join(wait)
+        return not closing.is_alive()
 
 
 class AttemptSpan:

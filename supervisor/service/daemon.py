@@ -9,6 +9,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
@@ -39,7 +40,12 @@ from supervisor.store import opened_store
 from supervisor.store.base import Store
 from supervisor.store.records import SupervisorInfo
 
+if TYPE_CHECKING:
+    from supervisor.observe.otel import Tracing
+
 log = logging.getLogger("poolsup")
+
+TRACES_FLUSH_WAIT = 3.0  # seconds at exit for the exporters to send the last spans
 
 
 class Supervisor:
@@ -221,9 +227,15 @@ async def serve(config: Config) -> int:
             try:
                 await supervisor.serve()
             finally:
-                if (tracing := supervisor.life.services.tracing) is not None:
-                    # the spans still queued, within the exporters' own timeouts
-                    await anyio.to_thread.run_sync(tracing.shutdown)
+                await _close_tracing(supervisor.life.services.tracing)
             return supervisor.exit_code
     finally:
         metrics.close()
+
+
+async def _close_tracing(tracing: Tracing | None) -> None:
+    """Export the spans still queued, for at most TRACES_FLUSH_WAIT."""
+    if tracing is None:
+        return
+    if not await anyio.to_thread.run_sync(tracing.shutdown, TRACES_FLUSH_WAIT):
+        log.warning("the last spans were not exported within %g s", TRACES_FLUSH_WAIT)

@@ -10,6 +10,7 @@ import contextlib
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -185,3 +186,22 @@ def test_without_otel_variables_nothing_of_opentelemetry_is_imported(
 
     assert record["result"] == []  # the job's child
     assert orjson.loads(out.read_text().replace("'", '"')) == []  # the supervisor
+
+
+def test_a_collector_that_does_not_answer_delays_the_exit_by_seconds_at_most(
+    pool: Pool, tmp_path: Path,
+) -> None:
+    closed_port = "http://127.0.0.1:9"  # discard: refused, so the exporter retries
+    supervisor = pool.start(pool.config(handlers("default", 1)), env={
+        "OTEL_EXPORTER_OTLP_ENDPOINT": closed_port, "OTEL_EXPORTER_OTLP_TIMEOUT": "30",
+        "OTEL_BSP_SCHEDULE_DELAY": "60000"})
+    client = pool.client()
+    client.dispatch("queued", {}, handler="traced")
+    wait_for(lambda: finished(client, "queued"), 30)
+    assert "tracing jobs to otlp (http://127.0.0.1:9)" in supervisor.log()
+
+    began = time.monotonic()
+    supervisor.signal(signal.SIGTERM)
+    assert supervisor.wait(60) == 0
+    assert time.monotonic() - began < 10, supervisor.log()
+    assert "the last spans were not exported within 3 s" in supervisor.log()
