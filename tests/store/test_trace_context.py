@@ -82,3 +82,14 @@ async def test_a_new_dispatch_of_the_key_does_not_inherit_the_old_context(store:
     await store.dispatch(new_job("k1"))
 
     assert (await claim_one(store)).traceparent is None
+
+
+async def test_a_retried_job_keeps_the_context_of_its_dispatch(store: Store) -> None:
+    await store.dispatch(traced("k1"))
+    job = await claim_one(store)
+    await store.fail(job.lease, "bad input", final=True, retry_delay=0)
+
+    await store.retry("k1")
+
+    again = await claim_one(store)
+    assert (again.attempt, again.traceparent, again.tracestate) == (1, PARENT, STATE)
