@@ -365,6 +365,14 @@ def _shut(async_client: AsyncClient, portal: anyio.from_thread.BlockingPortal, s
         stack.close()
 
 
+async def _carrying(trace: TraceContext | None, method: Callable[..., Coroutine[Any, Any, T]],
+                    *args: Any, **kwargs: Any) -> T:
+    """`method` with the trace context of the caller's thread (the portal's task runs on
+    another thread, whose context may not be the caller's)."""
+    with trace_context.carried(trace):
+        return await method(*args, **kwargs)
+
+
 class Client:
     """The blocking twin of `AsyncClient`, for programs without an event loop."""
 
@@ -388,10 +396,12 @@ class Client:
         return result
 
     def dispatch(self, key: str, payload: Any = None, **options: Any) -> dict[str, Any]:
-        return self._call(self._async.dispatch, key, payload, **options)
+        return self._call(_carrying, trace_context.current(), self._async.dispatch, key,
+                          payload, **options)
 
     def dispatch_many(self, items: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-        return self._call(self._async.dispatch_many, list(items))
+        return self._call(_carrying, trace_context.current(), self._async.dispatch_many,
+                          list(items))
 
     def wait(self, key: str, timeout: float | None = None) -> dict[str, Any]:
         return self._call(self._async.wait, key, timeout)

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 # version-trace_id-parent_id-flags (https://www.w3.org/TR/trace-context/#traceparent-header)
@@ -41,8 +43,14 @@ def checked(traceparent: str | None, tracestate: str | None = None) -> TraceCont
     return TraceContext(traceparent, state if 0 < len(state) <= MAX_TRACESTATE else None)
 
 
+# What `carried` hands over to another thread's task (the blocking Client's portal).
+_carried: ContextVar[TraceContext | None] = ContextVar("poolsup_trace_context", default=None)
+
+
 def current() -> TraceContext | None:
     """The context of the span current in this thread or task, if any."""
+    if (handed := _carried.get()) is not None:
+        return handed
     api = sys.modules.get("opentelemetry.trace")
     if api is None or not api.get_current_span().get_span_context().is_valid:
         return None
@@ -57,3 +65,14 @@ def from_environ(environ: Mapping[str, str]) -> TraceContext | None:
     """The context given as `TRACEPARENT` (and `TRACESTATE`) in an environment, as a
     traced shell script or CI step passes it on to the commands it runs."""
     return checked(environ.get("TRACEPARENT"), environ.get("TRACESTATE"))
+
+
+@contextmanager
+def carried(trace: TraceContext | None) -> Iterator[None]:
+    """`trace` as `current()` within, whatever is current: the context a caller's thread
+    had, in the task that dispatches for it on another thread."""
+    token = _carried.set(trace)
+    try:
+        yield
+    finally:
+        _carried.reset(token)

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from supervisor.observe.trace_context import MAX_TRACESTATE, TraceContext, checked, from_environ
+from supervisor.observe.trace_context import (
+    MAX_TRACESTATE,
+    TraceContext,
+    carried,
+    checked,
+    current,
+    from_environ,
+)
 
 PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
@@ -33,3 +40,10 @@ def test_the_environment_gives_traceparent_and_tracestate() -> None:
     assert from_environ({"TRACEPARENT": PARENT, "TRACESTATE": "k=v"}) == \
         TraceContext(PARENT, "k=v")
     assert from_environ({"TRACESTATE": "k=v"}) is None
+
+
+def test_a_carried_context_is_current_within_and_only_within() -> None:
+    handed = TraceContext(PARENT, "k=v")
+    with carried(handed):
+        assert current() == handed
+    assert current() is None
