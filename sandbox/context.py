@@ -10,9 +10,29 @@ from typing import Any
 
 import orjson
 
+from sandbox import protocol
+
 
 class Fail(Exception):
     """Raised by a handler: fails the job for good, without further attempts."""
+
+
+class Snooze(Exception):
+    """Raised by a handler: ends this run without spending an attempt; the job is pending
+    again and runs `seconds` from now (by the store's clock), with the same `job.attempt`.
+
+    `seconds` is a number from 0 to a year; anything else raises ValueError here, in the
+    handler, which fails the attempt like any other error."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = protocol.snooze_seconds(seconds)
+        super().__init__(seconds)
+
+
+class EndSchedule(Exception):
+    """Raised by a schedule's producer: ends its schedule, which no supervisor fires
+    again until its definition in pool.toml changes (as returning the plan
+    `{"end_schedule": true}` does: nothing started, nothing stopped)."""
 
 
 class Stopped(BaseException):

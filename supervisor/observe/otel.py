@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from importlib.metadata import entry_points
-from typing import Any
+from typing import Any, assert_never
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -28,7 +28,16 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from supervisor.core.outcome import Abandon, Complete, Fail, Outcome, Release, Stopped, StopReason
+from supervisor.core.outcome import (
+    Abandon,
+    Complete,
+    Fail,
+    Outcome,
+    Release,
+    Snooze,
+    Stopped,
+    StopReason,
+)
 
 SCOPE = "poolsup"
 DEFAULT_SERVICE_NAME = "poolsup"
@@ -151,6 +160,8 @@ class AttemptSpan:
             span.add_event(STOP_EVENTS[stop_reason], event_attributes)
         kind, status = _outcome(outcome)
         span.set_attribute("poolsup.job.outcome", kind)
+        if isinstance(outcome, Snooze):
+            span.set_attribute("poolsup.job.snooze_seconds", outcome.delay)
         if status is not None:
             span.set_status(status)
         span.end()
@@ -164,11 +175,15 @@ def _outcome(outcome: Outcome | None) -> tuple[str, Status | None]:
             return "failed", Status(StatusCode.ERROR, _first_line(error))
         case Release():
             return "released", None
+        case Snooze():
+            return "snoozed", None
         case Stopped():
             return "stopped", None
         case Abandon(why):
             return "abandoned", Status(StatusCode.ERROR, _first_line(why))
-    return "unknown", Status(StatusCode.ERROR, "supervising the job failed")
+        case None:
+            return "unknown", Status(StatusCode.ERROR, "supervising the job failed")
+    assert_never(outcome)  # mypy: every outcome has its case
 
 
 def _first_line(text: str) -> str:

@@ -1,6 +1,5 @@
-"""The SQLite store's schema 13 (the trace context a dispatch keeps, docs/tracing.md) from a
-version 12 file: its running job is kept, without a trace context, and a new dispatch keeps
-one."""
+"""The SQLite store's schema 13 (each job's count of snoozes) from a version 12 file: its
+running job snoozes, counted from 0, and runs again with the same attempt."""
 
 from __future__ import annotations
 
@@ -9,36 +8,30 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.store.records import DispatchRequest, Lease
+from supervisor.store.records import Lease
 from supervisor.store.sqlite.schema import SCHEMA_VERSION
 from supervisor.store.sqlite.store import SqliteStore
-from tests.store.old_files import old_store_file
+from tests.store.old_files import POOL, old_store_file
 
 pytestmark = pytest.mark.anyio
 
-PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
-
-async def test_a_version_12_file_keeps_its_running_job_and_takes_trace_contexts(
-    tmp_path: Path,
-) -> None:
+async def test_a_version_12_file_counts_the_snoozes_of_its_running_job(tmp_path: Path) -> None:
     db_path = tmp_path / "pool.db"
     old_store_file(db_path, 12)
-    held = Lease("held", 5, "sup-a")
 
-    store = await SqliteStore.open(f"sqlite:///{db_path}", "media", retention=0.0)
+    store = await SqliteStore.open(f"sqlite:///{db_path}", POOL, retention=60.0)
     try:
-        await store.release(held)
+        before = await store.job("held")
+        state = await store.snooze(Lease("held", 5, "sup-a"), 0)
         again = (await store.claim("sup-b", ["h"], 1, 30.0, 3)).jobs
-        await store.dispatch(DispatchRequest(key="traced", handler="h", payload=b"{}",
-                                             max_attempts=3, traceparent=PARENT,
-                                             tracestate="k=v"))
-        traced = (await store.claim("sup-b", ["h"], 1, 30.0, 3)).jobs
+        after = await store.job("held")
     finally:
         await store.close()
 
-    assert [(j.key, j.traceparent, j.tracestate) for j in again] == [("held", None, None)]
-    assert [(j.key, j.traceparent, j.tracestate) for j in traced] == [
-        ("traced", PARENT, "k=v")]
+    assert before.snoozes == 0
+    assert state == "pending"
+    assert [(job.key, job.attempt) for job in again] == [("held", 1)]
+    assert (after.snoozes, after.attempts) == (1, 1)
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 13
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION

@@ -16,7 +16,15 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from sandbox import otel_child
-from supervisor.core.outcome import Abandon, Complete, Fail, Release, Stopped, StopReason
+from supervisor.core.outcome import (
+    Abandon,
+    Complete,
+    Fail,
+    Release,
+    Snooze,
+    Stopped,
+    StopReason,
+)
 from supervisor.job.control_reader import ControlReader
 from supervisor.observe.otel import AttemptSpan, Tracing
 from supervisor.observe.tracing import tracing_wanted
@@ -66,6 +74,7 @@ def only(exporter: InMemorySpanExporter) -> ReadableSpan:
     (Fail("ValueError: no\n\ntraceback", final=False), "failed", StatusCode.ERROR,
      "ValueError: no"),
     (Release("drain"), "released", StatusCode.UNSET, None),
+    (Snooze(30.0), "snoozed", StatusCode.UNSET, None),
     (Stopped("stopped by request"), "stopped", StatusCode.UNSET, None),
     (Abandon("lease lost while running"), "abandoned", StatusCode.ERROR,
      "lease lost while running"),
