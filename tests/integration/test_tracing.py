@@ -205,3 +205,18 @@ def test_a_collector_that_does_not_answer_delays_the_exit_by_seconds_at_most(
     assert supervisor.wait(60) == 0
     assert time.monotonic() - began < 10, supervisor.log()
     assert "the last spans were not exported within 3 s" in supervisor.log()
+
+
+def test_an_attempt_the_sampler_drops_sends_nothing_of_its_handler_either(
+    pool: Pool, receiver: OtlpReceiver,
+) -> None:
+    supervisor = pool.start(pool.config(handlers("default", 1)),
+                            env={**receiver.environment(), "OTEL_TRACES_SAMPLER": "always_off"})
+    client = pool.client()
+    with dispatching_span():
+        client.dispatch("dropped", {}, handler="traced")
+    assert wait_for(lambda: finished(client, "dropped"), 30)["state"] == "succeeded"
+    supervisor.signal(signal.SIGTERM)
+    assert supervisor.wait() == 0  # the exporters are flushed before it exits
+
+    assert receiver.spans() == []

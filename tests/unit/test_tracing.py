@@ -168,3 +168,20 @@ def test_the_control_reader_hands_a_spans_message_on_and_keeps_the_result() -> N
 
     assert taken == [{"t": "spans", "spans": [], "dropped": 0}]
     assert reader.result_json == b"5"
+
+
+def test_a_childs_message_is_bounded_and_counts_what_it_leaves_out() -> None:
+    provider = TracerProvider(shutdown_on_exit=False)
+    kept = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(kept))
+    tracer = provider.get_tracer("lib")
+    for index in range(200):
+        with tracer.start_as_current_span(f"s{index}", attributes={"blob": "x" * 4000}):
+            pass
+
+    line = otel_child.spans_line(list(kept.get_finished_spans()), 5)
+
+    message = orjson.loads(line)
+    assert len(line) <= otel_child.MAX_MESSAGE
+    assert 0 < len(message["spans"]) < 200
+    assert message["dropped"] == 5 + 200 - len(message["spans"])
