@@ -27,7 +27,7 @@ from supervisor.core.outcome import (
 )
 from supervisor.job.control_reader import ControlReader
 from supervisor.observe.otel import AttemptSpan, Tracing
-from supervisor.observe.tracing import tracing_wanted
+from supervisor.observe.tracing import open_tracing, tracing_wanted
 
 PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
@@ -185,3 +185,23 @@ def test_a_childs_message_is_bounded_and_counts_what_it_leaves_out() -> None:
     assert len(line) <= otel_child.MAX_MESSAGE
     assert 0 < len(message["spans"]) < 200
     assert message["dropped"] == 5 + 200 - len(message["spans"])
+
+
+def test_an_exporter_that_is_not_installed_leaves_the_supervisor_untraced(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    for environ in ({"OTEL_TRACES_EXPORTER": "nosuch"},
+                    {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317",
+                     "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}):
+        assert open_tracing(environ, "sup-a") is None
+    assert "no trace exporter 'nosuch' is installed" in caplog.text
+    assert "no trace exporter 'otlp_proto_grpc' is installed" in caplog.text
+
+
+def test_the_otlp_exporter_over_http_is_the_default() -> None:
+    tracing = open_tracing({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, "sup-a")
+    assert tracing is not None
+    try:
+        assert tracing.destination == "otlp (http://c:4318)"
+    finally:
+        assert tracing.shutdown(1.0)
