@@ -1,7 +1,7 @@
 """A tracing supervisor's OpenTelemetry SDK (observe/tracing.py decides when it is used):
 its tracer provider and exporters as the standard variables configure them, a span per
 attempt (`AttemptSpan`), and the export of the spans a job's child made and sent here
-(sandbox/otel_child.py has their format).
+(observe/child_spans.py reads them).
 
 The SDK reads what it reads itself: the sampler (`OTEL_TRACES_SAMPLER`, `_ARG`), the
 resource (`OTEL_SERVICE_NAME`, default `poolsup` here; `OTEL_RESOURCE_ATTRIBUTES`), the
@@ -22,10 +22,9 @@ from typing import Any, assert_never
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import Event, ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
-from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from supervisor.core.outcome import (
@@ -38,6 +37,7 @@ from supervisor.core.outcome import (
     Stopped,
     StopReason,
 )
+from supervisor.observe.child_spans import child_span
 
 SCOPE = "poolsup"
 DEFAULT_SERVICE_NAME = "poolsup"
@@ -107,7 +107,7 @@ class Tracing:
             return 0
         read = 0
         for item in spans:
-            span = _child_span(item, self._resource)
+            span = child_span(item, self._resource)
             if span is not None:
                 read += 1
                 for processor in self._processors:
@@ -207,56 +207,3 @@ def _destination(names: Sequence[str], environ: Mapping[str, str]) -> str:
     endpoint = (environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
                 or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or "the default endpoint")
     return ", ".join(f"{name} ({endpoint})" if name == "otlp" else name for name in names)
-
-
-def _child_span(item: object, resource: Resource) -> ReadableSpan | None:
-    if not isinstance(item, dict):
-        return None
-    try:
-        trace_id = int(item["trace_id"], 16)
-        flags = TraceFlags(int(item["flags"]) & 0xFF)
-        parent_id = item.get("parent_id")
-        parent = None if parent_id is None else SpanContext(
-            trace_id, int(parent_id, 16), is_remote=bool(item.get("parent_remote")),
-            trace_flags=flags)
-        code, description = item["status"]
-        scope_name, scope_version = item["scope"]
-        return ReadableSpan(
-            name=str(item["name"]),
-            context=SpanContext(trace_id, int(item["span_id"], 16), is_remote=False,
-                                trace_flags=flags),
-            parent=parent,
-            resource=resource,
-            attributes=_attributes(item.get("attributes")),
-            events=[Event(str(event["name"]), _attributes(event.get("attributes")),
-                          int(event["time"])) for event in item.get("events", ())],
-            links=[Link(SpanContext(int(link["trace_id"], 16), int(link["span_id"], 16),
-                                    is_remote=True),
-                        _attributes(link.get("attributes"))) for link in item.get("links", ())],
-            kind=SpanKind(int(item["kind"])),
-            status=Status(StatusCode(int(code)),
-                          None if description is None else str(description)),
-            start_time=int(item["start"]),
-            end_time=int(item["end"]),
-            instrumentation_scope=InstrumentationScope(
-                str(scope_name), None if scope_version is None else str(scope_version)),
-        )
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return None
-
-
-_SCALARS = (str, bool, int, float)
-
-
-def _attributes(value: object) -> dict[str, Any]:
-    """The attributes an exporter can encode: scalars and lists of one kind of scalar."""
-    if not isinstance(value, dict):
-        return {}
-    kept: dict[str, Any] = {}
-    for name, item in value.items():
-        if isinstance(item, _SCALARS):
-            kept[str(name)] = item
-        elif isinstance(item, list) and item and all(isinstance(v, type(item[0])) for v in item) \
-                and isinstance(item[0], _SCALARS):
-            kept[str(name)] = tuple(item)
-    return kept
