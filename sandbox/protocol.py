@@ -59,7 +59,9 @@ Two channels:
 
   supervisor -> child
     {"t": "start", "key": K, "payload": ANY, "token": N, "attempt": N,
-     "checkpoint": ANY|null}                        first, once
+     "checkpoint": ANY|null, "trace": {"traceparent": TEXT, "tracestate": TEXT}|null}
+                                                    first, once ("trace" if the supervisor
+                                                    traces the attempt: sandbox/tracing.py)
     {"t": "stop", "reason": R}                      a graceful stop was asked for; R is
                                                     "stop", "drain", "rebalance", "timeout"
     {"t": "notify", "payload": ANY, "seq": N}       "seq" optional
@@ -74,6 +76,9 @@ Two channels:
                                                     attempt not spent (`snooze_seconds`)
     {"t": "end_schedule"}                           a schedule's producer raised
                                                     sandbox.EndSchedule
+    {"t": "spans", "spans": [SPAN, ...], "dropped": N}
+                                                    a traced job's finished spans, before
+                                                    its result (sandbox/otel_child.py)
   A note is acknowledged when `job.next_notification()` hands it to the handler, before
   anything the handler sends after; one never taken is never acknowledged (so the
   supervisor delivers it again to the next run).  A note without "seq" gets no ack.
@@ -110,6 +115,7 @@ MSG_ACK = "ack"
 MSG_CHECKPOINT = "checkpoint"
 MSG_RESULT = "result"
 MSG_ERROR = "error"
+MSG_SPANS = "spans"  # a traced job's finished spans (sandbox/otel_child.py)
 MSG_STACKS = "stacks"  # the job's thread stacks, asked for with sandbox.stacks.STACKS_SIGNAL
 MSG_SNOOZE = "snooze"
 MSG_END_SCHEDULE = "end_schedule"
@@ -221,6 +227,7 @@ class Start:
     token: int
     attempt: int
     checkpoint: Any = None
+    trace: dict[str, str] | None = None  # the attempt's span, if traced (sandbox/tracing.py)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -275,13 +282,20 @@ class EndSchedule:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Spans:
+    t: str = MSG_SPANS
+    spans: Any = None  # a list of spans, as sandbox/otel_child.py writes them (unchecked)
+    dropped: Any = 0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ThreadStacks:
     t: str = MSG_STACKS
     threads: list[dict[str, Any]]
 
 
 Message = (Start | Stop | Notify | Ack | Checkpoint | Result | Error | Snooze | EndSchedule
-           | ThreadStacks)
+           | Spans | ThreadStacks)
 
 
 
@@ -293,7 +307,7 @@ def _by_tag(tag: str, *kinds: type) -> dict[str, Any]:
 _REQUESTS = _by_tag("op", Spawn, Fence, Signal, Kill, AskStacks, Exit, Ping)
 _EVENTS = _by_tag("ev", Ready, Spawned, SpawnFailed, Pong, Exited)
 _MESSAGES = _by_tag("t", Start, Stop, Notify, Ack, Checkpoint, Result, Error, Snooze,
-                    EndSchedule, ThreadStacks)
+                    EndSchedule, Spans, ThreadStacks)
 
 # A child of a handler with max_jobs_per_child > 1, on its assignment socket to the fork
 # server: its job is over and it is clean for the next (sandbox.reuse).

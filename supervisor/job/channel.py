@@ -6,7 +6,8 @@ its reader, so that a job needs one task on the supervisor's side, its own, inst
 one more per socket.  The callback never raises: an error reading ends the feed like an
 end of stream.  `ControlReader` parses the control socket, bounded, in linear time: at
 the end a result, an error, a snooze or a schedule's end; an acknowledgement for each
-note the handler took, the checkpoints it saved, its thread stacks when asked.  A result
+note the handler took, the checkpoints it saved, its thread stacks when asked, a traced
+job's spans.  A result
 larger than `max_result`, or bytes that are not a message, are a protocol error that
 fails the attempt; they never end the job's supervision.
 
@@ -117,12 +118,14 @@ class ControlReader:
         on_ack: Callable[[int], None] = lambda seq: None,
         on_checkpoint: Callable[[bytes], None] = lambda value: None,
         on_stacks: Callable[[list[dict[str, Any]]], None] = lambda stacks: None,
+        on_spans: Callable[[protocol.Spans], None] | None = None,  # a traced job's
     ) -> None:
         self._max_result = max_result
         self._max_line = max_result + MESSAGE_OVERHEAD
         self._on_ack = on_ack
         self._on_checkpoint = on_checkpoint
         self._on_stacks = on_stacks
+        self._on_spans = on_spans
         self._buffer = bytearray()
         self._skipping = 0  # bytes of an over-long line being skipped, 0 when none
         self._skipping_result = False
@@ -193,6 +196,9 @@ class ControlReader:
                 self._on_ack(seq)
             case protocol.Checkpoint(value=value):
                 self._on_checkpoint(orjson.dumps(value))
+            case protocol.Spans():
+                if self._on_spans is not None:
+                    self._on_spans(message)
             case protocol.ThreadStacks(threads=threads) if isinstance(threads, list):
                 self._on_stacks(threads)
             case protocol.Result(value=value, stopping=stopping):
