@@ -1,0 +1,151 @@
+"""The PostgreSQL store's connections: a psycopg 3 `AsyncConnectionPool`, one short
+transaction per call, on the event loop (no thread, no blocking call).
+
+A write first takes the pool's transaction-scoped advisory lock, then reads the
+database's clock: every write of a pool is one step after another, as SQLite's `BEGIN
+IMMEDIATE` makes them, and store times follow that order.  Pools sharing a database
+never wait for each other.  (Why one lock per pool, and what skips it: the dispatch,
+docs/stores.md "PostgreSQL".)  Reads take no lock and see one snapshot (REPEATABLE READ).
+
+Driver errors, a pool that hands out no connection, and a call the server leaves
+unanswered for STORE_TIMEOUT seconds become `StoreUnavailable` here, in one line that
+names the server with its password hidden.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import anyio
+import psycopg
+from psycopg import AsyncConnection, AsyncCursor, IsolationLevel
+from psycopg.rows import DictRow
+from psycopg_pool import AsyncConnectionPool
+
+from supervisor.errors import StoreUnavailable
+from supervisor.store.postgres.schema import ensure_schema, load_queries
+
+_T = TypeVar("_T")
+STORE_TIMEOUT = 5.0  # seconds a transaction may take before the store counts as failing
+
+Connection = AsyncConnection[DictRow]
+
+
+class Tx:
+    """The statements of one transaction, with the pool and the store time bound in:
+    `now`, the database's clock (epoch seconds), read once at its start.  `boot` is the
+    same time: the database's clock counts leases too."""
+
+    def __init__(self, conn: Connection, pool: str, now: float) -> None:
+        self._conn = conn
+        self._queries = load_queries()
+        self.pool = pool
+        self.now = now
+        self.boot = now
+
+    @property
+    def connection(self) -> Connection:
+        return self._conn
+
+    def wall_time(self, store_time: float) -> float:
+        return store_time
+
+    async def run(self, query: str, **params: Any) -> AsyncCursor[DictRow]:
+        return await self._conn.execute(self._queries[query],
+                                        {"pool": self.pool, "now": self.now, **params})
+
+    async def rows(self, query: str, **params: Any) -> list[DictRow]:
+        return await (await self.run(query, **params)).fetchall()
+
+    async def row(self, query: str, **params: Any) -> DictRow | None:
+        rows = await self.rows(query, **params)
+        return rows[0] if rows else None
+
+    async def value(self, query: str, **params: Any) -> Any:
+        row = await self.row(query, **params)
+        return None if row is None else next(iter(row.values()))
+
+
+Work = Callable[[Tx], Awaitable[_T]]
+Check = Callable[[Connection], Awaitable[None]]
+
+
+class PgDatabase:
+    def __init__(self, pool: AsyncConnectionPool[Connection], name: str, where: str) -> None:
+        self._pool = pool
+        self._name = name
+        self._where = where  # the server, as errors name it (password hidden)
+        self._closed = False
+        self._ready = False  # the schema was checked, and the pool's counter row made
+        self.check_primary: Check | None = None  # set by the store: failover.py
+
+    @property
+    def where(self) -> str:
+        return self._where
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def write(self, work: Work[_T], *, pool_lock: bool = True) -> _T:
+        """Run `work` in one transaction on the primary, holding the pool's lock unless
+        told not to (a dispatch: sql/schema.sql dispatch_jobs)."""
+        return await self._transaction(work, writes=True, pool_lock=pool_lock)
+
+    async def read(self, work: Work[_T]) -> _T:
+        """Run `work` in one read transaction (one snapshot), without the pool's lock."""
+        return await self._transaction(work, writes=False, pool_lock=False)
+
+    async def _transaction(self, work: Work[_T], *, writes: bool, pool_lock: bool) -> _T:
+        if self._closed:
+            raise StoreUnavailable(f"{self._where}: the store is closed")
+        try:
+            with anyio.fail_after(STORE_TIMEOUT):
+                async with self._pool.connection() as conn:
+                    await conn.set_isolation_level(
+                        IsolationLevel.READ_COMMITTED if writes else IsolationLevel.REPEATABLE_READ)
+                    async with conn.transaction():
+                        if writes and self.check_primary is not None:
+                            await self.check_primary(conn)
+                        if not self._ready:
+                            await self._prepare(conn)
+                        now = await self._begin(conn, pool_lock)
+                        result = await work(Tx(conn, self._name, now))
+                    self._ready = True
+                    return result
+        except TimeoutError as exc:
+            raise StoreUnavailable(
+                f"{self._where}: no answer within {STORE_TIMEOUT:g} s") from exc
+        except psycopg.Error as exc:
+            raise self.unavailable(exc) from exc
+
+    async def _prepare(self, conn: Connection) -> None:
+        """The first transaction of this store creates or migrates the schema."""
+        await ensure_schema(conn, self._where)
+        await conn.execute(load_queries()["ensure_counters"], {"pool": self._name})
+
+    async def _begin(self, conn: Connection, pool_lock: bool) -> float:
+        if pool_lock:
+            sql = ("SELECT pg_advisory_xact_lock(hashtextextended(%(lock)s, 0)), "
+                   "poolsup.now() AS now")
+        else:
+            sql = "SELECT poolsup.now() AS now"
+        cursor = await conn.execute(sql, {"lock": f"poolsup:{self._name}"})
+        row = await cursor.fetchone()
+        assert row is not None
+        return float(row["now"])
+
+    def unavailable(self, exc: BaseException) -> StoreUnavailable:
+        return StoreUnavailable(f"{self._where}: {describe(exc)}")
+
+    async def close(self) -> None:
+        self._closed = True
+        await self._pool.close()
+
+
+def describe(exc: BaseException) -> str:
+    """A driver error in one line."""
+    diag = getattr(exc, "diag", None)
+    text = getattr(diag, "message_primary", None) or str(exc) or type(exc).__name__
+    return " ".join(text.split())
