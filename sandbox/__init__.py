@@ -1,5 +1,5 @@
 """The child side of poolsup: handler loading, the job context, limits."""
 
-from sandbox.context import Fail, Job, Stopped
+from sandbox.context import EndSchedule, Fail, Job, Snooze, Stopped
 
-__all__ = ["Fail", "Job", "Stopped"]
+__all__ = ["EndSchedule", "Fail", "Job", "Snooze", "Stopped"]

@@ -22,7 +22,7 @@ import orjson
 from sandbox import confinement, descriptors, job_io, linux, protocol, reuse
 from sandbox.channel import ControlChannel
 from sandbox.confinement import Confinement, ConfinementError
-from sandbox.context import Fail, Inbox, Job, Stopped
+from sandbox.context import EndSchedule, Fail, Inbox, Job, Snooze, Stopped
 from sandbox.job_io import JobTraces, StopGuard, start_reader
 from sandbox.loader import HandlerSpec, LoadedHandler, load_handler
 from sandbox.process_state import ProcessState
@@ -287,6 +287,10 @@ def main(
         value = guard.run(function, job)
     except Stopped:
         return EXIT_STOPPED
+    except Snooze as snooze:
+        return _report(channel, {"t": protocol.MSG_SNOOZE, "seconds": snooze.seconds})
+    except EndSchedule:
+        return _report(channel, {"t": protocol.MSG_END_SCHEDULE})
     except BaseException as exc:
         return _report(channel, _error_message(exc, function))
     try:

@@ -10,9 +10,29 @@ from typing import Any
 
 import orjson
 
+from sandbox import protocol
+
 
 class Fail(Exception):
     """Raised by a handler: fails the job for good, without further attempts."""
+
+
+class Snooze(Exception):
+    """Raised by a handler: ends this run without spending an attempt; the job is pending
+    again and runs `seconds` from now (by the store's clock), with the same `job.attempt`.
+
+    `seconds` is a number from 0 to a year; anything else raises ValueError here, in the
+    handler, which fails the attempt like any other error."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = protocol.snooze_seconds(seconds)
+        super().__init__(seconds)
+
+
+class EndSchedule(Exception):
+    """Raised by a schedule's producer: ends its schedule, which no supervisor fires
+    again until its definition in pool.toml changes (as returning the plan
+    `{"end_schedule": true}` does: nothing started, nothing stopped)."""
 
 
 class Stopped(BaseException):
@@ -23,6 +43,9 @@ class Stopped(BaseException):
 
 
 _WAKE_UP = object()
+# The supervisor writes a stop's reason on the socket just ahead of its SIGTERM, which is
+# handled at once in the handler's thread while the reader thread still reads the reason.
+REASON_WAIT = 0.2
 
 
 class Inbox:
@@ -45,6 +68,7 @@ class Inbox:
         # held by the very thread the handler interrupted.
         self.terminated = False
         self._stop_reason: str | None = None
+        self._reason_awaited = False
 
     def _listen(self) -> None:
         if self.start_listening is not None:
@@ -69,6 +93,9 @@ class Inbox:
         None while it is not."""
         if not self.stop_requested:
             return None
+        if self._stop_reason is None and not self._reason_awaited:
+            self._reason_awaited = True  # a SIGTERM that came alone waits once
+            self._stop.wait(REASON_WAIT)
         return self._stop_reason or "stop"
 
     def request_stop(self, reason: str | None = None) -> None:

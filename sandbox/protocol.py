@@ -65,6 +65,11 @@ Two channels:
     {"t": "result", "stopping": BOOL, "value": ANY} the handler returned; "stopping":
                                                     after a stop had reached it
     {"t": "error", "error": TEXT, "traceback": TEXT, "final": BOOL}
+    {"t": "snooze", "seconds": S}                   the handler raised sandbox.Snooze(S):
+                                                    run again S seconds from now, the
+                                                    attempt not spent (`snooze_seconds`)
+    {"t": "end_schedule"}                           a schedule's producer raised
+                                                    sandbox.EndSchedule
   A note is acknowledged when `job.next_notification()` hands it to the handler, before
   anything the handler sends after; one never taken is never acknowledged (so the
   supervisor delivers it again to the next run).  A note without "seq" gets no ack.
@@ -116,6 +121,23 @@ MSG_CHECKPOINT = "checkpoint"
 MSG_RESULT = "result"
 MSG_ERROR = "error"
 MSG_STACKS = "stacks"  # the job's thread stacks, asked for with sandbox.stacks.STACKS_SIGNAL
+MSG_SNOOZE = "snooze"
+MSG_END_SCHEDULE = "end_schedule"
+
+# The longest snooze: a year.  A longer one is more likely a unit mistake (milliseconds)
+# than a wish, and a job pending for years would look lost.
+MAX_SNOOZE = 366 * 86400.0
+
+
+def snooze_seconds(value: object) -> float:
+    """A snooze's delay, checked on both sides of the socket: a number of seconds from 0
+    to MAX_SNOOZE.  Raises ValueError with one line that says what is wrong."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"sandbox.Snooze takes a number of seconds, not {value!r:.60}")
+    if not 0 <= value <= MAX_SNOOZE:  # NaN fails this too
+        raise ValueError(f"sandbox.Snooze takes 0 to {MAX_SNOOZE:.0f} seconds (a year), "
+                         f"not {value!r:.60}")
+    return float(value)
 
 
 def fence_clock() -> float:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from supervisor.cadence import tick_label
+from supervisor.run_at import format_time
 
 
 def render_schedules_text(views: list[dict[str, Any]]) -> str:
@@ -28,6 +29,15 @@ def render_schedules_text(views: list[dict[str, Any]]) -> str:
 
 
 def describe_outcome(view: dict[str, Any]) -> str:
+    last = _last_outcome(view)
+    if view.get("state") == "ended":
+        return (f"ended {format_time(view['ended_at'])} by tick "
+                f"{tick_label(view['ended_tick'])} ({last}); fires again once its "
+                "definition changes")
+    return last
+
+
+def _last_outcome(view: dict[str, Any]) -> str:
     outcome, detail = view["outcome"], view["detail"]
     if outcome is None:
         return "-"

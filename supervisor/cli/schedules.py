@@ -41,7 +41,8 @@ def schedules_command(config_path: str | None, as_json: bool) -> None:
 @reports_errors
 def plan_command(config_path: str | None, name: str, as_json: bool) -> None:
     """Run schedule NAME's producer once, in a sandbox, and print what it would start,
-    stop and keep.  Changes nothing.  Exit 2 if NAME is not a producer schedule."""
+    stop and keep, and whether it would end the schedule.  Changes nothing.  Exit 2 if
+    NAME is not a producer schedule."""
     import anyio
     import orjson
 
@@ -80,10 +81,12 @@ def plan_command(config_path: str | None, name: str, as_json: bool) -> None:
                        "payload": orjson.loads(job.payload)} for job in diff.start],
             "keep": list(diff.keep),
             "stop": list(diff.stop),
+            "end_schedule": plan.end_schedule,
         })
         return
+    ends = ", then end the schedule" if plan.end_schedule else ""
     click.echo(f"plan of schedule {name}: {len(diff.start)} to start, {len(diff.keep)} to keep, "
-               f"{len(diff.stop)} to stop (dry run: nothing changed)")
+               f"{len(diff.stop)} to stop{ends} (dry run: nothing changed)")
     for job in diff.start:
         click.echo(f"start  {job.key} ({job.handler})")
     for key in diff.keep:

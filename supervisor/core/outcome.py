@@ -1,4 +1,5 @@
-"""What a finished child means for its job: complete, fail, release, stop or abandon."""
+"""What a finished child means for its job: complete, fail, release, snooze, stop or
+abandon."""
 
 from __future__ import annotations
 
@@ -31,6 +32,10 @@ class ChildExit:
     protocol_error: str | None = None
     # The handler returned its result after a stop had reached it (in answer to it).
     answered_stop: bool = False
+    # The handler raised sandbox.Snooze: seconds until it may run again (checked).
+    snooze: float | None = None
+    # It raised sandbox.EndSchedule: a producer's plan that ends its schedule.
+    end_schedule: bool = False
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,13 @@ class Release:
 
 
 @dataclass(frozen=True)
+class Snooze:
+    """The handler asked to run again in `delay` seconds: no attempt spent."""
+
+    delay: float
+
+
+@dataclass(frozen=True)
 class Stopped:
     why: str
 
@@ -63,7 +75,20 @@ class Abandon:
     why: str
 
 
-Outcome = Complete | Fail | Release | Stopped | Abandon
+Outcome = Complete | Fail | Release | Snooze | Stopped | Abandon
+
+
+# What a job's handler gets for raising sandbox.EndSchedule (a producer's exception):
+# nothing to end, and the same again on a retry.
+END_SCHEDULE_IN_A_JOB = ("EndSchedule: sandbox.EndSchedule ends a schedule from its producer; "
+                         "a job's handler cannot end one")
+
+
+def producer_ends_schedule(child: ChildExit) -> bool:
+    """Whether a producer's run ended in sandbox.EndSchedule (its plan: end the schedule,
+    nothing else), rather than in a plan, an error, a limit or a timeout."""
+    return (child.end_schedule and child.protocol_error is None and child.reason is None
+            and not child.fenced)
 
 
 def describe_exit(exit_code: int | None, signal_name: str | None) -> str:
@@ -97,8 +122,13 @@ def decide_outcome(
     if child.reason is not None:
         # Whatever else was under way (a drain, a timeout): the limit is what ended it.
         return Fail(child.reason, final=False, cause="limit")
+    if child.snooze is not None and child.protocol_error is None:
+        # Even at the timeout: what the handler said wins, as a returned value does.
+        return Snooze(child.snooze)
     if stop_reason is StopReason.TIMEOUT:
         return Fail(f"timeout after {timeout:g} s", final=False, cause="timeout")
+    if child.end_schedule:
+        return Fail(END_SCHEDULE_IN_A_JOB, final=True)
     if child.message is not None and child.message.get("t") == "error":
         return Fail(
             str(child.message.get("error", "handler failed")), bool(child.message.get("final"))
@@ -109,7 +139,7 @@ def decide_outcome(
 def _handed_off(child: ChildExit, stop_reason: StopReason) -> Outcome:
     """A drain or a move: the job runs again elsewhere, without spending an attempt,
     unless it had finished before the stop reached it, failed for good
-    (`sandbox.Fail`), or was ended for a limit."""
+    (`sandbox.Fail`), or was ended for a limit; a snooze holds it back as asked."""
     returned_first = not child.answered_stop and child.protocol_error is None
     if child.result_json is not None and returned_first:
         return Complete(child.result_json)
@@ -118,4 +148,6 @@ def _handed_off(child: ChildExit, stop_reason: StopReason) -> Outcome:
     message = child.message
     if message is not None and message.get("t") == "error" and message.get("final"):
         return Fail(str(message.get("error", "handler failed")), True)
+    if child.snooze is not None and child.protocol_error is None:
+        return Snooze(child.snooze)
     return Release(stop_reason.value)

@@ -1,8 +1,10 @@
 """A producer's plan: what it returned, checked, and what applying it would change.
 
 A producer returns `{"start": [{"key", "handler", "payload"}, ...], "stop": [keys],
-"stop_others": bool}`.  A plan that is not exactly that is refused as a whole, so a
-producer that returns garbage changes nothing.
+"stop_others": bool, "end_schedule": bool}`.  A plan that is not exactly that is refused
+as a whole, so a producer that returns garbage changes nothing.  "end_schedule": the
+schedule fires no more ticks once this plan is applied (a producer that raises
+`sandbox.EndSchedule` returns `{"end_schedule": true}`: an empty plan that ends it).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import orjson
 from supervisor.core.validation import validate_key, validate_payload_size
 from supervisor.errors import InvalidJob
 
-PLAN_KEYS = frozenset({"start", "stop", "stop_others"})
+PLAN_KEYS = frozenset({"start", "stop", "stop_others", "end_schedule"})
 START_KEYS = frozenset({"key", "handler", "payload"})
 
 
@@ -36,6 +38,7 @@ class Plan:
     start: tuple[PlannedJob, ...] = ()
     stop: tuple[str, ...] = ()
     stop_others: bool = False
+    end_schedule: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,7 +54,8 @@ def parse_plan(value: Any, *, handlers: Collection[str], max_payload: int) -> Pl
     """Check a producer's return value.  `handlers`: the handlers a planned job may name
     (with exactly one, `handler` may be left out)."""
     if not isinstance(value, dict):
-        raise InvalidPlan(f"a plan is an object with start, stop, stop_others; got {_kind(value)}")
+        raise InvalidPlan("a plan is an object with start, stop, stop_others, end_schedule; "
+                          f"got {_kind(value)}")
     unknown = sorted(set(value) - PLAN_KEYS)
     if unknown:
         raise InvalidPlan(f"unknown key(s) in the plan: {', '.join(unknown)}")
@@ -64,6 +68,9 @@ def parse_plan(value: Any, *, handlers: Collection[str], max_payload: int) -> Pl
         raise InvalidPlan("stop must be a list of job keys")
     if not isinstance(stop_others, bool):
         raise InvalidPlan(f"stop_others must be true or false; got {_kind(stop_others)}")
+    end_schedule = value.get("end_schedule", False)
+    if not isinstance(end_schedule, bool):
+        raise InvalidPlan(f"end_schedule must be true or false; got {_kind(end_schedule)}")
     planned = tuple(_planned(index, entry, handlers, max_payload)
                     for index, entry in enumerate(starts))
     seen: set[str] = set()
@@ -73,7 +80,8 @@ def parse_plan(value: Any, *, handlers: Collection[str], max_payload: int) -> Pl
         seen.add(job.key)
     for key in stops:
         _checked_key(key, "stop")
-    return Plan(start=planned, stop=tuple(stops), stop_others=stop_others)
+    return Plan(start=planned, stop=tuple(stops), stop_others=stop_others,
+                end_schedule=end_schedule)
 
 
 def diff_plan(plan: Plan, *, live: Set[str], own_live: Set[str]) -> PlanDiff:

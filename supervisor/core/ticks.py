@@ -16,6 +16,7 @@ a later one is.
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import math
 from dataclasses import dataclass
@@ -100,6 +101,25 @@ def decide_tick(
     after = now if tick is None else max(tick, last_tick if last_tick is not None else tick)
     upcoming = cadence.following(after)
     return Wait(until=upcoming + jitter_offset(name, upcoming, jitter))
+
+
+class Standing(enum.Enum):
+    """Where a schedule stands after its producer may have ended it."""
+
+    RUNNING = "running"  # never ended
+    ENDED = "ended"  # ended, and its definition is still the one that ended it: no tick
+    RESTARTED = "restarted"  # ended by an earlier definition: starts again, as if new
+
+
+def standing(*, ended: bool, ended_fingerprint: str | None, fingerprint: str) -> Standing:
+    """A schedule ended by its producer (a plan's "end_schedule", sandbox.EndSchedule)
+    fires no tick while its definition (`fingerprint` of its settings) is the one that
+    ended it; a change of the definition in pool.toml starts it again.  The store refuses
+    the ticks of an ended schedule on its own (`Store.fire_tick`): this only spares the
+    calls, and lets a restarted schedule count no missed ticks for its time ended."""
+    if not ended:
+        return Standing.RUNNING
+    return Standing.ENDED if ended_fingerprint == fingerprint else Standing.RESTARTED
 
 
 def tick_abandoned(

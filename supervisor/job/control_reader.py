@@ -1,6 +1,6 @@
 """A child's control messages as the supervisor reads them: bounded, in linear time.
 
-The child sends newline-delimited JSON: a result or an error at the end, an
+The child sends newline-delimited JSON: a result, an error or a snooze at the end, an
 acknowledgement for each notification its handler took, and the checkpoints it saved.
 A result larger than `max_result`, or bytes that are not a message, are a protocol
 error that fails the attempt; they never end the job's supervision.
@@ -57,6 +57,8 @@ class ControlReader:
         self.last_message: dict[str, object] | None = None
         self.result_json: bytes | None = None
         self.result_answered_stop = False
+        self.snooze: float | None = None  # the handler raised sandbox.Snooze(this)
+        self.end_schedule = False  # a producer raised sandbox.EndSchedule
         self.traceback = ""
         self.protocol_error: str | None = None
         self.closed = anyio.Event()
@@ -72,6 +74,8 @@ class ControlReader:
             reason=status.reason if status else None,
             protocol_error=self.protocol_error,
             answered_stop=self.result_answered_stop,
+            snooze=self.snooze,
+            end_schedule=self.end_schedule,
         )
 
     async def run(self) -> None:
@@ -130,6 +134,13 @@ class ControlReader:
             if isinstance(threads, list):
                 self._on_stacks(threads)
             return
+        if kind == protocol.MSG_SNOOZE:
+            try:
+                self.snooze = protocol.snooze_seconds(message.get("seconds"))
+            except ValueError as error:  # the child is not trusted to have checked
+                self._fail(f"the child sent an invalid snooze: {error}")
+                return
+        self.end_schedule = kind == protocol.MSG_END_SCHEDULE
         self.last_message = message
         if kind == protocol.MSG_RESULT:
             self._take_result(orjson.dumps(message.get("value")),

@@ -1,7 +1,7 @@
 """Settle: the last step of a job's way, storing the outcome of one attempt.
 
 Each outcome is one call to the store under the attempt's lease (complete, fail,
-release, finish_stopped), retried while the store fails and the lease may still be
+release, snooze, finish_stopped), retried while the store fails and the lease may still be
 held.  A result first goes with the claimer's next claim (`job/results.py`), which
 stores it with the results of other jobs finished meanwhile and claims the work for the
 freed slots in the same store call; if that claim fails or does not come within
@@ -25,7 +25,16 @@ import anyio
 
 from sandbox import protocol
 from supervisor.core.leases import outcome_deadline
-from supervisor.core.outcome import Abandon, Complete, Fail, Outcome, Release, Stopped, StopReason
+from supervisor.core.outcome import (
+    Abandon,
+    Complete,
+    Fail,
+    Outcome,
+    Release,
+    Snooze,
+    Stopped,
+    StopReason,
+)
 from supervisor.core.retry import backoff_delay
 from supervisor.errors import StaleToken, StoreFailure
 from supervisor.job.running import Registry, RunningJob
@@ -132,6 +141,13 @@ async def _store_outcome(job: RunningJob, outcome: Outcome, store: Store) -> Non
                                     reason=why)
                 job.log.info("released for %s", move.target)
             metrics.outcomes.labels("released", "").inc()
+        case Snooze(delay):
+            state = await store.snooze(lease, delay)
+            metrics.outcomes.labels("snoozed" if state == "pending" else state, "").inc()
+            if state == "pending":
+                job.log.info("snoozed for %g s", delay)
+            else:
+                job.log.info("%s: a stop was asked for before the snooze", state)
         case Stopped(why):
             await store.finish_stopped(lease, why)
             metrics.outcomes.labels("stopped", "").inc()

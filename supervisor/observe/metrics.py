@@ -88,7 +88,7 @@ class Metrics:
             buckets=FAILOVER_BUCKETS, registry=registry)
         self.outcomes = prom.Counter(
             "poolsup_outcomes", "Attempts ended here, by outcome (succeeded, failed, retried, "
-            "stopped, released, abandoned) and cause of a failure", ["outcome", "cause"],
+            "stopped, released, snoozed, abandoned) and cause of a failure", ["outcome", "cause"],
             registry=registry)
         self.renewals = prom.Counter("poolsup_lease_renewals", "Batch lease renewals, by result",
                                      ["result"], registry=registry)

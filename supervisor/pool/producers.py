@@ -18,7 +18,13 @@ import orjson
 
 from sandbox import protocol
 from supervisor.config import Config, HandlerConfig, ScheduleConfig
-from supervisor.core.outcome import Complete, Fail, decide_outcome
+from supervisor.core.outcome import (
+    Complete,
+    Fail,
+    Snooze,
+    decide_outcome,
+    producer_ends_schedule,
+)
 from supervisor.errors import PoolsupError
 from supervisor.forks.fork_client import ForkServerClient
 from supervisor.job.control_reader import ControlReader
@@ -102,6 +108,8 @@ async def run_producer(
             await child.output.aclose()
     status = child.status
     ended = reader.exit_report(status)
+    if producer_ends_schedule(ended):
+        return {"end_schedule": True}  # sandbox.EndSchedule: the plan that ends it
     outcome = decide_outcome(ended, None, timeout=schedule.timeout,
                              signal_name=status.signal_name if status else None)
     match outcome:
@@ -109,4 +117,7 @@ async def run_producer(
             return orjson.loads(result_json)
         case Fail(error):
             raise ProducerFailed(f"producer failed: {error}")
+        case Snooze():
+            raise ProducerFailed("producer failed: it raised sandbox.Snooze, which only a "
+                                 "job's handler may; a producer returns a plan")
     raise ProducerFailed(f"producer timed out after {schedule.timeout:g} s")

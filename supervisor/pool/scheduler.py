@@ -29,7 +29,15 @@ import orjson
 from supervisor.cadence import tick_label
 from supervisor.config import HandlerConfig, ScheduleConfig
 from supervisor.core.plans import InvalidPlan, parse_plan
-from supervisor.core.ticks import Fire, Wait, decide_tick, fingerprint, tick_abandoned
+from supervisor.core.ticks import (
+    Fire,
+    Standing,
+    Wait,
+    decide_tick,
+    fingerprint,
+    standing,
+    tick_abandoned,
+)
 from supervisor.doorbell import Doorbell
 from supervisor.errors import PoolsupError, StaleTick, StoreFailure
 from supervisor.forks.fork_client import ForkServerClient
@@ -128,6 +136,14 @@ class Scheduler:
             if self.stopped:
                 break
             record = records.get(schedule.name)
+            if record is not None:
+                match standing(ended=record.ended_at is not None,
+                               ended_fingerprint=record.fingerprint,
+                               fingerprint=fingerprint(schedule.settings)):
+                    case Standing.ENDED:
+                        continue
+                    case Standing.RESTARTED:  # as a new schedule: its first tick fires it
+                        record = None
             if record is not None and schedule.name not in self._producing and tick_abandoned(
                     outcome=record.outcome, fired_at=record.fired_at, timeout=schedule.timeout,
                     grace=ABANDON_GRACE, now=now):
@@ -199,10 +215,10 @@ class Scheduler:
 
     async def _produce(self, schedule: ScheduleConfig, fired: FiredTick) -> None:
         try:
-            outcome, detail = await self._plan_and_apply(schedule, fired)
-            self._report(fired, outcome, detail)
+            outcome, detail, end = await self._plan_and_apply(schedule, fired)
+            self._report(fired, outcome, detail, end=end)
             if outcome != "stale":  # a newer tick's record is not this one's to write
-                await self._record(fired, outcome, detail)
+                await self._record(fired, outcome, detail, end=end)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True) as scope:
                 scope.deadline = anyio.current_time() + RELEASE_GRACE
@@ -211,7 +227,8 @@ class Scheduler:
         finally:
             self._producing.discard(schedule.name)
 
-    def _report(self, fired: FiredTick, outcome: str, detail: dict[str, Any]) -> None:
+    def _report(self, fired: FiredTick, outcome: str, detail: dict[str, Any], *,
+                end: bool = False) -> None:
         metrics.schedule_ticks.labels(fired.schedule, outcome).inc()
         label = tick_label(fired.tick)
         if outcome == "stale":
@@ -220,13 +237,20 @@ class Scheduler:
             log.error("schedule %s: tick %s: %s; nothing changed", fired.schedule, label,
                       detail)
         else:
-            log.info("schedule %s: tick %s plan applied: %s", fired.schedule, label,
-                     ", ".join(f"{count} {what}" for what, count in detail.items()))
+            log.info("schedule %s: tick %s plan applied: %s%s", fired.schedule, label,
+                     ", ".join(f"{count} {what}" for what, count in detail.items()),
+                     "; the schedule ends" if end else "")
 
-    async def _record(self, fired: FiredTick, outcome: str, detail: dict[str, Any]) -> None:
+    async def _record(self, fired: FiredTick, outcome: str, detail: dict[str, Any], *,
+                      end: bool = False) -> None:
+        """The tick's outcome; with `end`, the end of its schedule in the same step."""
         for attempt in range(1, OUTCOME_TRIES + 1):
             try:
-                await self._store.record_tick_outcome(fired, outcome, orjson.dumps(detail))
+                recorded = await self._store.record_tick_outcome(
+                    fired, outcome, orjson.dumps(detail), end=end)
+                if end and recorded:
+                    log.info("schedule %s: ended by its tick %s; it fires again once its "
+                             "definition changes", fired.schedule, tick_label(fired.tick))
                 return
             except StoreFailure as error:
                 if attempt == OUTCOME_TRIES:
@@ -255,23 +279,26 @@ class Scheduler:
 
     async def _plan_and_apply(
         self, schedule: ScheduleConfig, fired: FiredTick
-    ) -> tuple[str, dict[str, Any]]:
+    ) -> tuple[str, dict[str, Any], bool]:
+        """The tick's outcome and detail, and whether it ends the schedule: a plan with
+        "end_schedule" that was applied whole (a plan refused, stale or partly applied
+        ends nothing)."""
         try:
             value = await run_producer(self._fork_server(), schedule, tick=fired.tick,
                                        max_result=self._max_result)
             plan = parse_plan(value, handlers=self.handlers, max_payload=self._max_payload)
         except (ProducerFailed, InvalidPlan) as error:
-            return "error", {"error": str(error)}
+            return "error", {"error": str(error)}, False
         except PoolsupError as error:  # no fork server to run it in, for one
-            return "error", {"error": f"producer could not run: {error}"}
+            return "error", {"error": f"producer could not run: {error}"}, False
         try:
             counts = await apply_plan(self._store, fired, plan, max_attempts=self._max_attempts)
         except StaleTick as error:
             return "stale", {"error": f"a newer tick fired meanwhile; the rest of this "
-                                      f"plan is not applied ({error})"}
+                                      f"plan is not applied ({error})"}, False
         except StoreFailure as error:
-            return "error", {"error": f"plan partly applied, the store failed: {error}"}
-        return "applied", counts
+            return "error", {"error": f"plan partly applied, the store failed: {error}"}, False
+        return "applied", counts, plan.end_schedule
 
     def _max_attempts(self, handler: str) -> int:
         known = self.handlers.get(handler)

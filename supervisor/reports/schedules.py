@@ -1,5 +1,6 @@
 """Schedules as `poolsup schedules` and `status` report them: the store's record of each
-(last tick, outcome, who fired it) beside its config (next tick)."""
+(last tick, outcome, who fired it, whether its producer ended it) beside its config (next
+tick)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from supervisor.config import ScheduleConfig
-from supervisor.core.ticks import Fire, decide_tick
+from supervisor.core.ticks import Fire, Standing, decide_tick, fingerprint, standing
 from supervisor.store.records import RELEASED, ScheduleBook, ScheduleRecord
 
 
@@ -24,12 +25,18 @@ def _view(
     name: str, record: ScheduleRecord | None, config: ScheduleConfig | None, now: float
 ) -> dict[str, Any]:
     last_tick = record.last_tick if record else None
+    ended = record is not None and record.ended_at is not None
+    state = Standing.ENDED if ended else Standing.RUNNING
     next_tick = None
     if config is not None:
+        state = standing(ended=ended, ended_fingerprint=record.fingerprint if record else None,
+                         fingerprint=fingerprint(config.settings))
+        fresh = state is Standing.RESTARTED  # fires again as a new schedule
         decision = decide_tick(config.cadence, name=name, jitter=config.jitter,
-                               last_tick=last_tick, now=now,
+                               last_tick=None if fresh else last_tick, now=now,
                                released=record is not None and record.outcome == RELEASED)
-        next_tick = decision.not_before if isinstance(decision, Fire) else decision.until
+        if state is not Standing.ENDED:
+            next_tick = decision.not_before if isinstance(decision, Fire) else decision.until
     return {
         "name": name,
         "configured": config is not None,
@@ -38,6 +45,10 @@ def _view(
         "cron": config.cron if config else None,
         "timezone": config.timezone if config else None,
         "handler": config.handler if config else None,
+        # "ended": its producer ended it (and its definition is still the one that did)
+        "state": "ended" if state is Standing.ENDED else "active",
+        "ended_at": record.ended_at if record and state is Standing.ENDED else None,
+        "ended_tick": record.ended_tick if record and state is Standing.ENDED else None,
         "last_tick": last_tick,
         "next_tick": next_tick,
         "outcome": record.outcome if record else None,

@@ -76,7 +76,10 @@ class Store(Protocol):
         or `PoolFull` (the pool holds `max_pending` pending jobs)."""
 
     async def fire_tick(self, request: TickRequest) -> TickResult:
-        """One atomic step.  If request.not_before > store time: nothing changes, "early".
+        """One atomic step.  If the schedule ended (`record_tick_outcome` with `end`) and
+        request.fingerprint is the record's: nothing changes, "ended"; with another
+        fingerprint (its definition changed) the end is cleared and the schedule goes on
+        as below.  If request.not_before > store time: nothing changes, "early".
         If the schedule's last fired tick >= request.tick: nothing changes, "taken"
         (unless it is request.tick and its outcome is RELEASED: it fires again).
         Otherwise record the tick as fired (last_tick, fingerprint, fired_by = owner,
@@ -86,10 +89,12 @@ class Store(Protocol):
         without one (a producer's tick, run by the caller afterwards): outcome "fired".
         The record's outcome/detail become that outcome (detail: the job key, or None)."""
 
-    async def record_tick_outcome(self, fired: FiredTick, outcome: str, detail: bytes) -> bool:
+    async def record_tick_outcome(self, fired: FiredTick, outcome: str, detail: bytes, *,
+                                  end: bool = False) -> bool:
         """Set the schedule's last outcome and detail (JSON text), only while `fired` is
         current (a producer's plan applied, the error it raised, or RELEASED: given back
-        unapplied); whether it was."""
+        unapplied); whether it was.  With `end` (the plan ended its schedule), in the
+        same step: ended_at = store time, ended_tick = fired.tick."""
 
     async def schedules(self) -> ScheduleBook:
         """Every schedule record of the pool, with the store time of the read.  Read-only,
@@ -185,6 +190,15 @@ class Store(Protocol):
         `reserved_until` and `moved_from` (the releasing owner) until it is claimed.
         If a stop was requested, ends `stopped` instead.  The history shows `released`
         with `reason` (a move: `moved`, naming the target).  Raises `StaleToken` as
+        `complete`."""
+
+    async def snooze(self, lease: Lease, delay: float) -> JobState:
+        """The handler asked to run again later (`sandbox.Snooze`): running -> pending
+        without spending the attempt (attempts - 1) and with `snoozes` + 1, claimable
+        `delay` (>= 0) seconds from now by the store's clock, behind the jobs due before
+        then; one supervisor waiting for work is woken when `delay` is 0.  The history
+        shows `snoozed` with `snooze_detail(delay)`.  If a stop was requested, ends
+        "stopped" instead.  Returns the state after the call.  Raises `StaleToken` as
         `complete`."""
 
     async def save_checkpoint(self, lease: Lease, value: bytes) -> None:

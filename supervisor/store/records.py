@@ -134,6 +134,11 @@ class JobEvent:
                 "token": self.token, "detail": self.detail}
 
 
+def snooze_detail(delay: float) -> str:
+    """The detail of a `snoozed` event, written alike by every store."""
+    return f"for {delay:g} s"
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunOutput:
     """What one run of a job (one claim, one token) printed, as the store keeps it:
@@ -256,6 +261,7 @@ class JobRecord:
     finished_at: float | None
     lease_deadline: float | None = None
     lease_losses: int = 0
+    snoozes: int = 0  # runs of this dispatch that ended in `sandbox.Snooze`
     stop_requested: bool = False
     stats: JobStats = field(default_factory=JobStats)
     checkpoint: Any = None
@@ -288,6 +294,7 @@ class JobRecord:
             "finished_at": self.finished_at,
             "lease_deadline": self.lease_deadline,
             "lease_losses": self.lease_losses,
+            "snoozes": self.snoozes,
             "stop_requested": self.stop_requested,
             "pid": self.stats.pid,
             "checkpoint": self.checkpoint,
@@ -378,7 +385,7 @@ class FiredTick:
 
 @dataclass(frozen=True, kw_only=True)
 class TickResult:
-    outcome: str  # "dispatched" | "skipped" | "fired" | "taken" | "early"
+    outcome: str  # "dispatched" | "skipped" | "fired" | "taken" | "early" | "ended"
     store_time: float
     last_tick: float | None  # the schedule's last fired tick after the call
 
@@ -395,6 +402,10 @@ class ScheduleRecord:
     fires: int = 0  # ticks fired in all
     skipped: int = 0  # ticks whose fixed-key job was still live
     missed: int = 0  # ticks nobody fired (a pool that was down), recorded
+    # Ended by its producer (a plan's "end_schedule", sandbox.EndSchedule): store time of
+    # the end and the tick whose plan ended it; no tick of this `fingerprint` fires.
+    ended_at: float | None = None
+    ended_tick: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

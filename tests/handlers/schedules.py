@@ -4,6 +4,8 @@ named in its payload, so a test can change the plan between ticks."""
 import json
 import time
 
+from sandbox import EndSchedule
+
 
 def from_file(job):
     with open(job.payload["plan_file"]) as file:
@@ -13,6 +15,8 @@ def from_file(job):
         time.sleep(plan.pop("sleep", 0))
     if plan.get("raise"):
         raise RuntimeError("the feed list is unreachable")
+    if plan.get("end"):
+        raise EndSchedule()
     if plan.get("garbage"):
         return ["not", "a", "plan"]
     return plan

@@ -46,14 +46,21 @@ def test_metrics_show_the_jobs_that_ran(pool: Pool) -> None:
     for key in ("ok-0", "ok-1", "ok-2", "bad"):
         wait_for(lambda key=key: finished(client, key), 20, message=f"{key} to finish")
 
-    def seen() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-        samples = scrape(port)
-        return samples if samples.get(("poolsup_renewal_lag_seconds_count", ()), 0) else {}
+    succeeded = ("poolsup_outcomes_total", (("cause", ""), ("outcome", "succeeded")))
+    failed = ("poolsup_outcomes_total", (("cause", "error"), ("outcome", "failed")))
 
-    samples = wait_for(seen, 10, message="a timed renewal in the metrics")
+    def seen() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        # A job's outcome is counted once its settling task learns that the store took it,
+        # which may be after a client already reads the job finished (a claim carries it).
+        samples = scrape(port)
+        counted = samples.get(succeeded, 0) + samples.get(failed, 0) >= 4
+        timed = samples.get(("poolsup_renewal_lag_seconds_count", ()), 0)
+        return samples if counted and timed else {}
+
+    samples = wait_for(seen, 10, message="a timed renewal and the 4 outcomes in the metrics")
     assert samples[("poolsup_claims_total", ())] == 4
-    assert samples[("poolsup_outcomes_total", (("cause", ""), ("outcome", "succeeded")))] == 3
-    assert samples[("poolsup_outcomes_total", (("cause", "error"), ("outcome", "failed")))] == 1
+    assert samples[succeeded] == 3
+    assert samples[failed] == 1
     assert samples[("poolsup_lease_renewals_total", (("result", "ok"),))] >= 1
     assert ("poolsup_leases_lost_total", ()) in samples
     assert ("poolsup_store_errors_total", ()) not in samples  # labelled, none yet

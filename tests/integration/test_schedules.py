@@ -156,7 +156,8 @@ payload = {{plan_file = "{tmp_path / 'dry.json'}"}}
     assert result.returncode == 0, result.stderr
     diff = json.loads(result.stdout)
     assert diff == {"schedule": "dry", "keep": ["feed-c"], "stop": ["feed-manual"],
-                    "start": [{"key": "feed-d", "handler": "follow", "payload": {"x": 1}}]}
+                    "start": [{"key": "feed-d", "handler": "follow", "payload": {"x": 1}}],
+                    "end_schedule": False}
     assert live() == {"feed-b", "feed-c", "feed-manual"}
     assert poolsup(config, "plan", "nope").returncode == 2
 

@@ -161,7 +161,9 @@ async def test_snapshot_reports_a_healthy_store_since_it_last_started_taking_wri
     second = await store.snapshot()
 
     assert (first.store.state, first.store.error) == ("ok", None)
-    assert first.store.since == pytest.approx(first.store_time, abs=0.01)
+    # Since the pool's first write (a store may write when it opens), or now if none:
+    # moments ago either way, however slowly this test ran.
+    assert first.store_time - 5.0 < first.store.since <= first.store_time + 0.01
     assert second.store == first.store
 
 

@@ -38,7 +38,8 @@ pytestmark = pytest.mark.anyio
 
 EXPECTED_COMMANDS = {
     "ack-notifications", "tidy",
-    "dispatch", "claim", "renew", "complete", "fail", "release", "finish-stopped", "stop",
+    "dispatch", "claim", "renew", "complete", "fail", "release", "snooze", "finish-stopped",
+    "stop",
     "notify", "take-notifications", "register", "deregister", "forget", "upgrade-layout",
     "save-checkpoint", "members", "fire-tick", "record-tick-outcome", "schedules",
     "prune-schedule-jobs", "counts",

@@ -6,15 +6,17 @@ from supervisor.core.outcome import (
     Complete,
     Fail,
     Release,
+    Snooze,
     Stopped,
     StopReason,
     decide_outcome,
 )
 
 
-def exited(*, message=None, result=None, code=0, sig=None, fenced=False, reason=None) -> ChildExit:  # type: ignore[no-untyped-def]
+def exited(*, message=None, result=None, code=0, sig=None, fenced=False, reason=None,  # type: ignore[no-untyped-def]
+           snooze=None) -> ChildExit:
     return ChildExit(message=message, result_json=result, exit_code=code, exit_signal=sig,
-                     fenced=fenced, reason=reason)
+                     fenced=fenced, reason=reason, snooze=snooze)
 
 
 MEMORY = "memory limit 100 MiB exceeded (peak 131 MiB)"
@@ -159,3 +161,36 @@ def test_a_limit_during_a_drain_still_fails_the_attempt() -> None:
 def test_a_user_stop_ends_stopped_even_with_a_value_returned_before() -> None:
     outcome = decide_outcome(answered(answered_stop=False), StopReason.USER, timeout=0)
     assert isinstance(outcome, Stopped)
+
+
+SNOOZED = {"t": "snooze", "seconds": 30.0}
+
+
+def test_a_snooze_snoozes() -> None:
+    outcome = decide_outcome(exited(message=SNOOZED, snooze=30.0), None, timeout=0)
+    assert outcome == Snooze(30.0)
+
+
+def test_a_snooze_at_the_timeout_is_kept_as_a_result_would_be() -> None:
+    outcome = decide_outcome(exited(message=SNOOZED, snooze=30.0), StopReason.TIMEOUT, timeout=5)
+    assert outcome == Snooze(30.0)
+
+
+def test_a_snooze_in_a_drain_or_a_move_holds_the_job_back_as_asked() -> None:
+    for reason in (StopReason.DRAIN, StopReason.REBALANCE):
+        assert decide_outcome(exited(message=SNOOZED, snooze=30.0), reason, timeout=0) \
+            == Snooze(30.0)
+
+
+def test_a_snooze_after_a_user_stop_ends_stopped_and_after_a_lost_lease_writes_nothing() -> None:
+    child = exited(message=SNOOZED, snooze=30.0)
+    assert isinstance(decide_outcome(child, StopReason.USER, timeout=0), Stopped)
+    assert isinstance(decide_outcome(child, StopReason.LEASE_LOST, timeout=0), Abandon)
+
+
+def test_a_snooze_beside_a_protocol_error_fails_the_attempt() -> None:
+    child = ChildExit(message=SNOOZED, result_json=None, exit_code=0, exit_signal=None,
+                      fenced=False, protocol_error="the child sent an invalid snooze",
+                      snooze=30.0)
+    outcome = decide_outcome(child, None, timeout=0)
+    assert isinstance(outcome, Fail) and outcome.cause == "protocol"

@@ -105,10 +105,12 @@ class RedisDispatch(RedisPart):
                 await self._prune(request.schedule, PRUNE_BATCH)
         return result
 
-    async def record_tick_outcome(self, fired: FiredTick, outcome: str, detail: bytes) -> bool:
+    async def record_tick_outcome(self, fired: FiredTick, outcome: str, detail: bytes, *,
+                                  end: bool = False) -> bool:
         (recorded,) = await self._ctx.run(
             "record-tick-outcome", [self._ctx.keys.schedule(fired.schedule)],
-            [repr(fired.tick), outcome, detail, fired.owner], subject=fired.schedule)
+            [repr(fired.tick), outcome, detail, fired.owner, "1" if end else "0"],
+            subject=fired.schedule)
         return bool(recorded)
 
     async def schedules(self) -> ScheduleBook:
@@ -180,6 +182,7 @@ def _decode_schedule(name: str, flat: Sequence[bytes]) -> ScheduleRecord:
 
     last_tick, fired_at, detail = fields.get("last_tick"), fields.get("fired_at"), \
         fields.get("detail")
+    ended_at, ended_tick = fields.get("ended_at"), fields.get("ended_tick")
     return ScheduleRecord(
         name=name,
         last_tick=None if last_tick is None else float(last_tick),
@@ -191,4 +194,6 @@ def _decode_schedule(name: str, flat: Sequence[bytes]) -> ScheduleRecord:
         fires=number("fires"),
         skipped=number("skipped"),
         missed=number("missed"),
+        ended_at=None if ended_at is None else seconds(ended_at),
+        ended_tick=None if ended_tick is None else float(ended_tick),
     )

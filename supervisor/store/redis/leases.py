@@ -1,5 +1,5 @@
 """The Redis store's leases once claimed (claim.py): renewed, and ended by complete,
-fail, release or finish stopped, and the checkpoint a running job saves.  Each is one
+fail, release, snooze or finish stopped, and the checkpoint a running job saves.  Each is one
 script that changes nothing unless the lease's token and owner still hold the job
 (fencing)."""
 
@@ -9,7 +9,14 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from supervisor.store.policy import HEALTH_GAP
-from supervisor.store.records import JobState, JobStats, Lease, MembershipState, RenewResult
+from supervisor.store.records import (
+    JobState,
+    JobStats,
+    Lease,
+    MembershipState,
+    RenewResult,
+    snooze_detail,
+)
 from supervisor.store.redis.connection import translated_errors
 from supervisor.store.redis.context import RedisPart
 from supervisor.store.redis.keys import queue_id
@@ -93,6 +100,19 @@ class RedisLeases(RedisPart):
              max(0.0, milliseconds(reserve_ttl)), reason],
             subject=lease.key,
         )
+
+    async def snooze(self, lease: Lease, delay: float) -> JobState:
+        k = self._ctx.keys
+        queue = await self._queue_of(lease.key)
+        (state,) = await self._ctx.run(
+            "snooze",
+            [k.job(lease.key), k.notes(lease.key), k.pending, k.running, k.done("stopped"),
+             k.queue(queue)],
+            [lease.key, lease.token, lease.owner, queue, max(0.0, milliseconds(delay)),
+             self._ctx.retention_ms, k.channel, snooze_detail(delay)],
+            subject=lease.key,
+        )
+        return cast(JobState, state.decode())
 
     async def save_checkpoint(self, lease: Lease, value: bytes) -> None:
         await self._ctx.run(

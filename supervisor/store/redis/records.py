@@ -59,6 +59,7 @@ def decode_job(raw: Mapping[bytes, bytes], *, history: bool = True) -> JobRecord
         finished_at=time("finished_at"),
         lease_deadline=time("lease_deadline"),
         lease_losses=number("lease_losses"),
+        snoozes=number("snoozes"),
         stop_requested=fields.get("stop_requested") == b"1",
         stats=JobStats(
             pid=None if pid is None else int(pid),

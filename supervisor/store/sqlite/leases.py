@@ -39,6 +39,7 @@ from supervisor.store.records import (
     LeaseRecovery,
     MembershipState,
     RenewResult,
+    snooze_detail,
 )
 from supervisor.store.sqlite import history
 from supervisor.store.sqlite import limits as sqlite_limits
@@ -294,6 +295,18 @@ class SqliteLeases(SqlitePart):
             emit(tx, "wake")
 
         await self._ctx.db.write(work)
+
+    async def snooze(self, lease: Lease, delay: float) -> JobState:
+        def work(tx: Tx) -> JobState:
+            if held_job(tx, lease)["stop_requested"]:
+                return finish(tx, lease.key, "stopped",
+                              f"stop requested; snoozed by {lease.owner}")
+            history.note(tx, lease.key, "snoozed", snooze_detail(delay))
+            tx.run("snooze_job", key=lease.key, due=tx.now + max(0.0, delay))
+            emit(tx, "wake")
+            return "pending"
+
+        return await self._ctx.db.write(work)
 
     async def save_checkpoint(self, lease: Lease, value: bytes) -> None:
         def work(tx: Tx) -> None:

@@ -31,7 +31,7 @@ from typing import TypeVar
 from supervisor.core.host_boot import BootCheck, check_boot
 from supervisor.errors import ConfigError, StoreUnavailable
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 14
 BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
 MACHINE_ID_FILES = (Path("/etc/machine-id"), Path("/var/lib/dbus/machine-id"))
 MIN_SQLITE_VERSION = (3, 35, 0)  # RETURNING, UPDATE ... FROM, json_each
@@ -222,6 +222,10 @@ def _ensure_schema(conn: sqlite3.Connection, path: Path, pool: str, clocks: Cloc
                 _migrate_10_to_11(conn)
             if version < 12:
                 _migrate_11_to_12(conn)
+            if version < 13:
+                _migrate_12_to_13(conn)
+            if version < 14:
+                _migrate_13_to_14(conn)
         if version != SCHEMA_VERSION:
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         _check_boot(conn, path, boot_id(), machine_id())
@@ -339,6 +343,17 @@ def _migrate_11_to_12(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE TRIGGER output_goes_with_the_job AFTER DELETE ON jobs BEGIN "
                  "DELETE FROM output_runs WHERE pool = old.pool AND key = old.key; "
                  "DELETE FROM output_chunks WHERE pool = old.pool AND key = old.key; END")
+
+
+def _migrate_12_to_13(conn: sqlite3.Connection) -> None:
+    """Schema 13: each job's count of snoozes (`sandbox.Snooze`); 0 for the jobs there."""
+    conn.execute("ALTER TABLE jobs ADD COLUMN snoozes INTEGER NOT NULL DEFAULT 0")
+
+
+def _migrate_13_to_14(conn: sqlite3.Connection) -> None:
+    """Schema 14: schedules that their producer ended (when, and by which tick)."""
+    conn.execute("ALTER TABLE schedules ADD COLUMN ended_at REAL")
+    conn.execute("ALTER TABLE schedules ADD COLUMN ended_tick REAL")
 
 
 def _check_boot(conn: sqlite3.Connection, path: Path, boot: str | None,

@@ -1,4 +1,6 @@
--- Fire a schedule's tick, once in the pool: refused ("early") before not_before by the
+-- Fire a schedule's tick, once in the pool: refused ("ended") while the schedule is ended
+-- and its definition (fingerprint) is the one that ended it (another clears the end);
+-- refused ("early") before not_before by the
 -- store's clock, and ("taken") when the schedule's last fired tick is this one or later
 -- (unless it is this one, "released": given back unapplied, it fires again);
 -- otherwise the tick is recorded as fired and, for a handler schedule, its job created
@@ -6,7 +8,8 @@
 -- A producer's tick ("fired") creates nothing: its caller runs the producer next.
 -- The schedule hash: last_tick (epoch seconds, the caller's text, compared as a number),
 -- fingerprint, fired_by, fired_at (store ms), outcome, detail (JSON text), fires,
--- skipped, missed.
+-- skipped, missed; ended_at (store ms) and ended_tick while ended
+-- (lua/record-tick-outcome-1.lua).
 -- KEYS: 1 schedule:<name> hash, 2 schedules set (every name), 3 write-probe,
 --       4 pending zset, 5 done:succeeded, 6 done:failed, 7 done:stopped,
 --       8 job hash, 9 notes list, 10 queue:<handler>, 11 schedule-jobs:<job's schedule>
@@ -19,8 +22,12 @@
 
 local record = KEYS[1]
 local now = store_now()
-local fired = redis.call('HMGET', record, 'last_tick', 'outcome')
+local fired = redis.call('HMGET', record, 'last_tick', 'outcome', 'ended_at', 'fingerprint')
 local last = fired[1]
+local ended = fired[3] ~= false
+if ended and fired[4] == ARGV[4] then
+  return {OK, 'ended', fmt(now), last or false}
+end
 if tonumber(ARGV[3]) > now then
   return {OK, 'early', fmt(now), last or false}
 end
@@ -30,6 +37,9 @@ if last and tonumber(last) >= tonumber(ARGV[2]) and not refire then
 end
 
 refuse_when_full(KEYS[3])
+if ended then  -- its definition changed: it starts again
+  redis.call('HDEL', record, 'ended_at', 'ended_tick')
+end
 local outcome, skipped = 'fired', 0
 local key = ARGV[8]
 if key ~= '' then

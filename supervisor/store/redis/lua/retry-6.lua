@@ -1,4 +1,5 @@
--- A failed or stopped job -> pending, claimable now, attempts and lease losses from 0,
+-- A failed or stopped job -> pending, claimable now, attempts, lease losses and snoozes
+-- from 0,
 -- its error, result, stop request and finish cleared; handler, payload, max_attempts
 -- and checkpoint kept.  No longer expires with the retention of finished records.
 -- KEYS: 1 job hash, 2 pending zset, 3 done:failed, 4 done:stopped, 5 its claim queue,
@@ -28,7 +29,7 @@ local pool = {pending = KEYS[2], queues = {[ARGV[2]] = KEYS[5]}, reserved = {},
 -- The first write may grow memory, so that Redis under maxmemory refuses the whole
 -- script rather than a write halfway through it.
 redis.call('HSET', job, 'state', 'pending', 'attempts', 0, 'lease_losses', 0,
-           'stop_requested', 0, 'due', fmt(pool.now))
+           'snoozes', 0, 'stop_requested', 0, 'due', fmt(pool.now))
 redis.call('HDEL', job, 'error', 'result', 'started_at', 'finished_at', 'owner',
            'lease_expired_at')
 redis.call('PERSIST', job)

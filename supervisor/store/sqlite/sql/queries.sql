@@ -247,10 +247,17 @@ UPDATE jobs SET state = 'pending', attempts = attempts - :refund,
     lease_deadline = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
 WHERE pool = :pool AND key = :key;
 
+-- name: snooze_job
+-- running -> pending, claimable from :due, the attempt given back, one more snooze.
+UPDATE jobs SET state = 'pending', attempts = attempts - 1, snoozes = snoozes + 1, due = :due,
+    lease_deadline = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
+WHERE pool = :pool AND key = :key;
+
 -- name: retry_job
--- A failed or stopped job -> pending, claimable now, attempts and losses from 0
+-- A failed or stopped job -> pending, claimable now, attempts, losses and snoozes from 0
 -- (sqlite/retry.py); handler, payload, max_attempts and checkpoint kept.
-UPDATE jobs SET state = 'pending', attempts = 0, lease_losses = 0, stop_requested = 0,
+UPDATE jobs SET state = 'pending', attempts = 0, lease_losses = 0, snoozes = 0,
+    stop_requested = 0,
     error = NULL, result = NULL, started_at = NULL, finished_at = NULL, supervisor = NULL,
     due = :now, lease_expired_at = NULL
 WHERE pool = :pool AND key = :key AND state IN ('failed', 'stopped');
@@ -340,7 +347,12 @@ WHERE pool = :pool AND schedule = :schedule AND state IN ('pending', 'running')
 ORDER BY key;
 
 -- name: schedule_last_fired
-SELECT last_tick, fired_by, outcome FROM schedules WHERE pool = :pool AND name = :name;
+SELECT last_tick, fired_by, outcome, fingerprint, ended_at FROM schedules
+WHERE pool = :pool AND name = :name;
+
+-- name: restart_schedule
+-- Its definition changed since its producer ended it: it fires again.
+UPDATE schedules SET ended_at = NULL, ended_tick = NULL WHERE pool = :pool AND name = :name;
 
 -- name: record_tick
 -- The tick fired: :skipped is 1 when its fixed-key job was still live.
@@ -355,8 +367,11 @@ ON CONFLICT (pool, name) DO UPDATE SET last_tick = excluded.last_tick,
     missed = missed + excluded.missed;
 
 -- name: record_tick_outcome
--- Only while the producer's tick is current: the last fired, by :owner, no outcome yet.
-UPDATE schedules SET outcome = :outcome, detail = :detail
+-- Only while the producer's tick is current: the last fired, by :owner, no outcome yet;
+-- with :end 1, the schedule ends with it.
+UPDATE schedules SET outcome = :outcome, detail = :detail,
+    ended_at = CASE WHEN :end THEN :now ELSE ended_at END,
+    ended_tick = CASE WHEN :end THEN :tick ELSE ended_tick END
 WHERE pool = :pool AND name = :name AND last_tick = :tick AND fired_by = :owner
     AND outcome = 'fired';
 

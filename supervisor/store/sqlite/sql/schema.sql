@@ -34,6 +34,8 @@ CREATE TABLE jobs (
     -- clears it.
     lease_expired_at REAL,
     lease_losses INTEGER NOT NULL DEFAULT 0,
+    -- Runs of this dispatch that ended in sandbox.Snooze (each gave its attempt back).
+    snoozes INTEGER NOT NULL DEFAULT 0,
     stop_requested INTEGER NOT NULL DEFAULT 0,
     pid INTEGER,
     rss_bytes INTEGER,
@@ -72,7 +74,8 @@ CREATE INDEX jobs_by_schedule ON jobs (pool, schedule, key)
 
 -- One row per schedule that ever fired: its last fired tick (epoch seconds, the
 -- caller's nominal time, compared exactly), who fired it when (wall clock), the last
--- outcome with its detail (JSON text), and counts.
+-- outcome with its detail (JSON text), and counts; while its producer has ended it, when
+-- (wall clock) and the tick whose plan did (no tick of the same fingerprint fires).
 CREATE TABLE schedules (
     pool TEXT NOT NULL,
     name TEXT NOT NULL,
@@ -85,6 +88,8 @@ CREATE TABLE schedules (
     fires INTEGER NOT NULL DEFAULT 0,
     skipped INTEGER NOT NULL DEFAULT 0,
     missed INTEGER NOT NULL DEFAULT 0,
+    ended_at REAL,
+    ended_tick REAL,
     PRIMARY KEY (pool, name)
 ) STRICT;
 
