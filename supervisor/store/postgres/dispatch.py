@@ -96,11 +96,16 @@ class PgDispatch(PgPart):
         async def work(tx: Tx) -> TickResult:
             row = await tx.row("schedule_last_fired", name=request.schedule)
             last_tick: float | None = None if row is None else row["last_tick"]
+            ended = row is not None and row["ended_at"] is not None
+            if row is not None and ended and row["fingerprint"] == request.fingerprint:
+                return TickResult(outcome="ended", store_time=tx.now, last_tick=last_tick)
             if request.not_before > tx.now:
                 return TickResult(outcome="early", store_time=tx.now, last_tick=last_tick)
             refire = row is not None and row["outcome"] == RELEASED and last_tick == request.tick
             if last_tick is not None and last_tick >= request.tick and not refire:
                 return TickResult(outcome="taken", store_time=tx.now, last_tick=last_tick)
+            if ended:  # its definition changed: it starts again
+                await tx.run("restart_schedule", name=request.schedule)
             outcome, detail = "fired", None
             if request.dispatch is not None:
                 job = replace(request.dispatch,
@@ -117,10 +122,12 @@ class PgDispatch(PgPart):
 
         return await self._ctx.db.write(work)
 
-    async def record_tick_outcome(self, fired: FiredTick, outcome: str, detail: bytes) -> bool:
+    async def record_tick_outcome(self, fired: FiredTick, outcome: str, detail: bytes, *,
+                                  end: bool = False) -> bool:
         async def work(tx: Tx) -> bool:
             done = await tx.run("record_tick_outcome", name=fired.schedule, tick=fired.tick,
-                                owner=fired.owner, outcome=outcome, detail=detail.decode())
+                                owner=fired.owner, outcome=outcome, detail=detail.decode(),
+                                end=end)
             return done.rowcount > 0
 
         return await self._ctx.db.write(work)
@@ -152,4 +159,5 @@ def _record(row: Any) -> ScheduleRecord:
         fired_by=row["fired_by"], fired_at=row["fired_at"], outcome=row["outcome"],
         detail=None if row["detail"] is None else orjson.loads(row["detail"]),
         fires=row["fires"], skipped=row["skipped"], missed=row["missed"],
+        ended_at=row["ended_at"], ended_tick=row["ended_tick"],
     )

@@ -43,6 +43,7 @@ from supervisor.store.records import (
     LeaseRecovery,
     MembershipState,
     RenewResult,
+    snooze_detail,
 )
 
 
@@ -292,6 +293,20 @@ class PgLeases(PgPart):
                 await events.wake_one(tx, job["handler"])
 
         await self._ctx.db.write(work)
+
+    async def snooze(self, lease: Lease, delay: float) -> JobState:
+        async def work(tx: Tx) -> JobState:
+            job = await held_job(tx, lease)
+            if job["stop_requested"]:
+                return await finish(tx, lease.key, "stopped",
+                                    f"stop requested; snoozed by {lease.owner}")
+            await history.note(tx, lease.key, "snoozed", snooze_detail(delay))
+            await tx.run("snooze_job", key=lease.key, due=tx.now + max(0.0, delay))
+            if delay <= 0:
+                await events.wake_one(tx, job["handler"])
+            return "pending"
+
+        return await self._ctx.db.write(work)
 
     async def save_checkpoint(self, lease: Lease, value: bytes) -> None:
         async def work(tx: Tx) -> None:

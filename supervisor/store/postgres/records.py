@@ -45,7 +45,7 @@ def job_record(row: Any, events: tuple[JobEvent, ...] = ()) -> JobRecord:
         payload=decode_blob(row["payload"]), result=decode_blob(row["result"]),
         error=row["error"], created_at=row["created_at"], started_at=row["started_at"],
         finished_at=row["finished_at"], lease_deadline=row["lease_deadline"],
-        lease_losses=row["lease_losses"], stop_requested=bool(row["stop_requested"]),
+        lease_losses=row["lease_losses"], snoozes=row["snoozes"], stop_requested=bool(row["stop_requested"]),
         stats=JobStats(pid=row["pid"], rss_bytes=row["rss_bytes"],
                        cpu_percent=row["cpu_percent"]),
         checkpoint=decode_blob(row["checkpoint"]), checkpoint_at=row["checkpoint_at"],

@@ -272,8 +272,14 @@ UPDATE poolsup.jobs SET state = 'pending', attempts = attempts - %(refund)s,
     lease_deadline = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
 WHERE pool = %(pool)s AND key = %(key)s;
 
+-- name: snooze_job
+-- running -> pending, claimable from %(due)s, the attempt given back, one more snooze.
+UPDATE poolsup.jobs SET state = 'pending', attempts = attempts - 1, snoozes = snoozes + 1,
+    due = %(due)s, lease_deadline = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
+WHERE pool = %(pool)s AND key = %(key)s;
+
 -- name: retry_job
-UPDATE poolsup.jobs SET state = 'pending', attempts = 0, lease_losses = 0,
+UPDATE poolsup.jobs SET state = 'pending', attempts = 0, lease_losses = 0, snoozes = 0,
     stop_requested = false, error = NULL, result = NULL, started_at = NULL,
     finished_at = NULL, supervisor = NULL, due = %(now)s, lease_expired_at = NULL
 WHERE pool = %(pool)s AND key = %(key)s AND state IN ('failed', 'stopped')
@@ -371,7 +377,12 @@ SELECT key FROM poolsup.jobs
 WHERE pool = %(pool)s AND key = ANY(%(keys)s::text[]) AND state IN ('pending', 'running');
 
 -- name: schedule_last_fired
-SELECT last_tick, fired_by, outcome FROM poolsup.schedules
+SELECT last_tick, fired_by, outcome, fingerprint, ended_at FROM poolsup.schedules
+WHERE pool = %(pool)s AND name = %(name)s;
+
+-- name: restart_schedule
+-- Its definition changed since its producer ended it: it fires again.
+UPDATE poolsup.schedules SET ended_at = NULL, ended_tick = NULL
 WHERE pool = %(pool)s AND name = %(name)s;
 
 -- name: record_tick
@@ -386,7 +397,10 @@ ON CONFLICT (pool, name) DO UPDATE SET last_tick = excluded.last_tick,
     missed = schedules.missed + excluded.missed;
 
 -- name: record_tick_outcome
-UPDATE poolsup.schedules SET outcome = %(outcome)s, detail = %(detail)s
+-- With %(end)s, the schedule ends with it.
+UPDATE poolsup.schedules SET outcome = %(outcome)s, detail = %(detail)s,
+    ended_at = CASE WHEN %(end)s THEN %(now)s ELSE ended_at END,
+    ended_tick = CASE WHEN %(end)s THEN %(tick)s ELSE ended_tick END
 WHERE pool = %(pool)s AND name = %(name)s AND last_tick = %(tick)s
     AND fired_by = %(owner)s AND outcome = 'fired';
 

@@ -41,6 +41,8 @@ CREATE TABLE poolsup.jobs (
     lease_deadline double precision,
     lease_expired_at double precision,
     lease_losses integer NOT NULL DEFAULT 0,
+    -- Runs of this dispatch that ended in sandbox.Snooze (each gave its attempt back).
+    snoozes integer NOT NULL DEFAULT 0,
     stop_requested boolean NOT NULL DEFAULT false,
     pid integer,
     rss_bytes bigint,
@@ -79,6 +81,9 @@ CREATE TABLE poolsup.schedules (
     fires integer NOT NULL DEFAULT 0,
     skipped integer NOT NULL DEFAULT 0,
     missed integer NOT NULL DEFAULT 0,
+    -- While its producer has ended it: when, and the tick whose plan did.
+    ended_at double precision,
+    ended_tick double precision,
     PRIMARY KEY (pool, name)
 );
 
