@@ -20,6 +20,7 @@ import time
 from collections.abc import AsyncIterator
 
 from supervisor.store.postgres import events
+from supervisor.store.postgres.caller import PgCaller
 from supervisor.store.postgres.claim import PgClaim
 from supervisor.store.postgres.connection import connection_pool, conninfo, where
 from supervisor.store.postgres.context import PgContext
@@ -45,7 +46,7 @@ def local_clock() -> float:
 
 
 class PgStore(PgDispatch, PgClaim, PgLeases, PgSteering, PgNotes, PgOutput, PgRetry,
-              PgMembership, PgReads, PgDebug):
+              PgMembership, PgReads, PgDebug, PgCaller):
     def __init__(self, db: PgDatabase, pool: str, retention: float, conninfo: str) -> None:
         self.pool = pool
         self._conninfo = conninfo

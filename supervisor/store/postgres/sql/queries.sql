@@ -45,6 +45,14 @@ SELECT 1;
 -- name: dispatch_jobs
 SELECT poolsup.dispatch_jobs(%(pool)s, %(retention)s, %(jobs)s, %(limit_pending)s);
 
+-- name: caller_dispatch
+-- dispatch(..., connection=conn): on the caller's connection (postgres/caller.py).
+SELECT poolsup.dispatch_jobs(%(pool)s, %(retention)s, %(jobs)s) AS codes,
+    (SELECT max_pending FROM poolsup.pool_settings WHERE pool = %(pool)s) AS max_pending;
+
+-- name: caller_record
+SELECT * FROM poolsup.jobs WHERE pool = %(pool)s AND key = %(key)s;
+
 -- name: job_state
 SELECT state FROM poolsup.jobs
 WHERE pool = %(pool)s AND key = %(key)s
