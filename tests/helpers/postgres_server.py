@@ -65,7 +65,7 @@ class PostgresServer:
                 hba.write("host all all 127.0.0.1/32 trust\n")
         else:  # a streaming standby of `primary`
             _as_postgres(BIN / "pg_basebackup", "-D", self.data, "-R", "-h", "127.0.0.1",
-                         "-p", str(primary.port), "-U", "postgres", "-X", "stream")
+                         "-p", str(primary.port), "-U", "postgres", "-X", "stream", "-c", "fast")
         self._created = primary is not None
 
     @property

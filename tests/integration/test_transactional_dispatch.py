@@ -50,14 +50,13 @@ def client(served_pool: str, postgres_url: str) -> Iterator[Client]:
 
 
 def test_a_rolled_back_dispatch_leaves_nothing(client: Client, postgres_url: str) -> None:
-    with psycopg.connect(postgres_url) as conn:
-        with pytest.raises(Rollback), conn.transaction():
-            record = client.dispatch("rolled-back", {"x": 1}, handler="echo", connection=conn)
-            # The caller's transaction sees its job; nobody else does yet.
-            assert record["state"] == "pending" and record["payload"] == {"x": 1}
-            with pytest.raises(JobNotFound):
-                client.job("rolled-back")
-            raise Rollback
+    with psycopg.connect(postgres_url) as conn, pytest.raises(Rollback), conn.transaction():
+        record = client.dispatch("rolled-back", {"x": 1}, handler="echo", connection=conn)
+        # The caller's transaction sees its job; nobody else does yet.
+        assert record["state"] == "pending" and record["payload"] == {"x": 1}
+        with pytest.raises(JobNotFound):
+            client.job("rolled-back")
+        raise Rollback
 
     with pytest.raises(JobNotFound):
         client.job("rolled-back")
@@ -104,9 +103,8 @@ def test_a_key_live_in_the_pool_is_refused_inside_the_transaction(
     client: Client, postgres_url: str
 ) -> None:
     client.dispatch("taken", {}, handler="echo", run_at=4e9)  # pending for long
-    with psycopg.connect(postgres_url) as conn, conn.transaction():
-        with pytest.raises(JobExists):
-            client.dispatch("taken", {}, handler="echo", connection=conn)
+    with psycopg.connect(postgres_url) as conn, conn.transaction(), pytest.raises(JobExists):
+        client.dispatch("taken", {}, handler="echo", connection=conn)
     client.stop("taken")
 
 

@@ -38,7 +38,8 @@ class PgClaim(PgPart):
             late = claim_by is not None and tx.now > claim_by
             batch = await leases.claim(
                 tx, owner, handlers, 0 if late else count, lease_ttl, max_lease_losses,
-                failing_window(since, tx.now, min_span=MIN_FAILING_SPAN), limits)
+                failing_window(since, tx.now, min_span=MIN_FAILING_SPAN), limits,
+                lock_delay=not ctx.no_lock_delay)
             return dataclasses.replace(batch, completed=completed)
 
         batch = await ctx.witnessed(sent_at, ctx.db.write(work))

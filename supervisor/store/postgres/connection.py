@@ -6,6 +6,7 @@ is never shown: errors name the server by its redacted URL."""
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -18,8 +19,11 @@ from supervisor.errors import ConfigError
 from supervisor.redaction import redact_url
 
 SCHEMES = ("postgresql", "postgres")
+# The pool logs each failed attempt to connect; the store says it once, as a store failure.
+logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 CONNECT_TIMEOUT = 5  # seconds (libpq's connect_timeout), unless the URL says otherwise
 POOL_SIZE = 4  # connections a store object may hold at once
+POOL_WAIT = 2.0  # seconds a call waits for a connection before the store counts as failing
 DEFAULTS = {"connect_timeout": str(CONNECT_TIMEOUT), "application_name": "poolsup"}
 
 
@@ -40,12 +44,23 @@ def conninfo(url: str) -> str:
     return make_conninfo(url, **missing)
 
 
+async def why_not(conninfo: str) -> str:
+    """Why a connection cannot be made now, in one line (the pool only says that it
+    got none in time): refused, a wrong password, an unknown database, ..."""
+    try:
+        conn = await psycopg.AsyncConnection.connect(conninfo)
+    except psycopg.Error as exc:
+        return " ".join(str(exc).split()) or type(exc).__name__
+    await conn.close()
+    return f"no connection free within {POOL_WAIT:g} s"
+
+
 def connection_pool(url: str) -> AsyncConnectionPool[psycopg.AsyncConnection[DictRow]]:
     """A pool that connects in the background: a store that cannot be reached now is
     opened all the same, and its calls fail (StoreUnavailable) until it answers."""
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
         conninfo(url), min_size=1, max_size=POOL_SIZE, open=False,
         kwargs={"row_factory": dict_row, "autocommit": False},
-        timeout=CONNECT_TIMEOUT, reconnect_timeout=float(365 * 86400),
+        timeout=POOL_WAIT, reconnect_timeout=float(365 * 86400),
         name=f"poolsup-{time.monotonic_ns()}")
     return pool

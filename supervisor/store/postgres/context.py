@@ -27,6 +27,7 @@ class PgContext:
     db: PgDatabase
     retention: float  # how long finished records are kept (s)
     witness: FailureWitness
+    no_lock_delay: bool = False  # policy.NO_LOCK_DELAY_ENV: a test's switch
 
     def cutoff(self, tx: Tx) -> float:
         """Finished records older than this are gone."""

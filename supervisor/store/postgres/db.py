@@ -21,9 +21,10 @@ import anyio
 import psycopg
 from psycopg import AsyncConnection, AsyncCursor, IsolationLevel
 from psycopg.rows import DictRow
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from supervisor.errors import StoreUnavailable
+from supervisor.store.postgres.connection import why_not
 from supervisor.store.postgres.schema import ensure_schema, load_queries
 
 _T = TypeVar("_T")
@@ -68,17 +69,17 @@ class Tx:
 
 
 Work = Callable[[Tx], Awaitable[_T]]
-Check = Callable[[Connection], Awaitable[None]]
 
 
 class PgDatabase:
-    def __init__(self, pool: AsyncConnectionPool[Connection], name: str, where: str) -> None:
+    def __init__(self, pool: AsyncConnectionPool[Connection], name: str, where: str,
+                 conninfo: str) -> None:
         self._pool = pool
+        self._conninfo = conninfo
         self._name = name
         self._where = where  # the server, as errors name it (password hidden)
         self._closed = False
         self._ready = False  # the schema was checked, and the pool's counter row made
-        self.check_primary: Check | None = None  # set by the store: failover.py
 
     @property
     def where(self) -> str:
@@ -106,35 +107,51 @@ class PgDatabase:
                     await conn.set_isolation_level(
                         IsolationLevel.READ_COMMITTED if writes else IsolationLevel.REPEATABLE_READ)
                     async with conn.transaction():
-                        if writes and self.check_primary is not None:
-                            await self.check_primary(conn)
                         if not self._ready:
-                            await self._prepare(conn)
-                        now = await self._begin(conn, pool_lock)
+                            await self._prepare(conn, writes)
+                        now = await self._begin(conn, pool_lock, writes)
                         result = await work(Tx(conn, self._name, now))
-                    self._ready = True
+                    self._ready = self._ready or writes
                     return result
         except TimeoutError as exc:
             raise StoreUnavailable(
                 f"{self._where}: no answer within {STORE_TIMEOUT:g} s") from exc
+        except PoolTimeout as exc:
+            reason = await why_not(self._conninfo)
+            raise StoreUnavailable(f"{self._where}: {reason}") from exc
         except psycopg.Error as exc:
             raise self.unavailable(exc) from exc
 
-    async def _prepare(self, conn: Connection) -> None:
-        """The first transaction of this store creates or migrates the schema."""
+    async def _prepare(self, conn: Connection, writes: bool) -> None:
+        """The first write of this store creates or migrates the schema, and the pool's
+        counter; a read before it checks the schema's version only (a standby takes no
+        write)."""
+        if writes:
+            cursor = await conn.execute("SELECT pg_is_in_recovery() AS standby")
+            self._refuse_standby(await cursor.fetchone())
         await ensure_schema(conn, self._where)
-        await conn.execute(load_queries()["ensure_counters"], {"pool": self._name})
+        if writes:
+            await conn.execute(load_queries()["ensure_counters"], {"pool": self._name})
 
-    async def _begin(self, conn: Connection, pool_lock: bool) -> float:
-        if pool_lock:
-            sql = ("SELECT pg_advisory_xact_lock(hashtextextended(%(lock)s, 0)), "
-                   "poolsup.now() AS now")
-        else:
-            sql = "SELECT poolsup.now() AS now"
-        cursor = await conn.execute(sql, {"lock": f"poolsup:{self._name}"})
+    async def _begin(self, conn: Connection, pool_lock: bool, writes: bool) -> float:
+        """The transaction's store time, once it holds the pool's lock (a write that takes
+        it); a write on a standby is refused (the primary only takes claims, renewals and
+        fences)."""
+        lock = "pg_advisory_xact_lock(hashtextextended(%(lock)s, 0)), " if pool_lock else ""
+        cursor = await conn.execute(
+            f"SELECT {lock}poolsup.now() AS now, pg_is_in_recovery() AS standby",
+            {"lock": f"poolsup:{self._name}"})
         row = await cursor.fetchone()
         assert row is not None
+        if writes:
+            self._refuse_standby(row)
         return float(row["now"])
+
+    def _refuse_standby(self, row: DictRow | None) -> None:
+        if row is not None and row["standby"]:
+            raise StoreUnavailable(
+                f"{self._where}: is a read-only standby (pg_is_in_recovery()); claims, "
+                "renewals and every write go to the primary only")
 
     def unavailable(self, exc: BaseException) -> StoreUnavailable:
         return StoreUnavailable(f"{self._where}: {describe(exc)}")

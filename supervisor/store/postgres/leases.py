@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from supervisor.core.failover import ended_by_failover
 from supervisor.core.lease_losses import (
     FailingWindow,
     Recovery,
@@ -28,7 +29,7 @@ from supervisor.store.policy import (
     MIN_CLAIM_GAP,
     RECOVER_BATCH,
 )
-from supervisor.store.postgres import events, history
+from supervisor.store.postgres import events, failover, history
 from supervisor.store.postgres import limits as pg_limits
 from supervisor.store.postgres.context import PgPart
 from supervisor.store.postgres.db import Tx
@@ -60,9 +61,11 @@ async def note_claim(tx: Tx) -> WriteGap | None:
 
 async def recover_expired_leases(tx: Tx, max_lease_losses: int, failing: FailingWindow | None,
                                  gap: WriteGap | None, lease_ttl: float,
+                                 hold_until: float | None = None,
                                  ) -> tuple[list[LeaseRecovery], int]:
     """Recover every lease that ran out (as sqlite/leases.py); what each recovery did,
-    and how many leases were left to a witness."""
+    and how many leases were left to a witness.  A lease that ended before the hold of a
+    change of primary (`hold_until`) counts no loss (core/failover.py)."""
     expired = await tx.rows("expired_leases", limit=RECOVER_BATCH)
     judged = [row for row in expired
               if not judged_later(row["lease_deadline"], failing, gap, tx.now,
@@ -71,7 +74,8 @@ async def recover_expired_leases(tx: Tx, max_lease_losses: int, failing: Failing
     recoveries = []
     for row in judged:
         key = row["key"]
-        counted = loss_counts(row["lease_deadline"], failing)
+        counted = loss_counts(row["lease_deadline"], failing) and not ended_by_failover(
+            row["lease_deadline"], hold_until)
         losses = row["lease_losses"] + counted
         outcome = recovery(losses, stop_requested=bool(row["stop_requested"]),
                            max_losses=max_lease_losses)
@@ -100,12 +104,18 @@ async def recover_expired_leases(tx: Tx, max_lease_losses: int, failing: Failing
 
 async def claim(tx: Tx, owner: str, handlers: Sequence[str], count: int, lease_ttl: float,
                 max_lease_losses: int, failing: FailingWindow | None,
-                limits: Mapping[str, Limits]) -> ClaimBatch:
+                limits: Mapping[str, Limits], *, lock_delay: bool = True) -> ClaimBatch:
     """A claim's recoveries and starts (Store.claim), with the time until the next due
-    job or free rate slot of these handlers; a claim that leaves room waits for jobs."""
+    job or free rate slot of these handlers; a claim that leaves room waits for jobs.
+    After a change of primary, nothing starts until the hold ends (failover.py)."""
+    epoch = await failover.step(tx, lease_ttl)
+    hold_until = epoch.epoch.hold_until
+    held = lock_delay and epoch.held(tx.now)
+    if held:
+        count = 0
     gap = await note_claim(tx)
     recoveries, left = await recover_expired_leases(tx, max_lease_losses, failing, gap,
-                                                    lease_ttl)
+                                                    lease_ttl, hold_until)
     serves = await pg_limits.served(tx, handlers)
     jobs = await start_due_jobs(tx, owner, serves, count, lease_ttl, limits)
     if count > len(jobs) and serves:
@@ -120,7 +130,8 @@ async def claim(tx: Tx, owner: str, handlers: Sequence[str], count: int, lease_t
     if (slot := await pg_limits.next_slot_in(tx, limits, serves)) is not None:
         waits.append(slot)
     return ClaimBatch(jobs=jobs, recovered=len(recoveries), next_due_in=min(waits, default=None),
-                      recoveries=tuple(recoveries), left_to_witness=left)
+                      recoveries=tuple(recoveries), left_to_witness=left,
+                      held_until=hold_until if held else None)
 
 
 async def start_due_jobs(tx: Tx, owner: str, handlers: Sequence[str], count: int,

@@ -16,9 +16,11 @@ here is opening and closing it, and the event feeds.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import AsyncIterator
 
+from supervisor.store.policy import NO_LOCK_DELAY_ENV
 from supervisor.store.postgres import events
 from supervisor.store.postgres.caller import PgCaller
 from supervisor.store.postgres.claim import PgClaim
@@ -52,14 +54,15 @@ class PgStore(PgDispatch, PgClaim, PgLeases, PgSteering, PgNotes, PgOutput, PgRe
         self._conninfo = conninfo
         super().__init__(PgContext(
             pool=pool, db=db, retention=retention,
-            witness=FailureWitness(local_clock, max_wait=STALLED_AFTER)))
+            witness=FailureWitness(local_clock, max_wait=STALLED_AFTER),
+            no_lock_delay=os.environ.get(NO_LOCK_DELAY_ENV) == "1"))
 
     @classmethod
     async def open(cls, url: str, pool: str, retention: float = 86400.0) -> PgStore:
         info = conninfo(url)
         connections = connection_pool(url)
         await connections.open(wait=False)
-        return cls(PgDatabase(connections, pool, where(url)), pool, retention, info)
+        return cls(PgDatabase(connections, pool, where(url), info), pool, retention, info)
 
     @property
     def retention(self) -> float:

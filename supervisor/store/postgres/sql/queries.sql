@@ -16,6 +16,25 @@ UPDATE poolsup.counters SET token = token + %(n)s WHERE pool = %(pool)s RETURNIN
 -- counter jumps to at least %(floor)s.
 UPDATE poolsup.counters SET token = greatest(token, %(floor)s) WHERE pool = %(pool)s;
 
+-- name: primary_identity
+-- The primary this transaction runs on: its system identifier (another cluster) and
+-- its timeline (a promotion, or a restore, starts a new one; the timeline of the
+-- current WAL file, which changes at once, unlike pg_control_checkpoint's).
+SELECT (SELECT system_identifier FROM pg_control_system())::text || ':'
+    || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) AS master;
+
+-- name: epoch
+SELECT master, number, seen_at, max_ttl FROM poolsup.epochs WHERE pool = %(pool)s;
+
+-- name: save_epoch
+INSERT INTO poolsup.epochs (pool, master, number, seen_at, max_ttl)
+VALUES (%(pool)s, %(master)s, %(number)s, %(seen_at)s::double precision, %(max_ttl)s)
+ON CONFLICT (pool) DO UPDATE SET master = excluded.master, number = excluded.number,
+    seen_at = excluded.seen_at, max_ttl = excluded.max_ttl;
+
+-- name: token_counter
+SELECT token FROM poolsup.counters WHERE pool = %(pool)s;
+
 -- name: front_of_queue
 -- A due time ahead of every pending job, and never in the future.
 SELECT least(coalesce(min(due), %(now)s), %(now)s) - 1 FROM poolsup.jobs

@@ -179,6 +179,17 @@ CREATE TABLE poolsup.output_chunks (
     PRIMARY KEY (pool, key, token, at)
 );
 
+-- The pool's epoch (core/failover.py Epoch): the primary that wrote it (its system
+-- identifier and timeline), its number, when the change that began it was seen (NULL
+-- for the pool's first), and the longest lease ttl claimed in the pool.
+CREATE TABLE poolsup.epochs (
+    pool text PRIMARY KEY,
+    master text NOT NULL,
+    number bigint NOT NULL,
+    seen_at double precision,
+    max_ttl double precision NOT NULL
+);
+
 -- The supervisors whose last claim left them room, per handler: a dispatch wakes one
 -- of them per job it adds (deleting its row) on its own channel.  No unique key: a
 -- dispatch inside a caller's open transaction may hold a row it deletes, and a claim
