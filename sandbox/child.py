@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from sandbox import confinement, descriptors, job_io, linux, protocol, reuse
+from sandbox import confinement, descriptors, job_io, linux, protocol, reuse, tracing
 from sandbox.channel import ControlChannel
 from sandbox.confinement import Confinement, ConfinementError
 from sandbox.context import EndSchedule, Fail, Inbox, Job, Snooze, Stopped
@@ -30,7 +30,8 @@ from sandbox.stacks import install_stack_reporter
 
 EXIT_STOPPED = 128 + signal.SIGTERM
 _ASSIGNMENT_SIZE = 4096
-_SANDBOX_FILES = frozenset({__file__, job_io.__file__})
+_SANDBOX_FILES = frozenset({__file__, job_io.__file__, tracing.__file__,
+                            os.path.join(os.path.dirname(__file__), "otel_child.py")})
 
 
 def become_job_process(*, server_pid: int, keep_fds: Collection[int], devnull_fd: int) -> None:
@@ -284,7 +285,7 @@ def main(
         }, code=1)
 
     try:
-        value = guard.run(function, job)
+        value = tracing.run_traced(start, channel, guard.run, function, job)
     except Stopped:
         return EXIT_STOPPED
     except Snooze as snooze:

@@ -30,7 +30,7 @@ import time
 from collections import deque
 from typing import Any
 
-from sandbox import child, confinement, descriptors, linux, proctree, protocol
+from sandbox import child, confinement, descriptors, linux, proctree, protocol, tracing
 from sandbox.confinement import Confinement
 from sandbox.jobs import Jobs
 from sandbox.loader import LoadedHandler, parse_handler_table, preload
@@ -376,6 +376,8 @@ def main(argv: list[str] | None = None) -> int:
     # By fd, because a handler's `env` table may hold secrets and argv is public.
     table.add_argument("--handlers-fd", type=int, help="a file holding the handler table")
     table.add_argument("--handlers", help="JSON: {name: {path, function, ...}}")
+    parser.add_argument("--tracing", action="store_true",
+                        help="the supervisor traces its jobs: preload OpenTelemetry")
     args = parser.parse_args(argv)
     linux.become_child_subreaper()
     control = socket.socket(fileno=args.control_fd)
@@ -384,6 +386,11 @@ def main(argv: list[str] | None = None) -> int:
     scratch = ScratchRoot()
     confinements = confinement.prepare_all(specs, os.environ, scratch.jobs, scratch.decoys)
     notes = confinement.sandbox_notes(confinements)
+    if args.tracing:  # before the handler files, whose tracers then are the job's
+        try:
+            tracing.preload()
+        except ImportError as exc:
+            _log(f"jobs' own spans are not kept: {exc}")
     handlers = preload(specs)  # handler files see our environment as they are imported
     confinement.clear_environment()
     child.open_job_stdio()  # our own too: not opened again in every child

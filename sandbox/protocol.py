@@ -56,6 +56,8 @@ Two channels:
 
   supervisor -> child
     {"t": "start", "key": K, "payload": ANY, "token": N, "attempt": N}   first, once
+      (with "checkpoint": ANY if one was saved, "trace": {"traceparent": TEXT,
+      "tracestate": TEXT} if the supervisor traces the attempt: sandbox/tracing.py)
     {"t": "stop", "reason": R}                      a graceful stop was asked for; R is
                                                     "stop", "drain", "rebalance", "timeout"
     {"t": "notify", "payload": ANY, "seq": N}       "seq" optional
@@ -70,6 +72,9 @@ Two channels:
                                                     attempt not spent (`snooze_seconds`)
     {"t": "end_schedule"}                           a schedule's producer raised
                                                     sandbox.EndSchedule
+    {"t": "spans", "spans": [SPAN, ...], "dropped": N}
+                                                    a traced job's finished spans, before
+                                                    its result (sandbox/otel_child.py)
   A note is acknowledged when `job.next_notification()` hands it to the handler, before
   anything the handler sends after; one never taken is never acknowledged (so the
   supervisor delivers it again to the next run).  A note without "seq" gets no ack.
@@ -120,6 +125,7 @@ MSG_ACK = "ack"
 MSG_CHECKPOINT = "checkpoint"
 MSG_RESULT = "result"
 MSG_ERROR = "error"
+MSG_SPANS = "spans"  # a traced job's finished spans (sandbox/otel_child.py)
 MSG_STACKS = "stacks"  # the job's thread stacks, asked for with sandbox.stacks.STACKS_SIGNAL
 MSG_SNOOZE = "snooze"
 MSG_END_SCHEDULE = "end_schedule"

@@ -29,6 +29,8 @@ from supervisor.core.validation import (
 )
 from supervisor.errors import InvalidJob, NotRunning, UsageError
 from supervisor.job_output import AttemptOutput, OutputFollower, attempt_output, of_attempt
+from supervisor.observe import trace_context
+from supervisor.observe.trace_context import TraceContext
 from supervisor.pool.plan_apply import plan_diff
 from supervisor.redaction import redact_url
 from supervisor.reports.limits import limit_view
@@ -113,6 +115,9 @@ class AsyncClient:
         self._max_payload = max_payload
         self._schedules = dict(schedules or {})
         self._store: Store | None = None
+        # The trace context a dispatch keeps when no span is current in the caller
+        # (`poolsup dispatch` sets it from TRACEPARENT): docs/tracing.md.
+        self.trace_fallback: TraceContext | None = None
 
     @property
     def max_payload(self) -> int:
@@ -193,17 +198,21 @@ class AsyncClient:
         run_at: float | None, priority: int = 0, group: str | None = None,
         unique_for: float = 0.0,
     ) -> DispatchRequest:
-        """A checked request (raises `InvalidJob`/`UsageError`); the payload is valid JSON."""
+        """A checked request (raises `InvalidJob`/`UsageError`); the payload is valid JSON.
+        It keeps the caller's current W3C trace context (docs/tracing.md)."""
         name = self._resolve_handler(handler)
         if max_attempts is None:
             known = self._handlers.get(name)
             max_attempts = known.max_attempts if known else HANDLER_DEFAULT
         else:
             validate_max_attempts(max_attempts)
+        trace = trace_context.current() or self.trace_fallback
         return DispatchRequest(
             key=validate_key(key), handler=name, payload=payload_json, max_attempts=max_attempts,
             run_at=check_run_at(run_at), priority=validate_priority(priority),
             group=validate_group(group), unique_for=validate_unique_for(unique_for),
+            traceparent=None if trace is None else trace.traceparent,
+            tracestate=None if trace is None else trace.tracestate,
         )
 
     async def _dispatch(self, request: DispatchRequest) -> dict[str, Any]:
@@ -399,6 +408,14 @@ def _shut(async_client: AsyncClient, portal: anyio.from_thread.BlockingPortal, s
         stack.close()
 
 
+async def _carrying(trace: TraceContext | None, method: Callable[..., Coroutine[Any, Any, T]],
+                    *args: Any, **kwargs: Any) -> T:
+    """`method` with the trace context of the caller's thread (the portal's task runs on
+    another thread, whose context may not be the caller's)."""
+    with trace_context.carried(trace):
+        return await method(*args, **kwargs)
+
+
 class Client:
     """The blocking twin of `AsyncClient`, for programs without an event loop."""
 
@@ -426,7 +443,8 @@ class Client:
         """As AsyncClient.dispatch; `connection` is a psycopg Connection or a Django
         connection, used in this thread, in its current transaction."""
         if connection is None:
-            return self._call(self._async.dispatch, key, payload, **options)
+            return self._call(_carrying, trace_context.current(), self._async.dispatch, key,
+                              payload, **options)
         request = self._async.dispatch_request(
             key, encode_payload(payload, self._async.max_payload),
             handler=options.pop("handler", None), max_attempts=options.pop("max_attempts", None),
@@ -441,7 +459,8 @@ class Client:
     def dispatch_many(self, items: Iterable[Mapping[str, Any]], *,
                       connection: Any = None) -> list[dict[str, Any]]:
         if connection is None:
-            return self._call(self._async.dispatch_many, list(items))
+            return self._call(_carrying, trace_context.current(), self._async.dispatch_many,
+                              list(items))
         requests = self._async.item_requests(items)
         store = self._call(self._async.caller_store)
         results: list[dict[str, Any]] = []

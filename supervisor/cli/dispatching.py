@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import IO, TYPE_CHECKING, Any
@@ -11,6 +12,7 @@ import click
 from supervisor.cli.outcomes import TIMEOUT_HELP, check_timeout, report_end
 from supervisor.cli.support import config_option, print_json, reports_errors, with_client
 from supervisor.errors import DispatchRefused, UsageError
+from supervisor.observe.trace_context import from_environ
 
 if TYPE_CHECKING:
     from supervisor.client import AsyncClient
@@ -83,6 +85,7 @@ def dispatch_command(
         text = payload_file.read()
 
     async def action(client: AsyncClient) -> dict[str, Any]:
+        client.trace_fallback = from_environ(os.environ)  # docs/tracing.md
         data = parse_payload(text, client.max_payload)
         record = await client.dispatch_json(
             key, data, handler=handler, max_attempts=max_attempts, run_at=run_at,
@@ -116,6 +119,7 @@ def _dispatch_file(config_path: str | None, path: str, handler: str | None,
             item.setdefault("handler", handler)
 
     async def action(client: AsyncClient) -> list[dict[str, Any]]:
+        client.trace_fallback = from_environ(os.environ)  # docs/tracing.md
         requests = []
         for number, item in items:  # all checked before any is sent
             try:

@@ -83,19 +83,21 @@ def jitter_offset(name: str, tick: float, jitter: float) -> float:
 
 def decide_tick(
     cadence: Cadence, *, name: str, jitter: float, last_tick: float | None, now: float,
-    released: bool = False,
+    released: bool = False, restarted: bool = False,
 ) -> Fire | Wait:
     """What a supervisor should do for one schedule at store time `now`, knowing the
     tick it last fired (None: never fired in this pool) and whether that tick was
-    given back unapplied (`released`)."""
+    given back unapplied (`released`).  `restarted`: its producer ended it at
+    `last_tick` and its definition changed since (`standing`): it starts again as a new
+    schedule does, from a tick after `last_tick`, and counts no missed ticks."""
     tick = _latest_due(cadence, name, jitter, now)
     unfired = tick is not None and (
         last_tick is None or tick > last_tick or (released and tick == last_tick))
-    fresh_enough = last_tick is not None or (
+    fresh_enough = (last_tick is not None and not restarted) or (
         tick is not None and now - tick <= NEW_SCHEDULE_GRACE + jitter)
     if tick is not None and unfired and fresh_enough:
         missed = 0
-        if last_tick is not None and tick > last_tick:
+        if last_tick is not None and tick > last_tick and not restarted:
             missed = count_between(cadence, last_tick, tick) + int(released)
         return Fire(tick=tick, not_before=tick + jitter_offset(name, tick, jitter), missed=missed)
     after = now if tick is None else max(tick, last_tick if last_tick is not None else tick)

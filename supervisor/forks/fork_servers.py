@@ -25,8 +25,9 @@ READY_POLL = 0.05
 
 
 class ForkServers:
-    def __init__(self, group: anyio.abc.TaskGroup) -> None:
+    def __init__(self, group: anyio.abc.TaskGroup, *, tracing: bool = False) -> None:
         self._group = group
+        self._tracing = tracing  # the fork servers preload OpenTelemetry for jobs' spans
         self._current: ForkServerClient | None = None
         self._retire: dict[ForkServerClient, anyio.Event] = {}
         self._referee = Referee()  # one across fork servers: it remembers suspects
@@ -66,7 +67,8 @@ class ForkServers:
         *,
         task_status: anyio.abc.TaskStatus[ForkServerClient],
     ) -> None:
-        async with open_fork_server(handlers, referee=self._referee) as server:
+        async with open_fork_server(handlers, referee=self._referee,
+                                    tracing=self._tracing) as server:
             retire = self._retire[server] = anyio.Event()
             task_status.started(server)
             await retire.wait()

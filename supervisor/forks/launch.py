@@ -86,8 +86,11 @@ def _handler_table_file(handlers: Mapping[str, HandlerConfig]) -> int:
 @asynccontextmanager
 async def open_fork_server(
     handlers: Mapping[str, HandlerConfig], *, referee: Referee | None = None,
+    tracing: bool = False,
 ) -> AsyncIterator[ForkServerClient]:
-    """Start a fork server preloaded with `handlers`; kill it and its children on exit."""
+    """Start a fork server preloaded with `handlers` (and, with `tracing`, with what its
+    children need to keep their jobs' spans: sandbox/tracing.py); kill it and its
+    children on exit."""
     orphans.adopt_orphans()
     parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     table_fd = _handler_table_file(handlers)
@@ -99,6 +102,7 @@ async def open_fork_server(
         str(child_sock.fileno()),
         "--handlers-fd",
         str(table_fd),
+        *(["--tracing"] if tracing else []),
     ]
     # Started from the loop's own thread: PR_SET_PDEATHSIG in the fork server fires
     # when the thread that forked it exits, and this one lives as long as we do.

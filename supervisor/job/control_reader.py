@@ -44,6 +44,7 @@ class ControlReader:
         on_ack: Callable[[int], None],
         on_checkpoint: Callable[[bytes], None],
         on_stacks: Callable[[list[dict[str, Any]]], None] = lambda stacks: None,
+        on_spans: Callable[[dict[str, Any]], None] | None = None,  # a traced job's
     ) -> None:
         self._stream = stream
         self._max_result = max_result
@@ -51,6 +52,7 @@ class ControlReader:
         self._on_ack = on_ack
         self._on_checkpoint = on_checkpoint
         self._on_stacks = on_stacks
+        self._on_spans = on_spans
         self._buffer = bytearray()
         self._skipping = 0  # bytes of an over-long line being skipped, 0 when none
         self._skipping_result = False
@@ -128,6 +130,10 @@ class ControlReader:
             return
         if kind == protocol.MSG_CHECKPOINT:
             self._on_checkpoint(orjson.dumps(message.get("value")))
+            return
+        if kind == protocol.MSG_SPANS:
+            if self._on_spans is not None:
+                self._on_spans(message)
             return
         if kind == protocol.MSG_STACKS:
             threads = message.get("threads")

@@ -9,7 +9,7 @@ from collections.abc import Callable, Coroutine
 from contextlib import suppress
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -42,6 +42,9 @@ from supervisor.observe.metrics import metrics
 from supervisor.observe.store_failures import StoreFailures
 from supervisor.store.base import Store
 
+if TYPE_CHECKING:
+    from supervisor.observe.otel import AttemptSpan, Tracing
+
 RESULT_READ_GRACE = 2.0
 FLUSH_TIMEOUT = 1.0  # for checkpoints and note acks still in flight at the end
 STOP_MESSAGE_WAIT = 0.2  # the stop's reason ahead of SIGTERM, unless a note holds the socket
@@ -71,19 +74,45 @@ class JobServices:
     note_failures: StoreFailures
     output_failures: StoreFailures
     child_started: Callable[[], None]  # so that the store soon shows its pid
+    tracing: Tracing | None = None  # None unless OTEL_* variables ask (observe/tracing.py)
 
 
 async def run_job(job: RunningJob, services: JobServices) -> bool:
     """Everything between a claim and the stored outcome of one attempt, in a child
     of the job's fork server.  False if the outcome was left to the store's recovery
-    because the store kept failing past the job's fence."""
+    because the store kept failing past the job's fence.  A tracing supervisor makes
+    the attempt a span (docs/tracing.md)."""
+    span = None if services.tracing is None else _attempt_span(job, services.tracing)
+    try:
+        return await _run_attempt(job, services, span)
+    finally:
+        if span is not None:
+            span.end(None)  # after a bug in supervising it; ended with its outcome before
+
+
+def _attempt_span(job: RunningJob, tracing: Tracing) -> AttemptSpan:
+    claimed = job.claimed
+    return tracing.attempt(key=claimed.key, handler=claimed.handler, attempt=claimed.attempt,
+                           token=claimed.token, traceparent=claimed.traceparent,
+                           tracestate=claimed.tracestate)
+
+
+async def _settle(job: RunningJob, outcome: Outcome, services: JobServices,
+                  span: AttemptSpan | None) -> bool:
+    if span is not None:
+        span.end(outcome, job.stop_reason, job.move.target if job.move else None)
+    return await services.settler.settle(job, outcome)
+
+
+async def _run_attempt(job: RunningJob, services: JobServices, span: AttemptSpan | None
+                       ) -> bool:
     for older in services.registry.older_runs(job):
         # The store handed the key out again: the older run's lease is gone, and its
         # processes must be gone before this run starts one.
         older.request_stop(StopReason.LEASE_LOST)
         await older.gone.wait()
     if job.lease_lost:
-        return await services.settler.settle(job, Abandon("lease lost before the job started"))
+        return await _settle(job, Abandon("lease lost before the job started"), services, span)
     claimed = job.claimed
     start = {
         "t": protocol.MSG_START,
@@ -94,6 +123,8 @@ async def run_job(job: RunningJob, services: JobServices) -> bool:
     }
     if claimed.checkpoint is not None:
         start["checkpoint"] = orjson.Fragment(claimed.checkpoint)
+    if span is not None:
+        start["trace"] = span.child_context()
     try:
         child = await job.fork_server.spawn(
             job.job_id, claimed.handler, job.fence_at, first_message=protocol.encode_line(start),
@@ -102,7 +133,7 @@ async def run_job(job: RunningJob, services: JobServices) -> bool:
     except PoolsupError as error:  # nothing of the job ran
         job.log.error("%s", error)
         release = Release(f"could not start: {error}", delay=SPAWN_RETRY_DELAY)
-        return await services.settler.settle(job, release)
+        return await _settle(job, release, services, span)
     job.attach(child)
     services.child_started()
     if child.pid is None:
@@ -110,7 +141,7 @@ async def run_job(job: RunningJob, services: JobServices) -> bool:
                         "child", claimed.handler, claimed.attempt)
     else:
         job.log.debug("started %s attempt %d pid %s", claimed.handler, claimed.attempt, child.pid)
-    exit_report, details = await _supervise(job, child, services)
+    exit_report, details = await _supervise(job, child, services, span)
     if exit_report.fenced:
         metrics.fenced_kills.inc()
     status = child.status
@@ -123,7 +154,7 @@ async def run_job(job: RunningJob, services: JobServices) -> bool:
     if status is not None and status.fork_server_died and status.verdict is not None:
         outcome = outcome_after_death(outcome, status.verdict, status.fork_server_died)
     outcome = _explained(outcome, details, killed_after_grace=job.killed_after_grace)
-    return await services.settler.settle(job, outcome)
+    return await _settle(job, outcome, services, span)
 
 
 def _explained(outcome: Outcome, details: str, *, killed_after_grace: bool) -> Outcome:
@@ -138,7 +169,8 @@ def _explained(outcome: Outcome, details: str, *, killed_after_grace: bool) -> O
     return outcome
 
 
-async def _supervise(job: RunningJob, child: Child, services: JobServices) -> tuple[ChildExit, str]:
+async def _supervise(job: RunningJob, child: Child, services: JobServices,
+                     span: AttemptSpan | None) -> tuple[ChildExit, str]:
     """Watch the child until it has exited; its exit, and details for an error record.
 
     This is the job's one task: its sockets are read by event-loop callbacks
@@ -162,7 +194,8 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices) -> tu
                                        start=tasks.start)
         reader = ControlReader(child.control, max_result=services.settings.max_result,
                                on_ack=courier.acknowledged, on_checkpoint=checkpoints.offer,
-                               on_stacks=job.stack_requests.answered)
+                               on_stacks=job.stack_requests.answered,
+                               on_spans=None if span is None else span.take_child_spans)
         control = SocketFeed(child.control_socket, reader.feed)
         kept = None
         if services.settings.max_log > 0:

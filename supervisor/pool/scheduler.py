@@ -136,14 +136,11 @@ class Scheduler:
             if self.stopped:
                 break
             record = records.get(schedule.name)
-            if record is not None:
-                match standing(ended=record.ended_at is not None,
-                               ended_fingerprint=record.fingerprint,
-                               fingerprint=fingerprint(schedule.settings)):
-                    case Standing.ENDED:
-                        continue
-                    case Standing.RESTARTED:  # as a new schedule: its first tick fires it
-                        record = None
+            state = Standing.RUNNING if record is None else standing(
+                ended=record.ended_at is not None, ended_fingerprint=record.fingerprint,
+                fingerprint=fingerprint(schedule.settings))
+            if state is Standing.ENDED:
+                continue
             if record is not None and schedule.name not in self._producing and tick_abandoned(
                     outcome=record.outcome, fired_at=record.fired_at, timeout=schedule.timeout,
                     grace=ABANDON_GRACE, now=now):
@@ -151,7 +148,8 @@ class Scheduler:
             decision = decide_tick(
                 schedule.cadence, name=schedule.name, jitter=schedule.jitter,
                 last_tick=record.last_tick if record else None,
-                released=record is not None and record.outcome == RELEASED, now=now)
+                released=record is not None and record.outcome == RELEASED, now=now,
+                restarted=state is Standing.RESTARTED)
             if isinstance(decision, Wait):
                 wait = min(wait, decision.until - now)
                 continue

@@ -31,10 +31,10 @@ def _view(
     if config is not None:
         state = standing(ended=ended, ended_fingerprint=record.fingerprint if record else None,
                          fingerprint=fingerprint(config.settings))
-        fresh = state is Standing.RESTARTED  # fires again as a new schedule
         decision = decide_tick(config.cadence, name=name, jitter=config.jitter,
-                               last_tick=None if fresh else last_tick, now=now,
-                               released=record is not None and record.outcome == RELEASED)
+                               last_tick=last_tick, now=now,
+                               released=record is not None and record.outcome == RELEASED,
+                               restarted=state is Standing.RESTARTED)
         if state is not Standing.ENDED:
             next_tick = decision.not_before if isinstance(decision, Fire) else decision.until
     return {

@@ -9,9 +9,11 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 
 from supervisor.config import Config
 from supervisor.core.stats import percentile
@@ -25,6 +27,7 @@ from supervisor.job.running import Registry
 from supervisor.job.settle import Settler
 from supervisor.observe.metrics import metrics
 from supervisor.observe.store_failures import StoreFailures
+from supervisor.observe.tracing import open_tracing
 from supervisor.pool.membership import Membership
 from supervisor.pool.producers import sandboxed_code
 from supervisor.service.sd_notify import (
@@ -37,7 +40,12 @@ from supervisor.store import opened_store
 from supervisor.store.base import Store
 from supervisor.store.records import SupervisorInfo
 
+if TYPE_CHECKING:
+    from supervisor.observe.otel import Tracing
+
 log = logging.getLogger("poolsup")
+
+TRACES_FLUSH_WAIT = 3.0  # seconds at exit for the exporters to send the last spans
 
 
 class Supervisor:
@@ -84,6 +92,7 @@ class Supervisor:
             note_failures=StoreFailures("notifications"),
             output_failures=StoreFailures("job output"),
             child_started=keeper.renew_soon,
+            tracing=open_tracing(os.environ, settings.id),
         )
         self.life = Lifetime(
             membership=membership, keeper=keeper, services=services,
@@ -127,7 +136,8 @@ class Supervisor:
     async def _serve_registered(self) -> None:
         life = self.life
         async with anyio.create_task_group() as servers_group:
-            fork_servers = ForkServers(servers_group)
+            fork_servers = ForkServers(servers_group,
+                                       tracing=life.services.tracing is not None)
             server = await fork_servers.start(sandboxed_code(self.config))
             if notes := sandbox_notes(server):
                 life.membership.update("say what the sandbox cannot enforce here",
@@ -214,7 +224,18 @@ async def serve(config: Config) -> int:
             wait_replicas=config.pool.wait_replicas,
         ) as store:
             supervisor = Supervisor(config, store, environment)
-            await supervisor.serve()
+            try:
+                await supervisor.serve()
+            finally:
+                await _close_tracing(supervisor.life.services.tracing)
             return supervisor.exit_code
     finally:
         metrics.close()
+
+
+async def _close_tracing(tracing: Tracing | None) -> None:
+    """Export the spans still queued, for at most TRACES_FLUSH_WAIT."""
+    if tracing is None:
+        return
+    if not await anyio.to_thread.run_sync(tracing.shutdown, TRACES_FLUSH_WAIT):
+        log.warning("the last spans were not exported within %g s", TRACES_FLUSH_WAIT)

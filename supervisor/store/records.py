@@ -36,6 +36,10 @@ class DispatchRequest:
     group: str | None = None
     # Refused (JobExists) when the key finished within this many seconds; 0: never.
     unique_for: float = 0.0
+    # The dispatching caller's W3C trace context (`traceparent`, `tracestate` headers),
+    # kept with the job and handed to each attempt (docs/tracing.md); None: none.
+    traceparent: str | None = None
+    tracestate: str | None = None
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,9 @@ class ClaimedJob:
     # if that is how it became claimable; None after a dispatch, retry, release or move.
     # The attempt started at lease_deadline - the claim's lease_ttl.
     lease_expired_at: float | None = None
+    # The W3C trace context its dispatch kept (DispatchRequest), None if none.
+    traceparent: str | None = None
+    tracestate: str | None = None
 
     @property
     def lease(self) -> Lease:
@@ -276,6 +283,7 @@ class JobRecord:
     priority: int = 0
     group: str | None = None
     events: tuple[JobEvent, ...] = ()  # its history, oldest first
+    traceparent: str | None = None  # the W3C context its dispatch kept (docs/tracing.md)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -306,6 +314,7 @@ class JobRecord:
             "schedule": self.schedule,
             "priority": self.priority,
             "group": self.group,
+            "traceparent": self.traceparent,
             "events": [event.to_json() for event in self.events],
         }
 

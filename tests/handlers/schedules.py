@@ -4,7 +4,7 @@ named in its payload, so a test can change the plan between ticks."""
 import json
 import time
 
-from sandbox import EndSchedule
+from sandbox import EndSchedule, Snooze
 
 
 def from_file(job):
@@ -17,6 +17,8 @@ def from_file(job):
         raise RuntimeError("the feed list is unreachable")
     if plan.get("end"):
         raise EndSchedule()
+    if plan.get("snooze"):
+        raise Snooze(60)
     if plan.get("garbage"):
         return ["not", "a", "plan"]
     return plan

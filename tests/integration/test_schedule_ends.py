@@ -100,3 +100,21 @@ def test_a_producer_that_raises_end_schedule_ends_it(pool: Pool, tmp_path: Path)
     planned = poolsup(config, "plan", "feeds")
     assert planned.returncode == 0, planned.stderr
     assert "then end the schedule" in planned.stdout
+
+
+def test_a_producer_that_snoozes_fails_its_tick_and_ends_nothing(
+    pool: Pool, tmp_path: Path
+) -> None:
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps({"snooze": True}))
+    config = with_schedules(pool.config(HANDLERS, lease_ttl=2), feeds(plan_file))
+    pool.start(config)
+    client = pool.client()
+
+    view = wait_for(lambda: (v := schedule(client, "feeds"))["outcome"] == "error" and v, 20,
+                    message="the tick's error")
+
+    assert "sandbox.Snooze, which only a job's handler may" in view["detail"]["error"]
+    assert view["state"] == "active" and view["ended_at"] is None
+    wait_for(lambda: schedule(client, "feeds")["fires"] > view["fires"], 10,
+             message="the next tick")

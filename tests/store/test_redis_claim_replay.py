@@ -4,6 +4,7 @@ out its lease (lua/claim-10+n.lua)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 
 import pytest
@@ -64,3 +65,15 @@ async def test_another_owner_replays_nothing_of_it(store: Store) -> None:
     other = await store.claim("sup-b", [HANDLER], 1, 30.0, 5, claim_id="c1")
 
     assert other.jobs == ()
+
+
+async def test_a_replayed_claim_hands_back_the_trace_context_too(store: Store) -> None:
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    await store.dispatch(dataclasses.replace(new_job("k1"), traceparent=parent,
+                                             tracestate="k=v"))
+    await store.claim(OWNER, [HANDLER], 1, 30.0, 5, claim_id="c1")
+
+    again = await store.claim(OWNER, [HANDLER], 1, 30.0, 5, claim_id="c1")
+
+    assert again.replayed
+    assert [(job.traceparent, job.tracestate) for job in again.jobs] == [(parent, "k=v")]

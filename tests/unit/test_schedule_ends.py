@@ -13,7 +13,7 @@ from supervisor.core.outcome import (
     producer_ends_schedule,
 )
 from supervisor.core.plans import InvalidPlan, parse_plan
-from supervisor.core.ticks import Standing, standing
+from supervisor.core.ticks import Every, Fire, Standing, Wait, decide_tick, standing
 
 
 def test_a_plan_may_end_its_schedule_and_does_not_by_default() -> None:
@@ -53,3 +53,18 @@ def test_a_jobs_handler_raising_end_schedule_fails_for_good_with_one_line() -> N
     outcome = decide_outcome(ended(), None, timeout=0)
     assert outcome == Fail(END_SCHEDULE_IN_A_JOB, final=True)
     assert "\n" not in END_SCHEDULE_IN_A_JOB
+
+
+def restarted_at(now: float, *, restarted: bool = True) -> Fire | Wait:
+    """Every 300 s, ended by its tick 600, its definition changed since."""
+    return decide_tick(Every(300), name="s", jitter=0, last_tick=600.0, now=now,
+                       restarted=restarted)
+
+
+def test_a_restarted_schedule_fires_after_its_last_tick_as_a_new_one_counting_no_misses() -> None:
+    assert restarted_at(610) == Wait(until=900)  # its ending tick does not fire again
+    assert restarted_at(1210) == Fire(tick=1200, not_before=1200, missed=0)
+    assert restarted_at(1210, restarted=False) == Fire(tick=1200, not_before=1200, missed=1)
+    # past a new schedule's grace, it waits for the next tick as a new schedule does
+    assert restarted_at(1290) == Wait(until=1500)
+    assert isinstance(restarted_at(1290, restarted=False), Fire)

@@ -35,7 +35,8 @@ def request_json(request: DispatchRequest) -> dict[str, Any]:
             "payload": request.payload.decode(), "max_attempts": request.max_attempts,
             "run_at": request.run_at, "schedule": request.schedule,
             "priority": request.priority, "group": request.group,
-            "unique_for": request.unique_for}
+            "unique_for": request.unique_for, "traceparent": request.traceparent,
+            "tracestate": request.tracestate}
 
 
 def dispatch_params(pool: str, retention: float,

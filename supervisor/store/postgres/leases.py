@@ -190,7 +190,8 @@ def claimed_job(row: Any, owner: str, expired_at: float | None) -> ClaimedJob:
                       token=row["token"], attempt=row["attempts"],
                       max_attempts=row["max_attempts"], lease_deadline=row["lease_deadline"],
                       owner=owner, has_notes=bool(row["has_notes"]),
-                      checkpoint=blob(row["checkpoint"]), lease_expired_at=expired_at)
+                      checkpoint=blob(row["checkpoint"]), lease_expired_at=expired_at,
+                      traceparent=row["traceparent"], tracestate=row["tracestate"])
 
 
 async def complete(tx: Tx, completion: Completion) -> bool:

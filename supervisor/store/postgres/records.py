@@ -53,6 +53,7 @@ def job_record(row: Any, events: tuple[JobEvent, ...] = ()) -> JobRecord:
         reserved_for=row["reserved_for"], reserved_until=row["reserved_until"],
         moved_from=row["moved_from"], run_at=row["run_at"], schedule=row["schedule"],
         priority=row["priority"], group=row["job_group"], events=events,
+        traceparent=row["traceparent"],
     )
 
 

@@ -112,9 +112,11 @@ def claim_batch(answer: list[Any], owner: str) -> ClaimBatch:
             has_notes=bool(has_notes),
             checkpoint=checkpoint,
             lease_expired_at=None if expired_at is None else seconds(expired_at),
+            traceparent=_text(traceparent),
+            tracestate=_text(tracestate),
         )
         for (key, handler, payload, token, attempt, max_attempts, deadline, has_notes,
-             checkpoint, expired_at) in claimed
+             checkpoint, expired_at, traceparent, tracestate) in claimed
     )
     next_due_in = None if next_due is None else max(0.0, seconds(next_due))
     return ClaimBatch(jobs=jobs, recovered=int(recovered), next_due_in=next_due_in,
@@ -125,3 +127,7 @@ def claim_batch(answer: list[Any], owner: str) -> ClaimBatch:
                           LeaseRecovery(key.decode(), holder.decode(), bool(counted),
                                         int(losses), outcome.decode())
                           for key, holder, counted, losses, outcome in judged))
+
+
+def _text(value: bytes | None) -> str | None:
+    return None if value is None else value.decode()

@@ -65,7 +65,8 @@ class RedisDispatch(RedisPart):
                      k.schedule_jobs(request.schedule or "")]
             args += [request.key, request.handler, request.payload, request.max_attempts,
                      _ms_or_blank(request.run_at), request.schedule or "", request.priority,
-                     request.group or "", milliseconds(request.unique_for)]
+                     request.group or "", milliseconds(request.unique_for),
+                     request.traceparent or "", request.tracestate or ""]
         created, max_pending = await self._ctx.run("dispatch", keys, args,
                                                    subject=requests[0].key)
         limit = None if max_pending is None else int(max_pending)

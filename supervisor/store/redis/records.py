@@ -75,6 +75,7 @@ def decode_job(raw: Mapping[bytes, bytes], *, history: bool = True) -> JobRecord
         schedule=text("schedule"),
         priority=number("priority"),
         group=text("group"),
+        traceparent=text("traceparent"),
         events=decode_events(fields.get("events")) if history else (),
     )
 

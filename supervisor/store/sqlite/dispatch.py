@@ -66,7 +66,8 @@ def admit_job(tx: Tx, request: DispatchRequest, cutoff: float, *, pending: int |
     sqlite_output.forget(tx, request.key)
     tx.run("insert_job", key=request.key, handler=request.handler, payload=request.payload,
            max_attempts=request.max_attempts, run_at=request.run_at,
-           schedule=request.schedule, priority=request.priority, job_group=request.group)
+           schedule=request.schedule, priority=request.priority, job_group=request.group,
+           traceparent=request.traceparent, tracestate=request.tracestate)
     tx.run("drop_notes", key=request.key)
     history.note(tx, request.key, "dispatched", request.schedule)
     return ADDED

@@ -185,7 +185,8 @@ def claimed_job(row: Any, owner: str, tx: Tx, expired_at: float | None) -> Claim
                       lease_deadline=tx.wall_time(row["lease_deadline"]),
                       owner=owner, has_notes=bool(row["has_notes"]),
                       checkpoint=blob(row["checkpoint"]),
-                      lease_expired_at=None if expired_at is None else tx.wall_time(expired_at))
+                      lease_expired_at=None if expired_at is None else tx.wall_time(expired_at),
+                      traceparent=row["traceparent"], tracestate=row["tracestate"])
 
 
 def blob(blob: bytes | None) -> bytes | None:

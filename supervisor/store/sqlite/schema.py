@@ -31,7 +31,7 @@ from typing import TypeVar
 from supervisor.core.host_boot import BootCheck, check_boot
 from supervisor.errors import ConfigError, StoreUnavailable
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
 MACHINE_ID_FILES = (Path("/etc/machine-id"), Path("/var/lib/dbus/machine-id"))
 MIN_SQLITE_VERSION = (3, 35, 0)  # RETURNING, UPDATE ... FROM, json_each
@@ -226,6 +226,8 @@ def _ensure_schema(conn: sqlite3.Connection, path: Path, pool: str, clocks: Cloc
                 _migrate_12_to_13(conn)
             if version < 14:
                 _migrate_13_to_14(conn)
+            if version < 15:
+                _migrate_14_to_15(conn)
         if version != SCHEMA_VERSION:
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         _check_boot(conn, path, boot_id(), machine_id())
@@ -354,6 +356,13 @@ def _migrate_13_to_14(conn: sqlite3.Connection) -> None:
     """Schema 14: schedules that their producer ended (when, and by which tick)."""
     conn.execute("ALTER TABLE schedules ADD COLUMN ended_at REAL")
     conn.execute("ALTER TABLE schedules ADD COLUMN ended_tick REAL")
+
+
+def _migrate_14_to_15(conn: sqlite3.Connection) -> None:
+    """Schema 15: the W3C trace context a job's dispatch kept.  The jobs already there
+    have none."""
+    conn.execute("ALTER TABLE jobs ADD COLUMN traceparent TEXT")
+    conn.execute("ALTER TABLE jobs ADD COLUMN tracestate TEXT")
 
 
 def _check_boot(conn: sqlite3.Connection, path: Path, boot: str | None,

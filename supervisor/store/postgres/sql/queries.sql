@@ -223,6 +223,7 @@ UPDATE poolsup.jobs SET state = 'running', supervisor = %(owner)s, token = %(tok
     reserved_for = NULL, reserved_until = NULL, moved_from = NULL
 WHERE pool = %(pool)s AND key = %(key)s AND state = 'pending'
 RETURNING key, handler, payload, token, attempts, max_attempts, lease_deadline, checkpoint,
+    traceparent, tracestate,
     EXISTS (SELECT 1 FROM poolsup.notes n WHERE n.pool = %(pool)s AND n.key = %(key)s)
         AS has_notes;
 

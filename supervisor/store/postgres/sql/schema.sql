@@ -56,6 +56,9 @@ CREATE TABLE poolsup.jobs (
     schedule text,
     priority integer NOT NULL DEFAULT 0,
     job_group text,
+    -- The W3C trace context its dispatch kept (docs/tracing.md), NULL if none.
+    traceparent text,
+    tracestate text,
     PRIMARY KEY (pool, key)
 );
 
@@ -230,7 +233,8 @@ BEGIN
 END $$;
 
 -- Add jobs (postgres/dispatch.py): each element of `p_jobs` a request {key, handler,
--- payload (JSON text), max_attempts, run_at, schedule, priority, group, unique_for};
+-- payload (JSON text), max_attempts, run_at, schedule, priority, group, unique_for,
+-- traceparent, tracestate};
 -- for each, a code of store/refusals.py (max_pending only with p_limit_pending): 1 added, 0 its key is live, 2 it finished
 -- within its unique window, 3 the pool holds its max_pending pending jobs.  One
 -- statement, so that it runs the same on the store's connections and on a caller's
@@ -288,11 +292,13 @@ BEGIN
             v_run_at := (v_job->>'run_at')::double precision;
             v_due := greatest(v_now, coalesce(v_run_at, v_now));
             INSERT INTO poolsup.jobs (pool, key, handler, state, max_attempts, payload,
-                created_at, due, run_at, schedule, priority, job_group)
+                created_at, due, run_at, schedule, priority, job_group, traceparent,
+                tracestate)
             VALUES (p_pool, v_key, v_job->>'handler', 'pending',
                 (v_job->>'max_attempts')::integer, convert_to(v_job->>'payload', 'UTF8'),
                 v_now, v_due, v_run_at, v_job->>'schedule',
-                coalesce((v_job->>'priority')::integer, 0), v_job->>'group')
+                coalesce((v_job->>'priority')::integer, 0), v_job->>'group',
+                v_job->>'traceparent', v_job->>'tracestate')
             ON CONFLICT (pool, key) DO NOTHING;
             GET DIAGNOSTICS v_added = ROW_COUNT;
             IF v_added = 0 THEN

@@ -403,7 +403,7 @@ end
 -- caller found one) and dropping the notes and output left from it; the caller checked
 -- that the key is not live.  `r` is one request:
 -- key, handler, payload, max_attempts, run_at (ms, or nil: now), schedule (or nil),
--- priority (0-9, or nil: 0), group (or nil),
+-- priority (0-9, or nil: 0), group (or nil), traceparent and tracestate (or nil),
 -- job and notes (its keys), index (its schedule's job index, if it has one).  Due at
 -- max(now, run_at).  pool needs pending, done_*, queues (the handler's) and now.
 local function create_job(pool, r)
@@ -441,6 +441,12 @@ local function create_job(pool, r)
   end
   if r.schedule then
     also('schedule', r.schedule)
+  end
+  if r.traceparent then
+    also('traceparent', r.traceparent)
+  end
+  if r.tracestate then
+    also('tracestate', r.tracestate)
   end
   redis.call('HSET', r.job, unpack(fields))
   if r.schedule then

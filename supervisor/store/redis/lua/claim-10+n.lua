@@ -31,7 +31,8 @@
 -- Returns: {OK, recovered, next due in (ms; of these handlers' jobs) or false,
 --           store time (ms),
 --           {key, handler, payload, token, attempt, max_attempts, lease deadline,
---            has notes (0/1), checkpoint or false, lease_expired_at (ms) or false}...},
+--            has notes (0/1), checkpoint or false, lease_expired_at (ms) or false,
+--            traceparent or false, tracestate or false}...},
 --           completed: per job to complete 1, or 0 (stale lease), replayed (1/0),
 --           {key, holder, counted (1/0), losses in a row, 'requeued'|'failed'|'stopped'}
 --           for each lease recovered, how many expired leases were left to a witness,
@@ -127,10 +128,11 @@ if claim_id ~= '' then
       local key, token = held[1], held[2]
       local f = redis.call('HMGET', job_key(prefix, key), 'state', 'token', 'owner', 'handler',
                            'payload', 'attempts', 'max_attempts', 'lease_deadline',
-                           'checkpoint')
+                           'checkpoint', 'traceparent', 'tracestate')
       if f[1] == 'running' and f[2] == token and f[3] == owner then
         again[#again + 1] = {key, f[4], f[5], tonumber(token), tonumber(f[6]), f[7], f[8],
-                             redis.call('EXISTS', notes_key(prefix, key)), f[9], false}
+                             redis.call('EXISTS', notes_key(prefix, key)), f[9], false,
+                             f[10], f[11]}
       end
     end
     return {OK, 0, false, fmt(pool.now), again, saved.completed, 1, {}, 0,
@@ -377,11 +379,12 @@ local function start_attempt(key, job, f)
   dequeue(pool, job, key, {handler = f[2], reserved_for = f[6], priority = f[9]})
   redis.call('ZADD', pool.running, deadline, key)
   claimed[#claimed + 1] = {key, f[2], f[3], token, attempt, f[4], fmt(deadline), has_notes,
-                           f[5], f[7]}
+                           f[5], f[7], f[13], f[14]}
 end
 
 local FIELDS = {'state', 'handler', 'payload', 'max_attempts', 'checkpoint', 'reserved_for',
-                'lease_expired_at', 'group', 'priority', 'attempts', 'events', 'events_n'}
+                'lease_expired_at', 'group', 'priority', 'attempts', 'events', 'events_n',
+                'traceparent', 'tracestate'}
 
 -- Moves to this owner first.  Only the live reservations are read (their jobs score
 -- later than now), and they are few: each runs out after its reservation ttl.

@@ -12,12 +12,12 @@
 -- ARGV: 1 events channel (a due job wakes one waiting supervisor of its handler), 2 the plan's tick ('' for none), 3 its owner, then per
 --       request: key, handler, payload (JSON text), max_attempts, run_at (ms, '' for
 --       now), schedule ('' for none), priority (0-9), group ('' for none), unique
---       window (ms, 0 for none)
+--       window (ms, 0 for none), traceparent and tracestate ('' for none)
 -- Returns: {OK, {per request: 1 created, 0 the key was live, 2 it finished within the
 --          unique window, 3 the pool holds max_pending pending jobs}, max_pending
 --          or false}, or {STALE_TICK}
 
-local FIXED_KEYS, KEYS_PER, FIXED_ARGS, ARGS_PER = 7, 4, 3, 9
+local FIXED_KEYS, KEYS_PER, FIXED_ARGS, ARGS_PER = 7, 4, 3, 11
 if not tick_is_current(KEYS[6], ARGV[2], ARGV[3]) then
   return {STALE_TICK}
 end
@@ -34,6 +34,7 @@ for i = 0, (#ARGV - FIXED_ARGS) / ARGS_PER - 1 do
              max_attempts = ARGV[a + 4], run_at = tonumber(optional(ARGV[a + 5])),
              schedule = optional(ARGV[a + 6]), priority = tonumber(ARGV[a + 7]),
              group = optional(ARGV[a + 8]), unique_for = tonumber(ARGV[a + 9]),
+             traceparent = optional(ARGV[a + 10]), tracestate = optional(ARGV[a + 11]),
              job = KEYS[k + 1], notes = KEYS[k + 2], queue = KEYS[k + 3], index = KEYS[k + 4]}
   local f = redis.call('HMGET', r.job, 'state', 'finished_at')
   local state = f[1]

@@ -87,9 +87,10 @@ GROUP BY state;
 -- Due at :run_at (wall clock, like every `due`), or now if it is NULL or past.
 INSERT OR REPLACE INTO jobs
     (pool, key, handler, state, max_attempts, payload, created_at, due, run_at, schedule,
-     priority, job_group)
+     priority, job_group, traceparent, tracestate)
 VALUES (:pool, :key, :handler, 'pending', :max_attempts, :payload, :now,
-    max(:now, coalesce(:run_at, :now)), :run_at, :schedule, :priority, :job_group);
+    max(:now, coalesce(:run_at, :now)), :run_at, :schedule, :priority, :job_group,
+    :traceparent, :tracestate);
 
 -- name: job_finished_at
 SELECT state, finished_at FROM jobs
@@ -195,6 +196,7 @@ UPDATE jobs SET state = 'running', supervisor = :owner, token = :token,
     reserved_for = NULL, reserved_until = NULL, moved_from = NULL
 WHERE pool = :pool AND key = :key
 RETURNING key, handler, payload, token, attempts, max_attempts, lease_deadline, checkpoint,
+    traceparent, tracestate,
     EXISTS (SELECT 1 FROM notes WHERE notes.pool = :pool AND notes.key = :key) AS has_notes;
 
 -- name: next_due

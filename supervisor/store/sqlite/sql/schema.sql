@@ -58,6 +58,10 @@ CREATE TABLE jobs (
     -- that max_running_per_group counts (NULL: none).
     priority INTEGER NOT NULL DEFAULT 0,
     job_group TEXT,
+    -- The dispatching caller's W3C trace context (the `traceparent` and `tracestate`
+    -- headers), handed to each attempt; NULL: none (docs/tracing.md).
+    traceparent TEXT,
+    tracestate TEXT,
     UNIQUE (pool, key)
 ) STRICT;
 
