@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from supervisor.errors import UsageError
+from supervisor.errors import DispatchRefused, UsageError
 from supervisor.store.base import Store
 from supervisor.store.records import DISPATCH_CHUNK, DispatchRequest
 from supervisor.store.refusals import reason_of
@@ -56,9 +56,13 @@ async def dispatch_chunks(store: Store, requests: Sequence[DispatchRequest]
     results: list[dict[str, Any]] = []
     for start in range(0, len(requests), DISPATCH_CHUNK):
         chunk = requests[start:start + DISPATCH_CHUNK]
-        refusals = await store.dispatch_each(chunk)
-        results += [{"key": request.key, "added": True} if refused is None
-                    else {"key": request.key, "added": False,
-                          "error": reason_of(refused, request.key)}
-                    for request, refused in zip(chunk, refusals, strict=True)]
+        results += chunk_results(chunk, await store.dispatch_each(chunk))
     return results
+
+
+def chunk_results(requests: Sequence[DispatchRequest],
+                  refusals: Sequence[DispatchRefused | None]) -> list[dict[str, Any]]:
+    """A result per request of one chunk, as `dispatch_chunks` gives them."""
+    return [{"key": request.key, "added": True} if refused is None
+            else {"key": request.key, "added": False, "error": reason_of(refused, request.key)}
+            for request, refused in zip(requests, refusals, strict=True)]

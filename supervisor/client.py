@@ -15,7 +15,7 @@ import anyio
 import anyio.from_thread
 import orjson
 
-from supervisor.bulk import dispatch_chunks, item_fields
+from supervisor.bulk import chunk_results, dispatch_chunks, item_fields
 from supervisor.config import Config, HandlerConfig, ScheduleConfig, load_config
 from supervisor.core.plans import Plan, PlanDiff
 from supervisor.core.validation import (
@@ -32,13 +32,20 @@ from supervisor.job_output import AttemptOutput, OutputFollower, attempt_output,
 from supervisor.observe import trace_context
 from supervisor.observe.trace_context import TraceContext
 from supervisor.pool.plan_apply import plan_diff
+from supervisor.redaction import redact_url
 from supervisor.reports.limits import limit_view
 from supervisor.reports.schedules import schedule_views
 from supervisor.reports.status import render_status_json
 from supervisor.run_at import check_run_at
 from supervisor.store import open_store
 from supervisor.store.base import Store
-from supervisor.store.records import FINISHED_STATES, DispatchRequest, JobState, RunOutput
+from supervisor.store.records import (
+    DISPATCH_CHUNK,
+    FINISHED_STATES,
+    DispatchRequest,
+    JobState,
+    RunOutput,
+)
 from supervisor.waiting import wait_for_end
 
 T = TypeVar("T")
@@ -153,16 +160,38 @@ class AsyncClient:
     async def dispatch(
         self, key: str, payload: Any = None, *, handler: str | None = None,
         max_attempts: int | None = None, run_at: float | None = None, priority: int = 0,
-        group: str | None = None, unique_for: float = 0.0,
+        group: str | None = None, unique_for: float = 0.0, connection: Any = None,
     ) -> dict[str, Any]:
         """Add a job.  Raises `JobExists` if the key is live.  With `run_at` (epoch
         seconds) it is not started before that time by the store's clock; `priority`
         0-9 (higher first within its handler), `group` (what max_running_per_group
-        counts), `unique_for` (refused if the key finished within that many seconds)."""
-        return await self._dispatch(self.dispatch_request(
+        counts), `unique_for` (refused if the key finished within that many seconds).
+        `connection` (PostgreSQL stores only, else `UsageError`): a psycopg
+        AsyncConnection on the pool's database; the job is written in its current
+        transaction and exists only once that commits."""
+        request = self.dispatch_request(
             key, encode_payload(payload, self._max_payload), handler=handler,
             max_attempts=max_attempts, run_at=run_at, priority=priority, group=group,
-            unique_for=unique_for))
+            unique_for=unique_for)
+        if connection is None:
+            return await self._dispatch(request)
+        store = await self.caller_store()
+        (refused,) = await store.dispatch_on_async(connection, [request])
+        if refused is not None:
+            raise refused
+        record: dict[str, Any] = (await store.record_on_async(connection, key)).to_json()
+        return record
+
+    async def caller_store(self) -> Any:
+        """The store, for `connection=`: a PostgreSQL store with its schema ready, or
+        `UsageError`."""
+        store = await self._opened()
+        if not hasattr(store, "dispatch_on"):
+            raise UsageError(
+                f"connection= needs a PostgreSQL store (postgresql://...); this pool's store "
+                f"is {redact_url(self._url).partition('://')[0] or self._url!r}")
+        await store.ready()  # type: ignore[attr-defined]
+        return store
 
     def dispatch_request(
         self, key: str, payload_json: bytes, *, handler: str | None, max_attempts: int | None,
@@ -191,19 +220,33 @@ class AsyncClient:
         await store.dispatch(request)
         return (await store.job(request.key)).to_json()
 
-    async def dispatch_many(self, items: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    async def dispatch_many(self, items: Iterable[Mapping[str, Any]], *,
+                            connection: Any = None) -> list[dict[str, Any]]:
         """Add many jobs, one store round trip per DISPATCH_CHUNK of them.  Each item is a
         dict with `key` and, as `dispatch` takes them, `payload`, `handler`, `priority`,
         `group`, `run_at`, `max_attempts`, `unique_for`.  Every item is checked first: a
         bad one raises `InvalidJob` naming it, and nothing is added.  Returns a result per
-        item, in order: {"key", "added": True}, or {"key", "added": False, "error"}."""
+        item, in order: {"key", "added": True}, or {"key", "added": False, "error"}.
+        `connection`: as `dispatch` takes it."""
+        requests = self.item_requests(items)
+        if connection is None:
+            return await self.dispatch_requests(requests)
+        store = await self.caller_store()
+        results: list[dict[str, Any]] = []
+        for start in range(0, len(requests), DISPATCH_CHUNK):
+            chunk = requests[start:start + DISPATCH_CHUNK]
+            results += chunk_results(chunk, await store.dispatch_on_async(connection, chunk))
+        return results
+
+    def item_requests(self, items: Iterable[Mapping[str, Any]]) -> list[DispatchRequest]:
+        """Every `dispatch_many` item checked (the first bad one raises `InvalidJob`)."""
         requests = []
         for index, item in enumerate(items):
             try:
                 requests.append(self.item_request(item))
             except UsageError as error:
                 raise InvalidJob(f"item {index}: {error.message}") from None
-        return await self.dispatch_requests(requests)
+        return requests
 
     def item_request(self, item: object) -> DispatchRequest:
         """The checked request of one `dispatch_many` item."""
@@ -395,13 +438,36 @@ class Client:
         result: T = self._portal.call(functools.partial(method, *args, **kwargs))
         return result
 
-    def dispatch(self, key: str, payload: Any = None, **options: Any) -> dict[str, Any]:
-        return self._call(_carrying, trace_context.current(), self._async.dispatch, key,
-                          payload, **options)
+    def dispatch(self, key: str, payload: Any = None, *, connection: Any = None,
+                 **options: Any) -> dict[str, Any]:
+        """As AsyncClient.dispatch; `connection` is a psycopg Connection or a Django
+        connection, used in this thread, in its current transaction."""
+        if connection is None:
+            return self._call(_carrying, trace_context.current(), self._async.dispatch, key,
+                              payload, **options)
+        request = self._async.dispatch_request(
+            key, encode_payload(payload, self._async.max_payload),
+            handler=options.pop("handler", None), max_attempts=options.pop("max_attempts", None),
+            run_at=options.pop("run_at", None), **options)
+        store = self._call(self._async.caller_store)
+        (refused,) = store.dispatch_on(connection, [request])
+        if refused is not None:
+            raise refused
+        record: dict[str, Any] = store.record_on(connection, key).to_json()
+        return record
 
-    def dispatch_many(self, items: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-        return self._call(_carrying, trace_context.current(), self._async.dispatch_many,
-                          list(items))
+    def dispatch_many(self, items: Iterable[Mapping[str, Any]], *,
+                      connection: Any = None) -> list[dict[str, Any]]:
+        if connection is None:
+            return self._call(_carrying, trace_context.current(), self._async.dispatch_many,
+                              list(items))
+        requests = self._async.item_requests(items)
+        store = self._call(self._async.caller_store)
+        results: list[dict[str, Any]] = []
+        for start in range(0, len(requests), DISPATCH_CHUNK):
+            chunk = requests[start:start + DISPATCH_CHUNK]
+            results += chunk_results(chunk, store.dispatch_on(connection, chunk))
+        return results
 
     def wait(self, key: str, timeout: float | None = None) -> dict[str, Any]:
         return self._call(self._async.wait, key, timeout)

@@ -26,7 +26,7 @@ from supervisor.toml_tables import NAME, TomlDocument, TomlTable, is_identifier
 
 _D = TypeVar("_D")
 _STORE_SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster", "redis+sentinel",
-                  "rediss+sentinel", "unix", "sqlite")
+                  "rediss+sentinel", "unix", "sqlite", "postgresql", "postgres")
 _CRON_FIELD = re.compile(r"[0-9A-Za-z*/,-]+")
 
 
@@ -172,7 +172,7 @@ def _check_store_url(url: str, where: str) -> str:
         raise ConfigError(
             f"{where} must be a redis://, rediss://, redis+cluster://, rediss+cluster://, "
             "redis+sentinel://, rediss+sentinel://, "
-            "unix:// or sqlite:// URL"
+            "unix://, postgresql://, postgres:// or sqlite:// URL"
             f" (got {describe(redact_url(url))})"
         )
     if scheme == "sqlite" and not url.partition("://")[2].strip("/"):
@@ -195,6 +195,9 @@ def _read_pool(t: TomlTable, base: Path, environ: Mapping[str, str]) -> PoolConf
     if wait_replicas and store.lower().startswith("sqlite:"):
         raise t.fail("wait_replicas", "is for Redis stores: SQLite has no replicas "
                      "(leave it 0)")
+    if wait_replicas and store.lower().startswith(("postgresql:", "postgres:")):
+        raise t.fail("wait_replicas", "is for Redis stores: on PostgreSQL, use its own "
+                     "synchronous_standby_names (leave it 0)")
     return PoolConfig(
         name=name,
         store=store,

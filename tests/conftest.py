@@ -1,4 +1,5 @@
-"""Fixtures for every test layer: the anyio backend, a real Redis, unique pool names."""
+"""Fixtures for every test layer: the anyio backend, a real Redis, a real PostgreSQL,
+unique pool names."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.helpers.postgres_server import PostgresServer
 from tests.helpers.redis_cluster import RedisClusterNodes
 from tests.helpers.redis_server import RedisServer
 
@@ -35,6 +37,20 @@ def redis_cluster() -> Iterator[RedisClusterNodes]:
     cluster = RedisClusterNodes().start()
     yield cluster
     cluster.remove()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One PostgreSQL server per test process (xdist worker); each test uses its own pool
+    name in its database, as pools share a database."""
+    server = PostgresServer().start()
+    yield server
+    server.remove()
+
+
+@pytest.fixture(scope="session")
+def postgres_url(postgres_server: PostgresServer) -> str:
+    return postgres_server.url
 
 
 @pytest.fixture

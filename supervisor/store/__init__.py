@@ -5,11 +5,14 @@ from __future__ import annotations
 import importlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from supervisor.errors import ConfigError
 from supervisor.redaction import redact_url
 from supervisor.store.base import Store
 from supervisor.store.redis.url import SCHEMES as REDIS_SCHEMES
+
+POSTGRES_SCHEMES = ("postgresql", "postgres")
 
 __all__ = ["Store", "open_store", "opened_store"]
 
@@ -33,11 +36,27 @@ async def open_store(url: str, pool: str, *, retention: float = DEFAULT_RETENTIO
         sqlite_store = importlib.import_module("supervisor.store.sqlite.store")
         store: Store = await sqlite_store.SqliteStore.open(url, pool, retention=retention)
         return store
+    if scheme in POSTGRES_SCHEMES:
+        postgres_store = _postgres_module(url)
+        pg: Store = await postgres_store.PgStore.open(url, pool, retention=retention)
+        return pg
     raise ConfigError(
         f"store URL {redact_url(url)!r}: unknown scheme; use redis://, rediss://, unix://, "
-        "redis+cluster://, rediss+cluster://, redis+sentinel://, rediss+sentinel:// or "
-        "sqlite:///path/to/file.db"
+        "redis+cluster://, rediss+cluster://, redis+sentinel://, rediss+sentinel://, "
+        "postgresql://, postgres:// or sqlite:///path/to/file.db"
     )
+
+
+def _postgres_module(url: str) -> Any:
+    """The PostgreSQL store's module; without its driver, one line naming the extra."""
+    try:
+        return importlib.import_module("supervisor.store.postgres.store")
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.partition(".")[0] not in ("psycopg", "psycopg_pool"):
+            raise
+        raise ConfigError(
+            f"store URL {redact_url(url)!r}: the PostgreSQL store needs the postgres extra "
+            f"(pip install 'poolsup[postgres]'; {exc.name} is missing)") from None
 
 
 @asynccontextmanager

@@ -33,6 +33,10 @@ def claim_deadline(sent_at: float | None, lease_ttl: float) -> float | None:
     its jobs' fences, counted from the sending, would be near.  A second at least: a
     claim on a busy machine is not held up."""
     return None if sent_at is None else sent_at + max(lease_ttl / 2, 1.0)
+# A test-only switch: with it set to "1" in a supervisor's environment, its claims hand
+# out jobs at once after a change of the store's master (no lock-delay), so that a test
+# can show the double run the delay prevents (tests/integration/test_failover.py).
+NO_LOCK_DELAY_ENV = "POOLSUP_TEST_NO_LOCK_DELAY"
 # Each job keeps the newest this many events of its history.
 HISTORY_LIMIT = 100
 # An event's detail is cut to this many characters (the first line of an error).

@@ -56,11 +56,56 @@ class Pool:
         return "\n".join(f"--- {p.log_path.name}\n{p.log()}" for p in self.supervisors)
 
 
-@pytest.fixture(params=["redis", "sqlite"])
+# The supervisor-level tests that also run on PostgreSQL: one or two per guarantee and per
+# way a hint travels (wake, stop, notify, debug, a job's end), not every test: the suite
+# keeps within its time on a 2-core CI machine.  Its conformance suite (tests/store) runs
+# whole on PostgreSQL.
+ON_POSTGRES = frozenset({
+    "test_guarantees.py::test_guarantee_4_failover_after_sigkill",
+    "test_guarantees.py::test_guarantee_1_frozen_supervisor_never_runs_twice",
+    "test_guarantees.py::test_concurrent_supervisors_run_each_job_once",
+    "test_edges.py::test_guarantee_2_a_backlog_of_one_handler_does_not_delay_another",
+    "test_edges.py::test_guarantee_2_notes_not_taken_before_a_drain_reach_the_next_run",
+    "test_rebalance.py::test_guarantee_7_a_joiner_takes_half_of_four_long_running_jobs",
+    "test_rebalance.py::test_guarantee_7_a_stop_and_notes_sent_during_a_move_are_not_lost",
+    "test_rebalance.py::test_guarantee_2_a_rolling_restart_loses_nothing_and_ends_no_long_running_job",
+    "test_schedules.py::test_guarantee_9_three_supervisors_fire_each_tick_once_when_one_dies",
+    "test_schedules.py::test_guarantee_9_a_producer_starts_stops_and_keeps_only_its_own_jobs",
+    "test_steering.py::test_max_running_holds_across_supervisors_and_a_sigkill",
+    "test_steering.py::test_a_rate_limit_holds_in_every_second",
+    "test_steering.py::test_pause_stops_every_supervisor_and_survives_a_restart",
+    "test_outcomes.py::test_retries_with_backoff_until_success",
+    "test_outcomes.py::test_stop_ends_a_running_job_stopped",
+    "test_outcomes.py::test_drain_timeout_releases_without_spending_an_attempt",
+    "test_debug.py::test_debug_names_the_busy_line_of_a_running_job",
+    "test_job_output.py::test_logs_shows_a_jobs_output_while_it_runs_and_after_it_ended",
+    "test_snooze.py::test_a_snoozed_job_runs_again_after_its_delay_with_the_same_attempt",
+    "test_status.py::test_status_json_shows_supervisors_counts_and_running_jobs",
+})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the [postgres] runs of the tests not in ON_POSTGRES."""
+    kept, dropped = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        on_postgres = callspec is not None and callspec.params.get("store_url") == "postgres"
+        name = f"{item.path.name}::{item.originalname}"  # type: ignore[attr-defined]
+        (dropped if on_postgres and name not in ON_POSTGRES else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+@pytest.fixture(params=["redis", "sqlite", "postgres"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path, redis_url: str) -> str:
-    """Every supervisor-level test runs on both stores."""
+    """Every supervisor-level test runs on Redis and SQLite, and those of ON_POSTGRES on
+    PostgreSQL too."""
     if request.param == "redis":
         return redis_url
+    if request.param == "postgres":
+        url: str = request.getfixturevalue("postgres_url")
+        return url
     return f"sqlite:///{tmp_path}/pool.db"
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from supervisor.store import Store, opened_store
 
-STORE_KINDS = ["redis", "cluster", "sqlite"]
+STORE_KINDS = ["redis", "cluster", "sqlite", "postgres"]
 
 Connect = Callable[..., Awaitable[Store]]
 
@@ -30,6 +30,11 @@ def store_target(request: pytest.FixtureRequest, tmp_path: Path, pool_name: str)
         return StoreTarget("redis", request.getfixturevalue("redis_url"), pool_name)
     if request.param == "cluster":
         return StoreTarget("cluster", request.getfixturevalue("redis_cluster").url, pool_name)
+    if request.param == "postgres":
+        # Imported here so that a store module that cannot be imported is an error of
+        # every test of that store, never a skip that passes.
+        importlib.import_module("supervisor.store.postgres.store")
+        return StoreTarget("postgres", request.getfixturevalue("postgres_url"), pool_name)
     # Imported here so that a store module that cannot be imported is an error of every
     # test of that store, never a skip that passes.
     importlib.import_module("supervisor.store.sqlite.store")

@@ -13,7 +13,9 @@ from contextlib import asynccontextmanager
 from urllib.parse import urlsplit
 
 import anyio
+import anyio.abc
 import anyio.to_thread
+import psycopg
 import pytest
 import redis
 
@@ -204,7 +206,21 @@ async def standing_still(
 ) -> AsyncIterator[None]:
     """The store takes no write for `seconds` from entering: Redis paused for writes
     (every node of a cluster), SQLite locked by another connection's write
-    transaction.  The block runs while it stands still."""
+    transaction, PostgreSQL's pool lock held by another connection's transaction.  The
+    block runs while it stands still."""
+    if target.kind == "postgres":
+        async def hold_the_pool_lock(*, task_status: anyio.abc.TaskStatus[None]) -> None:
+            async with await psycopg.AsyncConnection.connect(target.url) as conn:
+                await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                                   [f"poolsup:{target.pool}"])
+                task_status.started()
+                await anyio.sleep(seconds)
+                await conn.commit()
+
+        async with anyio.create_task_group() as group:
+            await group.start(hold_the_pool_lock)
+            yield
+        return
     if target.kind != "sqlite":
         for port in redis_ports:
             with redis.Redis(port=port) as admin:

@@ -384,16 +384,27 @@ def test_bad_store_scheme_is_rejected_without_the_password(tmp_path: Path) -> No
 
     assert message.endswith(
         ':3: [pool] store must be a redis://, rediss://, redis+cluster://, rediss+cluster://, '
-        'redis+sentinel://, rediss+sentinel://, unix:// or sqlite:// URL '
+        'redis+sentinel://, rediss+sentinel://, unix://, postgresql://, postgres:// or '
+        'sqlite:// URL '
         '(got "http://u:***@h/0")')
     assert "hunter2" not in message
+
+
+def test_a_postgresql_store_url_is_taken_from_the_file_and_from_poolsup_store(
+        tmp_path: Path) -> None:
+    path = write(tmp_path, MINIMAL.replace(
+        'name = "media"', 'name = "media"\nstore = "postgresql://u:pw@db:5432/jobs"'))
+
+    assert load_config(path, environ={}).pool.store == "postgresql://u:pw@db:5432/jobs"
+    assert load_config(path, environ={"POOLSUP_STORE": "postgres://db/jobs"}).pool.store \
+        == "postgres://db/jobs"
 
 
 def test_bad_poolsup_store_names_the_variable(tmp_path: Path) -> None:
     path = write(tmp_path, MINIMAL)
 
     with pytest.raises(ConfigError, match=r"^POOLSUP_STORE must be a redis://"):
-        load_config(path, environ={"POOLSUP_STORE": "postgres://db/1"})
+        load_config(path, environ={"POOLSUP_STORE": "mysql://db/1"})
 
 
 def test_invalid_handler_name_is_rejected(tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ import anyio.to_thread
 
 from supervisor.errors import ConfigError
 from supervisor.redaction import redact_url
+from supervisor.store.policy import NO_LOCK_DELAY_ENV as NO_LOCK_DELAY_ENV
 from supervisor.store.records import StoreEvent
 from supervisor.store.redis.claim import LAYOUT as LAYOUT
 from supervisor.store.redis.claim import RedisClaim
@@ -51,7 +52,6 @@ from supervisor.store.redis.steering import RedisSteering
 from supervisor.store.witness import FailureWitness
 
 DEFAULT_RETENTION = 86400.0
-NO_LOCK_DELAY_ENV = "POOLSUP_TEST_NO_LOCK_DELAY"
 
 
 class RedisStore(RedisDispatch, RedisClaim, RedisSteering, RedisNotes, RedisOutput,

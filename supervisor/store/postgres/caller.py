@@ -1,0 +1,123 @@
+"""Dispatch inside the caller's own transaction (`dispatch(..., connection=conn)`): the
+jobs are written by poolsup.dispatch_jobs (sql/schema.sql), one statement run on the
+caller's connection, in its current transaction.  They exist, and NOTIFY (transactional)
+wakes a supervisor, only when that transaction commits; a rollback leaves nothing.  The
+statement takes no pool-wide lock, so a caller's transaction left open holds up no
+supervisor: claims skip the rows it holds.
+
+A connection is a psycopg 3 `Connection` (the blocking client) or `AsyncConnection`
+(AsyncClient), or a Django database connection whose driver is psycopg 3 (its
+underlying connection, after `ensure_connection()`).  It must be on the pool's
+database; the store checked, or made, the schema `poolsup` there first (`PgCaller`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from supervisor.errors import DispatchRefused, UsageError
+from supervisor.store.postgres.context import PgPart
+from supervisor.store.postgres.db import Tx
+from supervisor.store.postgres.dispatch import dispatch_params
+from supervisor.store.postgres.records import job_record
+from supervisor.store.postgres.schema import load_queries
+from supervisor.store.records import DispatchRequest, JobEvent, JobRecord
+from supervisor.store.refusals import refusal
+
+QUERIES = load_queries()
+DISPATCH, RECORD, EVENTS = (QUERIES[name] for name in (
+    "caller_dispatch", "caller_record", "job_events"))
+
+
+def sync_connection(connection: Any) -> psycopg.Connection[Any]:
+    """The psycopg 3 connection behind `connection` (itself, or a Django connection's)."""
+    if isinstance(connection, psycopg.Connection):
+        return connection
+    if isinstance(connection, psycopg.AsyncConnection):
+        raise UsageError("connection=: an AsyncConnection goes with AsyncClient; Client "
+                         "takes a psycopg Connection or a Django connection")
+    if callable(getattr(connection, "ensure_connection", None)):  # Django's
+        vendor = getattr(connection, "vendor", "?")
+        if vendor != "postgresql":
+            raise UsageError(f"connection=: a Django connection to {vendor}, not to the "
+                             "pool's PostgreSQL database")
+        connection.ensure_connection()
+        raw = connection.connection
+        if isinstance(raw, psycopg.Connection):
+            return raw
+        raise UsageError("connection=: this Django connection's driver is not psycopg 3 "
+                         f"({type(raw).__module__}); install psycopg>=3.1")
+    raise UsageError(f"connection=: takes a psycopg 3 connection or a Django connection "
+                     f"(got {type(connection).__name__})")
+
+
+def async_connection(connection: Any) -> psycopg.AsyncConnection[Any]:
+    if isinstance(connection, psycopg.AsyncConnection):
+        return connection
+    raise UsageError(f"connection=: AsyncClient takes a psycopg AsyncConnection (got "
+                     f"{type(connection).__name__})")
+
+
+def _refusals(requests: Sequence[DispatchRequest], row: Any) -> list[DispatchRefused | None]:
+    codes, max_pending = row["codes"], row["max_pending"]
+    return [refusal(request, code, max_pending)
+            for request, code in zip(requests, codes, strict=True)]
+
+
+def _record(row: Any, events: list[Any]) -> JobRecord:
+    return job_record(row, tuple(JobEvent(at=event["at"], event=event["event"],
+                                          supervisor=event["supervisor"], token=event["token"],
+                                          detail=event["detail"]) for event in events))
+
+
+class PgCaller(PgPart):
+    """The store's side of `connection=`."""
+
+    async def ready(self) -> None:
+        """The schema is there (made or migrated by the store's first transaction)."""
+        async def work(tx: Tx) -> None:
+            await tx.value("ping")
+
+        await self._ctx.db.write(work, pool_lock=False)
+
+    def dispatch_on(self, connection: Any, requests: Sequence[DispatchRequest],
+                    ) -> list[DispatchRefused | None]:
+        """`dispatch_each` in the transaction of a blocking connection (after `ready`)."""
+        conn = sync_connection(connection)
+        params = dispatch_params(self._ctx.pool, self._ctx.retention, requests)
+        with conn.cursor(row_factory=dict_row) as cursor:
+            row = cursor.execute(DISPATCH, params).fetchone()
+        return _refusals(requests, row)
+
+    def record_on(self, connection: Any, key: str) -> JobRecord:
+        """The job's record as the caller's transaction sees it."""
+        conn = sync_connection(connection)
+        where = {"pool": self._ctx.pool, "key": key}
+        with conn.cursor(row_factory=dict_row) as cursor:
+            row = cursor.execute(RECORD, where).fetchone()
+            events = cursor.execute(EVENTS, where).fetchall()
+        return _record(row, events)
+
+    async def dispatch_on_async(self, connection: Any, requests: Sequence[DispatchRequest],
+                                ) -> list[DispatchRefused | None]:
+        """`dispatch_each` in the transaction of an AsyncConnection (after `ready`)."""
+        conn = async_connection(connection)
+        params = dispatch_params(self._ctx.pool, self._ctx.retention, requests)
+        async with conn.cursor(row_factory=dict_row) as cursor:
+            await cursor.execute(DISPATCH, params)
+            row = await cursor.fetchone()
+        return _refusals(requests, row)
+
+    async def record_on_async(self, connection: Any, key: str) -> JobRecord:
+        conn = async_connection(connection)
+        where = {"pool": self._ctx.pool, "key": key}
+        async with conn.cursor(row_factory=dict_row) as cursor:
+            await cursor.execute(RECORD, where)
+            row = await cursor.fetchone()
+            await cursor.execute(EVENTS, where)
+            events = await cursor.fetchall()
+        return _record(row, events)

@@ -1,0 +1,47 @@
+"""The PostgreSQL store's claim: in one transaction that holds the pool's lock, the
+completions handed in, the records past retention dropped, then leases.py's claim
+(expired leases judged, due jobs started) within the pool's limits (a part of
+PgStore: postgres/context.py), as sqlite/claim.py."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+from supervisor.core.lease_losses import failing_window
+from supervisor.core.limits import Limits
+from supervisor.store.policy import MIN_FAILING_SPAN, claim_deadline
+from supervisor.store.postgres import leases
+from supervisor.store.postgres.context import PgPart
+from supervisor.store.postgres.db import Tx
+from supervisor.store.records import ClaimBatch, Completion
+
+
+class PgClaim(PgPart):
+    async def claim(self, owner: str, handlers: Sequence[str], count: int, lease_ttl: float,
+                    max_lease_losses: int, completing: Sequence[Completion] = (),
+                    claim_id: str = "", limits: Mapping[str, Limits] | None = None,
+                    ) -> ClaimBatch:
+        ctx = self._ctx
+        limits = limits or {}
+        sent_at = ctx.witness.sending()
+        since = ctx.witness.since(sent_at)
+        claim_by = claim_deadline(ctx.witness.store_time(sent_at), lease_ttl)
+        store_time = 0.0
+
+        async def work(tx: Tx) -> ClaimBatch:
+            nonlocal store_time
+            store_time = tx.now
+            completed = tuple([await leases.complete(tx, completion)
+                               for completion in completing])
+            await tx.run("drop_expired_records", cutoff=ctx.cutoff(tx))
+            late = claim_by is not None and tx.now > claim_by
+            batch = await leases.claim(
+                tx, owner, handlers, 0 if late else count, lease_ttl, max_lease_losses,
+                failing_window(since, tx.now, min_span=MIN_FAILING_SPAN), limits,
+                lock_delay=not ctx.no_lock_delay)
+            return dataclasses.replace(batch, completed=completed)
+
+        batch = await ctx.witnessed(sent_at, ctx.db.write(work))
+        ctx.witness.answered(sent_at, store_time, reported=True, hold=lease_ttl)
+        return batch

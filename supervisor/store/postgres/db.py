@@ -1,0 +1,168 @@
+"""The PostgreSQL store's connections: a psycopg 3 `AsyncConnectionPool`, one short
+transaction per call, on the event loop (no thread, no blocking call).
+
+A write first takes the pool's transaction-scoped advisory lock, then reads the
+database's clock: every write of a pool is one step after another, as SQLite's `BEGIN
+IMMEDIATE` makes them, and store times follow that order.  Pools sharing a database
+never wait for each other.  (Why one lock per pool, and what skips it: the dispatch,
+docs/stores.md "PostgreSQL".)  Reads take no lock and see one snapshot (REPEATABLE READ).
+
+Driver errors, a pool that hands out no connection, and a call the server leaves
+unanswered for STORE_TIMEOUT seconds become `StoreUnavailable` here, in one line that
+names the server with its password hidden.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import anyio
+import psycopg
+from psycopg import AsyncConnection, AsyncCursor, IsolationLevel
+from psycopg.rows import DictRow
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from supervisor.errors import StoreUnavailable
+from supervisor.store.postgres.connection import why_not
+from supervisor.store.postgres.schema import ensure_schema, load_queries
+
+_T = TypeVar("_T")
+STORE_TIMEOUT = 5.0  # seconds a transaction may take before the store counts as failing
+
+Connection = AsyncConnection[DictRow]
+
+
+class Tx:
+    """The statements of one transaction, with the pool and the store time bound in:
+    `now`, the database's clock (epoch seconds), read once at its start.  `boot` is the
+    same time: the database's clock counts leases too."""
+
+    def __init__(self, conn: Connection, pool: str, now: float) -> None:
+        self._conn = conn
+        self._queries = load_queries()
+        self.pool = pool
+        self.now = now
+        self.boot = now
+
+    @property
+    def connection(self) -> Connection:
+        return self._conn
+
+    def wall_time(self, store_time: float) -> float:
+        return store_time
+
+    async def run(self, query: str, **params: Any) -> AsyncCursor[DictRow]:
+        return await self._conn.execute(self._queries[query],
+                                        {"pool": self.pool, "now": self.now, **params})
+
+    async def rows(self, query: str, **params: Any) -> list[DictRow]:
+        return await (await self.run(query, **params)).fetchall()
+
+    async def row(self, query: str, **params: Any) -> DictRow | None:
+        rows = await self.rows(query, **params)
+        return rows[0] if rows else None
+
+    async def value(self, query: str, **params: Any) -> Any:
+        row = await self.row(query, **params)
+        return None if row is None else next(iter(row.values()))
+
+
+Work = Callable[[Tx], Awaitable[_T]]
+
+
+class PgDatabase:
+    def __init__(self, pool: AsyncConnectionPool[Connection], name: str, where: str,
+                 conninfo: str) -> None:
+        self._pool = pool
+        self._conninfo = conninfo
+        self._name = name
+        self._where = where  # the server, as errors name it (password hidden)
+        self._closed = False
+        self._ready = False  # the schema was checked, and the pool's counter row made
+
+    @property
+    def where(self) -> str:
+        return self._where
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def write(self, work: Work[_T], *, pool_lock: bool = True) -> _T:
+        """Run `work` in one transaction on the primary, holding the pool's lock unless
+        told not to (a dispatch: sql/schema.sql dispatch_jobs)."""
+        return await self._transaction(work, writes=True, pool_lock=pool_lock)
+
+    async def read(self, work: Work[_T]) -> _T:
+        """Run `work` in one read transaction (one snapshot), without the pool's lock."""
+        return await self._transaction(work, writes=False, pool_lock=False)
+
+    async def _transaction(self, work: Work[_T], *, writes: bool, pool_lock: bool) -> _T:
+        if self._closed:
+            raise StoreUnavailable(f"{self._where}: the store is closed")
+        try:
+            with anyio.fail_after(STORE_TIMEOUT):
+                async with self._pool.connection() as conn:
+                    await conn.set_isolation_level(
+                        IsolationLevel.READ_COMMITTED if writes else IsolationLevel.REPEATABLE_READ)
+                    async with conn.transaction():
+                        if not self._ready:
+                            await self._prepare(conn, writes)
+                        now = await self._begin(conn, pool_lock, writes)
+                        result = await work(Tx(conn, self._name, now))
+                    self._ready = self._ready or writes
+                    return result
+        except TimeoutError as exc:
+            raise StoreUnavailable(
+                f"{self._where}: no answer within {STORE_TIMEOUT:g} s") from exc
+        except PoolTimeout as exc:
+            reason = await why_not(self._conninfo)
+            raise StoreUnavailable(f"{self._where}: {reason}") from exc
+        except psycopg.Error as exc:
+            raise self.unavailable(exc) from exc
+
+    async def _prepare(self, conn: Connection, writes: bool) -> None:
+        """The first write of this store creates or migrates the schema, and the pool's
+        counter; a read before it checks the schema's version only (a standby takes no
+        write)."""
+        if writes:
+            cursor = await conn.execute("SELECT pg_is_in_recovery() AS standby")
+            self._refuse_standby(await cursor.fetchone())
+        await ensure_schema(conn, self._where)
+        if writes:
+            await conn.execute(load_queries()["ensure_counters"], {"pool": self._name})
+
+    async def _begin(self, conn: Connection, pool_lock: bool, writes: bool) -> float:
+        """The transaction's store time, once it holds the pool's lock (a write that takes
+        it); a write on a standby is refused (the primary only takes claims, renewals and
+        fences)."""
+        lock = "pg_advisory_xact_lock(hashtextextended(%(lock)s, 0)), " if pool_lock else ""
+        cursor = await conn.execute(
+            f"SELECT {lock}poolsup.now() AS now, pg_is_in_recovery() AS standby",
+            {"lock": f"poolsup:{self._name}"})
+        row = await cursor.fetchone()
+        assert row is not None
+        if writes:
+            self._refuse_standby(row)
+        return float(row["now"])
+
+    def _refuse_standby(self, row: DictRow | None) -> None:
+        if row is not None and row["standby"]:
+            raise StoreUnavailable(
+                f"{self._where}: is a read-only standby (pg_is_in_recovery()); claims, "
+                "renewals and every write go to the primary only")
+
+    def unavailable(self, exc: BaseException) -> StoreUnavailable:
+        return StoreUnavailable(f"{self._where}: {describe(exc)}")
+
+    async def close(self) -> None:
+        self._closed = True
+        await self._pool.close()
+
+
+def describe(exc: BaseException) -> str:
+    """A driver error in one line."""
+    diag = getattr(exc, "diag", None)
+    text = getattr(diag, "message_primary", None) or str(exc) or type(exc).__name__
+    return " ".join(text.split())

@@ -1,0 +1,33 @@
+"""The PostgreSQL store across a change of primary (guarantee 12), as the Redis store
+across a failover: claims, renewals and fences run on the primary only (db.py refuses a
+standby), and each claim reads, inside its transaction, which primary it runs on (its
+system identifier and timeline).  A standby promoted with asynchronous replication may
+lack the last commits of the old primary (a claim, a renewal): once a claim sees another
+primary than the pool's epoch record names, the pool enters a new epoch, and no job is
+started until every lease the old primary can have granted has run out and its child
+has fenced itself (core/failover.py: the lock-delay, the same numbers as Redis's), and
+the token counter jumps past every token of the old primary."""
+
+from __future__ import annotations
+
+from supervisor.core.failover import Epoch, EpochStep, step_epoch
+from supervisor.store.postgres.db import Tx
+
+
+async def step(tx: Tx, lease_ttl: float) -> EpochStep:
+    """The pool's epoch after a claim with `lease_ttl` in this transaction, written."""
+    master = str(await tx.value("primary_identity"))
+    row = await tx.row("epoch")
+    recorded = None if row is None else Epoch(
+        master=row["master"], number=row["number"], seen_at=row["seen_at"],
+        max_ttl=row["max_ttl"])
+    has_leases = (await tx.value("token_counter") or 0) > 0
+    stepped = step_epoch(recorded, master, has_leases=has_leases, lease_ttl=lease_ttl,
+                         now=tx.now)
+    if stepped.epoch != recorded:
+        epoch = stepped.epoch
+        await tx.run("save_epoch", master=epoch.master, number=epoch.number,
+                     seen_at=epoch.seen_at, max_ttl=epoch.max_ttl)
+    if stepped.token_floor:
+        await tx.run("raise_tokens", floor=stepped.token_floor)
+    return stepped

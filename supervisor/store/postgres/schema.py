@@ -1,0 +1,74 @@
+"""The PostgreSQL store's schema and statements: the tables of `sql/schema.sql` in the
+schema `poolsup`, their version in `poolsup.schema_version`, the migrations from each
+shipped version to the next, and the named SQL statements of `sql/queries.sql`.
+
+The supervisor (and any command) creates or migrates the schema itself, at its first
+transaction, under a transaction-scoped advisory lock (SCHEMA_LOCK) that every starter
+takes, so that concurrent starters create it once.  A database whose schema is newer
+than this poolsup knows is a `ConfigError`, never a reset.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping
+from importlib import resources
+
+from psycopg import AsyncConnection
+from psycopg.rows import DictRow
+
+from supervisor.errors import ConfigError
+
+SCHEMA_VERSION = 1
+SCHEMA_LOCK = "poolsup schema"
+# The statements that take a database at version N to N + 1 (none yet: version 1 is the
+# first shipped).
+MIGRATIONS: Mapping[int, str] = {}
+
+_NAME_MARKER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+
+
+def _sql_file(name: str) -> str:
+    return resources.files("supervisor.store.postgres").joinpath(f"sql/{name}").read_text("utf-8")
+
+
+@functools.cache
+def load_queries() -> dict[str, str]:
+    parts = _NAME_MARKER.split(_sql_file("queries.sql"))
+    return {name: body.strip() for name, body in zip(parts[1::2], parts[2::2], strict=True)}
+
+
+def schema_sql() -> str:
+    return _sql_file("schema.sql")
+
+
+async def schema_version(conn: AsyncConnection[DictRow]) -> int:
+    """0 for a database without the poolsup schema."""
+    cursor = await conn.execute("SELECT to_regclass('poolsup.schema_version') IS NOT NULL AS ok")
+    row = await cursor.fetchone()
+    if row is None or not row["ok"]:
+        return 0
+    cursor = await conn.execute("SELECT max(version) AS version FROM poolsup.schema_version")
+    row = await cursor.fetchone()
+    return int(row["version"] or 0) if row is not None else 0
+
+
+async def ensure_schema(conn: AsyncConnection[DictRow], where: str) -> None:
+    """Create or migrate the schema, in the caller's transaction."""
+    await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [SCHEMA_LOCK])
+    version = await schema_version(conn)
+    if version > SCHEMA_VERSION:
+        raise ConfigError(f"{where}: the schema poolsup was written by a newer poolsup "
+                          f"(version {version}; this one knows {SCHEMA_VERSION}): upgrade "
+                          "poolsup")
+    if version == SCHEMA_VERSION:
+        return
+    if version == 0:
+        await conn.execute(schema_sql().encode())
+    else:
+        for step in range(version, SCHEMA_VERSION):
+            await conn.execute(MIGRATIONS[step].encode())
+    await conn.execute("DELETE FROM poolsup.schema_version")
+    await conn.execute("INSERT INTO poolsup.schema_version (version) VALUES (%s)",
+                       [SCHEMA_VERSION])
