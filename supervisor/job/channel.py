@@ -184,8 +184,9 @@ class ControlReader:
     def exit_report(self, status: ExitStatus | None) -> ChildExit:
         """How the child ended: what it said here, and how the fork server saw it exit."""
         return ChildExit(
-            error=self.error.error if self.error is not None else None,
-            final=self.error.final if self.error is not None else False,
+            # A child is not trusted to send the types the protocol names.
+            error=None if self.error is None else str(self.error.error or ""),
+            final=self.error is not None and bool(self.error.final),
             result_json=self.result_json,
             exit_code=status.code if status else None,
             exit_signal=status.signal if status else None,
@@ -232,6 +233,8 @@ class ControlReader:
             return
         try:
             message = protocol.decode_message(line)
+        except protocol.UnknownMessage:
+            return  # a newer child's kind of message: nothing here acts on it
         except ValueError as error:  # orjson.JSONDecodeError is a ValueError
             self._fail(f"the child sent an invalid control message ({error}): {line[:80]!r}")
             return
