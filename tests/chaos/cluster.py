@@ -1,7 +1,7 @@
-"""The pool under chaos: a durable redis-server (or one SQLite file, or a master and a
-replica behind three sentinels, with wait_replicas = 1) and real `poolsup run`
-processes, each in a session of its own so that its whole process group can be frozen
-without touching the driver."""
+"""The pool under chaos: a durable redis-server (or one SQLite file, or a PostgreSQL
+server, or a master and a replica behind three sentinels, with wait_replicas = 1) and
+real `poolsup run` processes, each in a session of its own so that its whole process
+group can be frozen without touching the driver."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ import redis
 from tests.chaos.checker import LIMITED, LIMITED_MAX_RUNNING
 from tests.chaos.plan import supervisor_ids
 from tests.helpers.pool import SupervisorProcess, write_pool
+from tests.helpers.postgres_server import PostgresServer
 from tests.helpers.redis_sentinel import SentinelSetup
 from tests.helpers.redis_server import RedisServer
 
@@ -29,6 +30,9 @@ STOP_GRACE = 2
 CAPACITY = 4
 SERVE_WITHIN = 120  # seconds a started supervisor gets to register and serve
 DURABLE_REDIS = ("--appendonly", "yes", "--appendfsync", "always")
+# A commit is in the kernel before it returns: an immediate shutdown (a crash of the
+# server's processes, not of the host) then keeps every write a dispatch returned for.
+DURABLE_POSTGRES = {"synchronous_commit": "on"}
 # Every supervisor fires this schedule; each tick dispatches one short job (check 7).
 TICK_SCHEDULE = "chaos_tick"
 TICK_EVERY = 2
@@ -57,6 +61,7 @@ class Cluster:
         self.pool = pool
         self.redis = RedisServer(args=DURABLE_REDIS) if store == "redis" else None
         self.sentinel = SentinelSetup() if store == "sentinel" else None
+        self.postgres = PostgresServer(settings=DURABLE_POSTGRES) if store == "postgres" else None
         self.store_kind = store
         # Behind Sentinel, what a dispatch returned survives a failover only with this.
         self.wait_replicas = 1 if store == "sentinel" else 0
@@ -69,6 +74,8 @@ class Cluster:
             return self.redis.url
         if self.sentinel is not None:
             return self.sentinel.url
+        if self.postgres is not None:
+            return self.postgres.url
         return f"sqlite:///{self.directory}/pool.db"
 
     def config(self, supervisor: str) -> Path:
@@ -93,6 +100,8 @@ payload = {{ledger = "{ledger}", seconds = 0.05}}
             self.redis.start()
         if self.sentinel is not None:
             self.sentinel.start()
+        if self.postgres is not None:
+            self.postgres.start()
         for supervisor in self.ids:
             self.start_supervisor(supervisor)
 
@@ -151,6 +160,10 @@ payload = {{ledger = "{ledger}", seconds = 0.05}}
                 admin.close()
         if self.sentinel is not None:
             self.heal_sentinel()
+        if self.postgres is not None:
+            self.postgres.resume()
+            if not self.postgres.running:
+                self.postgres.start()
         for supervisor, process in self.supervisors.items():
             if process.process.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
@@ -189,6 +202,8 @@ payload = {{ledger = "{ledger}", seconds = 0.05}}
             self.redis.remove()
         if self.sentinel is not None:
             self.sentinel.remove()
+        if self.postgres is not None:
+            self.postgres.remove()
 
 
 def wait_until(predicate: Any, timeout: float, interval: float = 0.2) -> bool:

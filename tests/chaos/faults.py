@@ -38,7 +38,7 @@ class FaultInjector:
             self.cluster.start_supervisor(fault.target)  # a heal: it must be up to be hit
         self.log(f"fault {fault.kind} {fault.target} {fault.duration}s")
         self.history.faults.append(fault.kind)
-        if fault.target != "redis":
+        if fault.target != "store":
             getattr(self, fault.kind)(fault)
             return
         self._store_faults += 1
@@ -132,6 +132,32 @@ class FaultInjector:
         finally:
             admin.close()
         server.stop()
+        time.sleep(fault.duration)
+        server.start()
+
+    def freeze_postgres(self, fault: Fault) -> None:
+        server = self.cluster.postgres
+        assert server is not None
+        server.pause()
+        try:
+            time.sleep(fault.duration)
+        finally:
+            server.resume()
+
+    def restart_postgres(self, fault: Fault) -> None:
+        """A crash: every server process gone at once (immediate shutdown, no checkpoint),
+        and crash recovery at the start."""
+        server = self.cluster.postgres
+        assert server is not None
+        server.stop("immediate")
+        time.sleep(fault.duration)
+        server.start()
+
+    def refuse_postgres(self, fault: Fault) -> None:
+        """The server shut down cleanly, and connections refused while it is down."""
+        server = self.cluster.postgres
+        assert server is not None
+        server.stop("fast")
         time.sleep(fault.duration)
         server.start()
 
