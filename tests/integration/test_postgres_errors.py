@@ -65,13 +65,17 @@ def test_the_cli_says_a_wrong_password_unreachable_server_or_missing_privilege_i
 def test_guarantee_8_a_supervisor_with_a_wrong_password_keeps_trying_until_it_is_fixed(
     tmp_path: Path, postgres_server: PostgresServer, pool_name: str, ledger: Path
 ) -> None:
+    # A role that is no superuser, with a database of its own: the supervisor makes the
+    # schema there itself once it gets in.
     user = f"u{uuid.uuid4().hex[:8]}"
-    url = postgres_server.add_user(user, "s3cret", f"GRANT CREATE ON DATABASE pool TO {user}")
+    url = postgres_server.add_user(user, "s3cret")
+    postgres_server.psql(f"CREATE DATABASE {user}_db OWNER {user}")
+    url = url.rsplit("/", 1)[0] + f"/{user}_db"
     postgres_server.psql(f"ALTER ROLE {user} PASSWORD 'other'")
     pool = Pool(tmp_path, url, pool_name)
     try:
         supervisor = pool.start(pool.config(LEDGER, id="a", lease_ttl=3), serving=False)
-        wait_for(lambda: "password authentication failed" in supervisor.log(), 20,
+        wait_for(lambda: "password authentication failed" in supervisor.log(), 60,
                  message="the supervisor to say why")
         assert supervisor.process.poll() is None, supervisor.log()
         assert "s3cret" not in supervisor.log()
