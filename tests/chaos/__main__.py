@@ -50,7 +50,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="how many run from the start (default 3); one more joins and "
                              "leaves")
     parser.add_argument("--overlap", action="store_true",
-                        help="the store's faults (Redis or PostgreSQL) at the same time as "
+                        help="the store's faults (Redis's, PostgreSQL's) at the same time as "
                              "the supervisors' faults")
     parser.add_argument("--dir", type=Path, help="where the run keeps its files")
     parser.add_argument("--keep", action="store_true", help="keep the run's files")

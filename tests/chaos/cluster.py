@@ -1,7 +1,8 @@
-"""The pool under chaos: a durable redis-server (or one SQLite file, or a PostgreSQL
-server, or a master and a replica behind three sentinels, with wait_replicas = 1) and
-real `poolsup run` processes, each in a session of its own so that its whole process
-group can be frozen without touching the driver."""
+"""The pool under chaos: a durable redis-server (or one SQLite file, or a master and a
+replica behind three sentinels, with wait_replicas = 1, or a PostgreSQL server with
+synchronous_commit on) and real `poolsup run`
+processes, each in a session of its own so that its whole process group can be frozen
+without touching the driver."""
 
 from __future__ import annotations
 
@@ -30,9 +31,6 @@ STOP_GRACE = 2
 CAPACITY = 4
 SERVE_WITHIN = 120  # seconds a started supervisor gets to register and serve
 DURABLE_REDIS = ("--appendonly", "yes", "--appendfsync", "always")
-# A commit is in the kernel before it returns: an immediate shutdown (a crash of the
-# server's processes, not of the host) then keeps every write a dispatch returned for.
-DURABLE_POSTGRES = {"synchronous_commit": "on"}
 # Every supervisor fires this schedule; each tick dispatches one short job (check 7).
 TICK_SCHEDULE = "chaos_tick"
 TICK_EVERY = 2
@@ -61,7 +59,8 @@ class Cluster:
         self.pool = pool
         self.redis = RedisServer(args=DURABLE_REDIS) if store == "redis" else None
         self.sentinel = SentinelSetup() if store == "sentinel" else None
-        self.postgres = PostgresServer(settings=DURABLE_POSTGRES) if store == "postgres" else None
+        self.postgres = PostgresServer(settings={"synchronous_commit": "on"}) \
+            if store == "postgres" else None
         self.store_kind = store
         # Behind Sentinel, what a dispatch returned survives a failover only with this.
         self.wait_replicas = 1 if store == "sentinel" else 0
@@ -129,6 +128,15 @@ payload = {{ledger = "{ledger}", seconds = 0.05}}
                         return child
         return None
 
+    def postgres_processes(self) -> list[psutil.Process]:
+        """The PostgreSQL server's postmaster and all its children."""
+        assert self.postgres is not None
+        pid_file = self.postgres.data / "postmaster.pid"
+        with contextlib.suppress(OSError, ValueError, psutil.NoSuchProcess):
+            postmaster = psutil.Process(int(pid_file.read_text().split()[0]))
+            return [postmaster, *postmaster.children(recursive=True)]
+        return []
+
     def admin(self) -> redis.Redis:
         assert self.redis is not None
         return redis.Redis(port=self.redis.port, socket_timeout=5)
@@ -161,9 +169,13 @@ payload = {{ledger = "{ledger}", seconds = 0.05}}
         if self.sentinel is not None:
             self.heal_sentinel()
         if self.postgres is not None:
-            self.postgres.resume()
-            if not self.postgres.running:
+            for server_process in self.postgres_processes():
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    server_process.send_signal(signal.SIGCONT)
+            if not (self.postgres.data / "postmaster.pid").exists():
                 self.postgres.start()
+            self.postgres.psql("ALTER DATABASE pool WITH ALLOW_CONNECTIONS true",
+                               database="postgres")
         for supervisor, process in self.supervisors.items():
             if process.process.poll() is None:
                 with contextlib.suppress(ProcessLookupError):

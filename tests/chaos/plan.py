@@ -19,8 +19,9 @@ REDIS_FAULTS = ("freeze_redis", "restart_redis", "redis_oom", "redis_readonly")
 # Behind Sentinel: the master killed (its writes replicated), or killed once the replica
 # has missed its last writes (lost on the promoted replica).
 SENTINEL_FAULTS = ("failover", "lose_writes")
-# PostgreSQL: its processes frozen, a crash and restart (immediate shutdown, then crash
-# recovery), and the server down while connections are refused.
+# PostgreSQL's own (--store postgres): every server process frozen (SIGSTOP), a restart
+# (`pg_ctl restart -m fast`), new connections refused (ALLOW_CONNECTIONS false, the open
+# ones ended) for a while.
 POSTGRES_FAULTS = ("freeze_postgres", "restart_postgres", "refuse_postgres")
 STORE_FAULTS = REDIS_FAULTS + SENTINEL_FAULTS + POSTGRES_FAULTS
 FAULT_WEIGHTS = {"kill_supervisor": 4, "freeze_supervisor": 3, "freeze_group": 2,
@@ -42,7 +43,7 @@ DISPATCH_MEAN_GAP = 0.8
 class Fault:
     at: float  # seconds after the start (the episode waits for the previous one)
     kind: str
-    target: str  # a supervisor id, "store", or "all"
+    target: str  # a supervisor id, "redis" or "postgres" (the store), or "all"
     duration: float  # how long the fault lasts (frozen, down, erroring, joined)
     lane: int = 0  # faults of one lane come one after another; lanes overlap
 
@@ -63,17 +64,19 @@ def plan_faults(rng: random.Random, seconds: float, *, redis: bool, lease_ttl: f
     """One lane of faults; with `overlap` (and Redis or PostgreSQL), two: the
     supervisors' faults in lane 0 and the store's in lane 1, at the same time.  With
     `sentinel`, the store's faults are failovers (SENTINEL_FAULTS) instead of
-    REDIS_FAULTS; with `postgres`, they are POSTGRES_FAULTS."""
-    store_kinds = (SENTINEL_FAULTS if sentinel else POSTGRES_FAULTS if postgres
-                   else REDIS_FAULTS if redis else ())
-    kinds = [kind for kind in FAULT_WEIGHTS
-             if kind not in STORE_FAULTS or kind in store_kinds]
-    if sentinel or not (overlap and store_kinds):
+    REDIS_FAULTS; with `postgres`, POSTGRES_FAULTS."""
+    if sentinel:
+        kinds = [kind for kind in FAULT_WEIGHTS
+                 if kind not in REDIS_FAULTS and kind not in POSTGRES_FAULTS]
+        return _lane(rng, seconds, kinds, lease_ttl, supervisors, 0)
+    own = REDIS_FAULTS if redis else POSTGRES_FAULTS if postgres else ()
+    kinds = [kind for kind in FAULT_WEIGHTS if kind not in STORE_FAULTS or kind in own]
+    if not (overlap and own):
         return _lane(rng, seconds, kinds, lease_ttl, supervisors, 0)
     return sorted(
-        _lane(rng, seconds, [kind for kind in kinds if kind not in store_kinds], lease_ttl,
+        _lane(rng, seconds, [kind for kind in kinds if kind not in own], lease_ttl,
               supervisors, 0)
-        + _lane(rng, seconds, list(store_kinds), lease_ttl, supervisors, 1),
+        + _lane(rng, seconds, list(own), lease_ttl, supervisors, 1),
         key=lambda fault: fault.at)
 
 
@@ -87,7 +90,7 @@ def _lane(rng: random.Random, seconds: float, kinds: list[str], lease_ttl: float
         kind = rng.choices(kinds, weights)[0]
         target = rng.choice(ids)
         if kind in STORE_FAULTS:
-            target = "store"
+            target = "redis" if kind not in POSTGRES_FAULTS else "postgres"
         elif kind == "rolling_restart":
             target = "all"
         elif kind == "join_leave":
@@ -98,12 +101,12 @@ def _lane(rng: random.Random, seconds: float, kinds: list[str], lease_ttl: float
             "freeze_group": rng.uniform(lease_ttl + 0.5, 3 * lease_ttl),
             "freeze_redis": rng.uniform(0.5, 2 * lease_ttl),
             "restart_redis": rng.uniform(0.2, 2.0),
-            "redis_oom": rng.uniform(1.0, 4.0),
-            "redis_readonly": rng.uniform(1.0, 4.0),
-            "lose_writes": rng.uniform(0.5, 2.0),  # the replica cut off before the kill
             "freeze_postgres": rng.uniform(0.5, 2 * lease_ttl),
             "restart_postgres": rng.uniform(0.2, 2.0),
             "refuse_postgres": rng.uniform(1.0, 4.0),
+            "redis_oom": rng.uniform(1.0, 4.0),
+            "redis_readonly": rng.uniform(1.0, 4.0),
+            "lose_writes": rng.uniform(0.5, 2.0),  # the replica cut off before the kill
             "join_leave": rng.uniform(4.0, 12.0),
         }.get(kind, 0.0)
         faults.append(Fault(round(at, 3), kind, target, round(duration, 3), lane))

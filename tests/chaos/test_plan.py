@@ -68,7 +68,7 @@ def test_a_postgres_plan_has_the_servers_faults_and_no_redis_fault() -> None:
     kinds = {fault.kind for fault in faults}
     assert set(POSTGRES_FAULTS) <= kinds
     assert not kinds & set(REDIS_FAULTS)
-    assert all(fault.target == "store" for fault in faults if fault.kind in POSTGRES_FAULTS)
+    assert all(fault.target == "postgres" for fault in faults if fault.kind in POSTGRES_FAULTS)
 
 
 def test_postgres_faults_overlap_the_supervisors_faults_in_a_lane_of_their_own() -> None:

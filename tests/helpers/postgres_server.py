@@ -5,11 +5,9 @@ it the server keeps the caller's stdout and a captured `subprocess.run` never re
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pwd
 import shutil
-import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -94,43 +92,6 @@ class PostgresServer:
         if (self.data / "postmaster.pid").exists():
             _as_postgres(BIN / "pg_ctl", "-D", self.data, "-m", mode, "-w", "stop", check=False)
 
-    @property
-    def running(self) -> bool:
-        return self._postmaster() is not None
-
-    def _postmaster(self) -> int | None:
-        try:
-            pid = int((self.data / "postmaster.pid").read_text().split()[0])
-            os.kill(pid, 0)
-        except (FileNotFoundError, IndexError, ValueError, ProcessLookupError):
-            return None
-        return pid
-
-    def _processes(self) -> list[int]:
-        """The postmaster and its children (backends, WAL writer, checkpointer...)."""
-        postmaster = self._postmaster()
-        if postmaster is None:
-            return []
-        children = []
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                with contextlib.suppress(OSError, IndexError):
-                    fields = (entry / "stat").read_text().rpartition(")")[2].split()
-                    if int(fields[1]) == postmaster:
-                        children.append(int(entry.name))
-        return [postmaster, *children]
-
-    def pause(self) -> None:
-        """Freeze every process of the server (SIGSTOP): connections hang, none is refused."""
-        for pid in self._processes():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGSTOP)
-
-    def resume(self) -> None:
-        for pid in self._processes():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
-
     def restart(self) -> None:
         self.stop()
         self.start()
@@ -143,6 +104,17 @@ class PostgresServer:
                             "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres",
                             "-d", database, "-At", "-v", "ON_ERROR_STOP=1", "-c", sql)
         return done.stdout.strip()
+
+    def add_user(self, name: str, password: str, *grants: str) -> str:
+        """A login role that must give its password (scram) over TCP, with `grants` (SQL
+        run as the superuser after its creation); its URL."""
+        self.psql(f"CREATE ROLE {name} LOGIN PASSWORD '{password}'")
+        for grant in grants:
+            self.psql(grant)
+        hba = self.data / "pg_hba.conf"
+        hba.write_text(f"host all {name} 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
+        _as_postgres(BIN / "pg_ctl", "-D", self.data, "reload")
+        return self.url_as(name, password)
 
     def remove(self) -> None:
         self.stop("immediate")
