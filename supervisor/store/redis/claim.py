@@ -23,7 +23,7 @@ from supervisor.store.policy import (
 from supervisor.store.records import ClaimBatch, ClaimedJob, Completion, Lease, LeaseRecovery
 from supervisor.store.redis.leases import RedisLeases
 from supervisor.store.redis.records import milliseconds, seconds
-from supervisor.store.redis.scripts import ScriptArg
+from supervisor.store.redis.scripts import ScriptArg, ScriptKey
 
 # 2: pending jobs are also in one claim queue per handler; 3: the running jobs are
 # counted per owner and handler in running-load (lua/upgrade-layout-3.lua).
@@ -32,6 +32,8 @@ LAYOUT = 3
 
 class RedisClaim(RedisLeases):
     _layout_checked = False  # this store upgraded the pool's keys to LAYOUT
+    _settings_for: tuple[object, ...] = ()  # what `_settings` was encoded for
+    _settings: tuple[tuple[bytes, ...], bytes]
 
     async def claim(
         self,
@@ -44,33 +46,55 @@ class RedisClaim(RedisLeases):
         claim_id: str = "",
         limits: Mapping[str, Limits] | None = None,
     ) -> ClaimBatch:
-        ctx, k = self._ctx, self._ctx.keys
+        ctx = self._ctx
         if not self._layout_checked:
+            k = ctx.keys
             await ctx.run("upgrade-layout", [k.pending, k.layout, k.running],
                           [k.prefix, LAYOUT], subject=ctx.pool)
             self._layout_checked = True
-        handlers = list(dict.fromkeys(handlers))  # a queue declared twice would be scanned twice
-        completions = "" if not completing else orjson.dumps(
-            [[c.lease.key, str(c.lease.token), c.result.decode()] for c in completing]).decode()
+        keys, settings = self._claim_settings(owner, handlers, lease_ttl, max_lease_losses)
         sent_at = ctx.witness.sending()
         since = ctx.witness.since(sent_at)
         claim_by = claim_deadline(ctx.witness.store_time(sent_at), lease_ttl)
+        this: dict[str, Any] = {
+            "count": count, "id": claim_id, "limits": limits_arg(limits or {}),
+            "complete": [[c.lease.key, str(c.lease.token), c.result.decode()]
+                         for c in completing]}
+        if since is not None:
+            this["since"] = milliseconds(since)
+        if claim_by is not None:
+            this["claim_by"] = milliseconds(claim_by)
         answer = await ctx.witnessed(sent_at, self._claim(
-            owner,
-            [k.pending, k.running, k.token, k.done("failed"), k.done("stopped"),
-             k.write_probe, k.reserved(owner), k.health, k.last_claim(owner), k.epoch,
-             *(k.queue(handler) for handler in handlers)],
-            [k.prefix, owner, count, milliseconds(lease_ttl), max_lease_losses,
-             ctx.retention_ms, k.channel, completions,
-             "" if since is None else milliseconds(since), milliseconds(MIN_FAILING_SPAN),
-             milliseconds(MIN_CLAIM_GAP), milliseconds(JUDGE_AFTER_GAP), claim_id,
-             "" if claim_by is None else milliseconds(claim_by), limits_arg(limits or {}),
-             "0" if ctx.no_lock_delay else "1", *handlers],
-        ))
+            owner, keys, [settings, orjson.dumps(this)]))
         ctx.witness.answered(sent_at, seconds(answer[2]), reported=True, hold=lease_ttl)
         return claim_batch(answer, owner)
 
-    async def _claim(self, owner: str, keys: Sequence[str],
+    def _claim_settings(self, owner: str, handlers: Sequence[str], lease_ttl: float,
+                        max_lease_losses: int) -> tuple[tuple[bytes, ...], bytes]:
+        """The claim's keys and its ARGV 1, the same at each of this owner's claims:
+        encoded once, not at each claim."""
+        ctx = self._ctx
+        wanted = (owner, tuple(handlers), lease_ttl, max_lease_losses, ctx.retention_ms,
+                  ctx.no_lock_delay)
+        if self._settings_for == wanted:
+            return self._settings
+        k = ctx.keys
+        handlers = list(dict.fromkeys(handlers))  # a queue declared twice would be scanned twice
+        keys = [k.pending, k.running, k.token, k.done("failed"), k.done("stopped"),
+                k.write_probe, k.reserved(owner), k.health, k.last_claim(owner), k.epoch,
+                *(k.queue(handler) for handler in handlers)]
+        settings = orjson.dumps({
+            "prefix": k.prefix, "owner": owner, "ttl": milliseconds(lease_ttl),
+            "max_losses": max_lease_losses, "retention": ctx.retention_ms,
+            "channel": k.channel, "min_failing_span": milliseconds(MIN_FAILING_SPAN),
+            "min_claim_gap": milliseconds(MIN_CLAIM_GAP),
+            "judge_after_gap": milliseconds(JUDGE_AFTER_GAP),
+            "lock_delay": not ctx.no_lock_delay, "handlers": handlers})
+        self._settings_for = wanted
+        self._settings = (tuple(key.encode() for key in keys), settings)
+        return self._settings
+
+    async def _claim(self, owner: str, keys: Sequence[ScriptKey],
                      args: Sequence[ScriptArg]) -> list[Any]:
         if not self._ctx.replicated.replicas:
             return await self._ctx.run("claim", keys, args, subject=owner)
@@ -81,17 +105,15 @@ class RedisClaim(RedisLeases):
         return await self._ctx.replicated.claim(keys, args, owner=owner, release=release)
 
 
-def limits_arg(limits: Mapping[str, Limits]) -> str:
-    """The claim script's ARGV of pool-wide limits: {handler: [max_running,
-    max_running_per_group, rate starts, rate period (ms)]}, -1 where none; '' for none."""
-    if not any(not limit.unlimited for limit in limits.values()):
-        return ""
-    return orjson.dumps({
+def limits_arg(limits: Mapping[str, Limits]) -> dict[str, list[float]]:
+    """The claim's pool-wide limits (ARGV 2's `limits`): {handler: [max_running,
+    max_running_per_group, rate starts, rate period (ms)]}, -1 where none; {} for none."""
+    return {
         handler: [-1 if limit.max_running is None else limit.max_running,
                   -1 if limit.max_running_per_group is None else limit.max_running_per_group,
                   -1 if limit.rate is None else limit.rate.starts,
                   0 if limit.rate is None else milliseconds(limit.rate.period)]
-        for handler, limit in limits.items() if not limit.unlimited}).decode()
+        for handler, limit in limits.items() if not limit.unlimited}
 
 
 def claim_batch(answer: list[Any], owner: str) -> ClaimBatch:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from supervisor.errors import StoreFailure
 from supervisor.store.redis.connection import Connection, RedisClient, translated_errors
 from supervisor.store.redis.keys import PoolKeys
-from supervisor.store.redis.scripts import ScriptArg, Scripts
+from supervisor.store.redis.scripts import ScriptArg, ScriptKey, Scripts
 from supervisor.store.witness import FailureWitness
 
 if TYPE_CHECKING:  # replicated.py reads the claim's answer (claim.py), a part
@@ -44,7 +44,7 @@ class RedisContext:
         return self.connection.client
 
     async def run(
-        self, name: str, keys: Sequence[str], args: Sequence[ScriptArg], *, subject: str
+        self, name: str, keys: Sequence[ScriptKey], args: Sequence[ScriptArg], *, subject: str
     ) -> list[Any]:
         """Script `name`'s answer; the writes a caller is told have happened wait for
         the replicas (replicated.py)."""

@@ -11,7 +11,7 @@ from supervisor.errors import StoreFailure, StoreUnavailable
 from supervisor.store.records import Lease
 from supervisor.store.redis.claim import claim_batch
 from supervisor.store.redis.connection import translated_errors
-from supervisor.store.redis.scripts import ScriptArg, Scripts, checked
+from supervisor.store.redis.scripts import ScriptArg, ScriptKey, Scripts, checked
 from supervisor.store.redis.wait import WAIT_TIMEOUT_MS
 
 # The writes a caller is told have happened (a client's), and a supervisor's
@@ -29,7 +29,7 @@ class ReplicatedWrites:
     def waits(self, name: str) -> bool:
         return self.replicas > 0 and name in WAITED
 
-    async def run(self, name: str, keys: Sequence[str], args: Sequence[ScriptArg], *,
+    async def run(self, name: str, keys: Sequence[ScriptKey], args: Sequence[ScriptArg], *,
                   subject: str) -> list[Any]:
         """The script's answer once the replicas acknowledged it.  A refusal (key live,
         unknown) with too few acks is a failure too: what it saw may be the unreplicated
@@ -41,7 +41,7 @@ class ReplicatedWrites:
                 f"{subject!r}; it is on the master, and may not survive its failover")
         return checked(answer, subject)
 
-    async def claim(self, keys: Sequence[str], args: Sequence[ScriptArg], *, owner: str,
+    async def claim(self, keys: Sequence[ScriptKey], args: Sequence[ScriptArg], *, owner: str,
                     release: Callable[[Lease], Awaitable[None]]) -> list[Any]:
         """The claim script's answer; its jobs start only once the replicas hold the
         claim: else they are released (fenced by their tokens: never started, they spend
@@ -57,7 +57,7 @@ class ReplicatedWrites:
         raise StoreUnavailable(f"redis at {self._where}: {self._not_replicated(acks)} the "
                                f"claim; its {len(answer[3])} job(s) released unstarted")
 
-    async def _run(self, name: str, keys: Sequence[str], args: Sequence[ScriptArg], *,
+    async def _run(self, name: str, keys: Sequence[ScriptKey], args: Sequence[ScriptArg], *,
                    subject: str) -> tuple[list[Any], int]:
         with translated_errors(self._where):
             return await self._scripts.run_replicated(name, keys, args, subject=subject,

@@ -39,6 +39,7 @@ _COMMAND_FILE = re.compile(r"(?P<name>[a-z][a-z-]*)-(?P<keys>\d+)(?:\+(?P<per>\d
 _INCLUDE = re.compile(r"^-- include (?P<name>[a-z][a-z_]*)$", re.MULTILINE)
 
 ScriptArg = str | bytes | int | float
+ScriptKey = str | bytes  # a key, as a caller built it or encoded it once
 
 
 class Status(IntEnum):
@@ -143,7 +144,7 @@ class Scripts:
         }
 
     async def run(
-        self, name: str, keys: Sequence[str], args: Sequence[ScriptArg], *, subject: str
+        self, name: str, keys: Sequence[ScriptKey], args: Sequence[ScriptArg], *, subject: str
     ) -> list[Any]:
         """Run a command; raise the typed error for a non-OK status, else return the rest
         of its answer."""
@@ -153,7 +154,7 @@ class Scripts:
         return checked(answer, subject)
 
     async def run_replicated(
-        self, name: str, keys: Sequence[str], args: Sequence[ScriptArg], *, subject: str,
+        self, name: str, keys: Sequence[ScriptKey], args: Sequence[ScriptArg], *, subject: str,
         replicas: int,
     ) -> tuple[list[Any], int]:
         """`run`, then WAIT for `replicas` on the same connection: the script's whole

@@ -23,7 +23,7 @@ from supervisor.store.redis.connection import RedisClient
 WAIT_TIMEOUT_MS = 1000
 
 
-async def run_and_wait(client: RedisClient, sha: str, source: str, keys: Sequence[str],
+async def run_and_wait(client: RedisClient, sha: str, source: str, keys: Sequence[str | bytes],
                        args: Sequence[Any], replicas: int) -> tuple[Any, int]:
     """The script's raw answer, and how many replicas acknowledged its writes."""
     for _ in range(2):
@@ -32,7 +32,9 @@ async def run_and_wait(client: RedisClient, sha: str, source: str, keys: Sequenc
             # (it sends EVALSHA to the node of its keys' slot).
             pipe.execute_command("EVALSHA", sha, len(keys), *keys, *args)
             if isinstance(client, RedisCluster):
-                node = client.get_node_from_key(keys[0])
+                first = keys[0]
+                node = client.get_node_from_key(
+                    first if isinstance(first, str) else first.decode())
                 pipe.execute_command("WAIT", replicas, WAIT_TIMEOUT_MS, target_nodes=node)
             else:
                 pipe.wait(replicas, WAIT_TIMEOUT_MS)

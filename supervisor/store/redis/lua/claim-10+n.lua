@@ -5,19 +5,23 @@
 -- then due ones, highest priority first, oldest first within one, across their queues.
 -- KEYS: 1 pending zset, 2 running zset, 3 token counter, 4 done:failed, 5 done:stopped,
 --       6 write-probe, 7 reserved:<owner>, 8 health hash, 9 last-claim:<owner>,
---       10 epoch hash, 11... queue:<handler> of each handler in ARGV 17...
--- ARGV: 1 key prefix, 2 owner, 3 count, 4 lease ttl (ms), 5 max lease losses (0: no
---       limit), 6 retention (ms), 7 events channel, 8 the jobs to complete, a JSON
---       array of [key, token, result text] ('' for none), 9 since when the owner's
---       calls have failed or gone unanswered (store ms, '' if unknown), 10 the shortest
---       such span that is a failing window (ms), 11 the shortest gap between two
---       claims of the pool that leaves the leases that ended in it to a witness (ms),
---       12 for how long after the gap (ms), 13 this claim's id ('' for none), 14 the
---       store time after which it hands out no job ('' for none: a claim held up that
---       long, by a frozen store, may come after its sender stopped), 15 the pool-wide
---       limits of the handlers that have any (JSON, see below; '' for none), 16 '1'
---       (the lock-delay after a master change; '0' only in tests that show it is
---       needed), 17... handlers this owner runs
+--       10 epoch hash, 11... queue:<handler> of each handler in ARGV 1's `handlers`
+-- ARGV: 1 the owner's settings, the same at each of its claims (JSON, sent pre-encoded):
+--         {prefix: key prefix, owner, ttl: lease ttl (ms), max_losses: max lease losses
+--          (0: no limit), retention (ms), channel: events channel, min_failing_span:
+--          the shortest span of failed or unanswered calls that is a failing window
+--          (ms), min_claim_gap: the shortest gap between two claims of the pool that
+--          leaves the leases that ended in it to a witness (ms), judge_after_gap: for
+--          how long after the gap (ms), lock_delay: true (the lock-delay after a master
+--          change; false only in tests that show it is needed), handlers: [the
+--          handlers this owner runs]}
+--       2 this claim (JSON): {count, complete: [[key, token, result text], ...] the jobs
+--          to complete, since: since when the owner's calls have failed or gone
+--          unanswered (store ms; absent if unknown), id: this claim's id ('' for none),
+--          claim_by: the store time after which it hands out no job (absent for none: a
+--          claim held up that long, by a frozen store, may come after its sender
+--          stopped), limits: the pool-wide limits of the handlers that have any (see
+--          below; {} for none)}
 -- Undeclared keys (found while it runs, so not known to the caller; built from the
 -- prefix): paused (handlers, or '*' for the pool, that no claim serves), the claim
 -- queues of priorities 1-9 (queue:<handler>:<priority>), starts:<handler> (the store
@@ -47,28 +51,30 @@
 -- A recovered job keeps its expired deadline as `lease_expired_at` (for the failover
 -- time) until a claim hands it out and clears it.
 -- A lease that ended while this owner saw the store failing (the failing window
--- [ARGV 9, now], if at least ARGV 10 long) is recovered without counting a loss: the
+-- [since, now], if at least min_failing_span long) is recovered without counting a loss: the
 -- store's outage ended it, not the job.  A lease that this claim would count but that
 -- ended inside the last gap between the pool's claims (nobody reached the store: the
 -- health hash keeps last_claim, gap_start, gap_end), or within a lease ttl after it, is
--- left running for a claim that witnessed the gap, until ARGV 12 after the later of the
+-- left running for a claim that witnessed the gap, until judge_after_gap after the later of the
 -- gap's end and the lease's.  The rule is
 -- core/lease_losses.py's, from include/lease_losses.lua:
 -- include lease_losses
 
 local RECOVER_BATCH = POLICY.recover_batch
 
-local prefix, owner = ARGV[1], ARGV[2]
-local count, ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
-local claim_by = tonumber(ARGV[14])
-local max_losses = tonumber(ARGV[5])
+local settings, this = cjson.decode(ARGV[1]), cjson.decode(ARGV[2])
+local prefix, owner = settings.prefix, settings.owner
+local count, ttl = this.count, settings.ttl
+local asked = count
+local claim_by = this.claim_by
+local max_losses = settings.max_losses
 local pool = {pending = KEYS[1], running = KEYS[2], done_failed = KEYS[4],
               done_stopped = KEYS[5], queues = {}, reserved = {[owner] = KEYS[7]},
-              prefix = prefix, now = store_now(), retention = tonumber(ARGV[6]),
+              prefix = prefix, now = store_now(), retention = settings.retention,
               done_succeeded = prefix .. 'done:succeeded'}
-local FIRST_HANDLER, FIRST_QUEUE = 17, 11
-for i = FIRST_HANDLER, #ARGV do
-  pool.queues[ARGV[i]] = KEYS[i - FIRST_HANDLER + FIRST_QUEUE]
+local handlers, FIRST_QUEUE = settings.handlers, 11
+for i, handler in ipairs(handlers) do
+  pool.queues[handler] = KEYS[FIRST_QUEUE + i - 1]
 end
 
 refuse_when_full(KEYS[6])
@@ -113,12 +119,12 @@ local function step_epoch(epoch, token, running, now, lease_ttl)
 end
 
 local hold_until = step_epoch(KEYS[10], KEYS[3], pool.running, pool.now, ttl)
-local held = hold_until ~= nil and pool.now < hold_until and ARGV[16] == '1'
+local held = hold_until ~= nil and pool.now < hold_until and settings.lock_delay
 if held then
   count = 0
 end
 
-local claim_id, last_claim = ARGV[13], KEYS[9]
+local claim_id, last_claim = this.id, KEYS[9]
 if claim_id ~= '' then
   local last = redis.call('GET', last_claim)
   local saved = last and cjson.decode(last)
@@ -154,19 +160,17 @@ local function claims_gap(health, now, min_gap)
   end
   return nil
 end
-local gap = claims_gap(KEYS[8], pool.now, tonumber(ARGV[11]))
+local gap = claims_gap(KEYS[8], pool.now, settings.min_claim_gap)
 
 local completed = {}
-if ARGV[8] ~= '' then
-  for _, c in ipairs(cjson.decode(ARGV[8])) do
-    local key = c[1]
-    local job, notes = job_key(prefix, key), notes_key(prefix, key)
-    redis.call('EXISTS', notes)  -- read before the first write: see undeclared keys
-    completed[#completed + 1] = complete_job(pool, job, notes, key, c[2], owner, c[3]) and 1 or 0
-  end
+for _, c in ipairs(this.complete) do
+  local key = c[1]
+  local job, notes = job_key(prefix, key), notes_key(prefix, key)
+  redis.call('EXISTS', notes)  -- read before the first write: see undeclared keys
+  completed[#completed + 1] = complete_job(pool, job, notes, key, c[2], owner, c[3]) and 1 or 0
 end
-local failing = failing_window(tonumber(ARGV[9]), pool.now, tonumber(ARGV[10]))
-local defer = tonumber(ARGV[12])
+local failing = failing_window(this.since, pool.now, settings.min_failing_span)
+local defer = settings.judge_after_gap
 
 local recovered, requeued, judged, left = 0, {}, {}, 0
 local expired = {}
@@ -224,15 +228,13 @@ for _, key in ipairs(expired) do
 end
 
 -- core/limits.py startable: the pool-wide limits of the handlers that have any, from
--- ARGV 15: {handler: [max_running, max_running_per_group, rate starts, rate period (ms)]}
+-- ARGV 2's limits: {handler: [max_running, max_running_per_group, rate starts, rate period (ms)]}
 -- (-1 where none); running counts from running-load, starts from starts:<handler>.
 local limits = {}
-if ARGV[15] ~= '' then
-  for handler, l in pairs(cjson.decode(ARGV[15])) do
-    limits[handler] = {max_running = l[1] >= 0 and l[1] or nil,
-                       per_group = l[2] >= 0 and l[2] or nil,
-                       rate = l[3] >= 0 and l[3] or nil, period = l[4]}
-  end
+for handler, l in pairs(this.limits) do
+  limits[handler] = {max_running = l[1] >= 0 and l[1] or nil,
+                     per_group = l[2] >= 0 and l[2] or nil,
+                     rate = l[3] >= 0 and l[3] or nil, period = l[4]}
 end
 local load = load_key(pool)
 
@@ -277,8 +279,7 @@ if paused['*'] then
   count = 0
 end
 local serves, handler_queues, higher = {}, {}, {}
-for i = FIRST_HANDLER, #ARGV do
-  local handler = ARGV[i]
+for _, handler in ipairs(handlers) do
   if not paused[handler] then
     serves[handler] = true
     for priority = 9, 1, -1 do
@@ -437,15 +438,15 @@ if next_due then
 end
 -- Waiting for work (_lib.lua wake_waiting): while this claim left it room; a job it had
 -- no room for, or a recovered one of a handler it does not serve, wakes another.
-for i = FIRST_HANDLER, #ARGV do
-  redis.call(tonumber(ARGV[3]) > #claimed and 'SADD' or 'SREM', waiting_key(pool, ARGV[i]), owner)
+for _, handler in ipairs(handlers) do
+  redis.call(asked > #claimed and 'SADD' or 'SREM', waiting_key(pool, handler), owner)
 end
 if left_due then
-  wake_waiting(pool, ARGV[7], left_due)
+  wake_waiting(pool, settings.channel, left_due)
 end
 for handler in pairs(requeued) do
   if not serves[handler] then
-    wake_waiting(pool, ARGV[7], handler)
+    wake_waiting(pool, settings.channel, handler)
   end
 end
 if claim_id ~= '' then
