@@ -1,8 +1,12 @@
-"""A wake-up that may ring many times, for a loop that waits for work."""
+"""A wake-up that may ring many times, for a loop that waits for work; one that rings
+once.  Both wait on asyncio's own future or event, not anyio's `Event` (whose
+construction looks up the running backend, some ten calls a time, a few times a job):
+the supervisor runs on asyncio only (redis.asyncio), and a cancelled wait raises
+`CancelledError` into anyio's cancel scopes as anyio's own event would."""
 
 from __future__ import annotations
 
-import anyio
+import asyncio
 
 
 class Doorbell:
@@ -12,7 +16,7 @@ class Doorbell:
 
     def __init__(self) -> None:
         self._rang = False
-        self._waiter: anyio.Event | None = None
+        self._waiter: asyncio.Future[None] | None = None
 
     @property
     def rang(self) -> bool:
@@ -20,21 +24,22 @@ class Doorbell:
 
     def ring(self) -> None:
         self._rang = True
-        if self._waiter is not None:
-            self._waiter.set()
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():  # done: its wait was cancelled
+            waiter.set_result(None)
 
     async def wait(self) -> None:
         if not self._rang:
-            self._waiter = anyio.Event()
+            self._waiter = asyncio.get_running_loop().create_future()
             try:
-                await self._waiter.wait()
+                await self._waiter
             finally:
                 self._waiter = None
         self._rang = False
 
 
 class Latch:
-    """A wake-up that rings once, for good (an `anyio.Event`'s `set`, `is_set` and
+    """A wake-up that rings once, for good (an event's `set`, `is_set` and
     `wait`): its event is made only for a wait that must sleep, as most of a job's
     latches (its stop, its lost lease, its child's exit) are only looked at, or set
     before anyone waits.  A wait on a latch already set returns at once, without a trip
@@ -44,7 +49,8 @@ class Latch:
 
     def __init__(self) -> None:
         self._set = False
-        self._event: anyio.Event | None = None
+        self._event: asyncio.Event | None = None  # one future per waiter: one waiter's
+        # cancellation cancels its own, not the others'
 
     def is_set(self) -> bool:
         return self._set
@@ -59,5 +65,5 @@ class Latch:
         if self._set:
             return
         if self._event is None:
-            self._event = anyio.Event()
+            self._event = asyncio.Event()
         await self._event.wait()
