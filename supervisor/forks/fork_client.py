@@ -197,7 +197,7 @@ class ForkServerClient:
             child = Child(
                 job_id=job_id,
                 key=key,
-                forked_at=anyio.current_time(),
+                forked_at=asyncio.get_running_loop().time(),  # anyio.current_time()
                 control_socket=control_parent,
                 output_socket=output_parent,
                 wake=wake,

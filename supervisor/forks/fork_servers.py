@@ -7,6 +7,7 @@ closes once they are all done.  A fork server that dies is replaced the same way
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 
@@ -89,10 +90,13 @@ class Referee:
 
     async def before_fork(self, key: str) -> None:
         # A sleep, not an event: the wait ends with time, and is rare (after a death).
+        # The loop's clock, anyio.current_time() on asyncio without its backend lookup
+        # (twice a job); `judge` compares it with the children's `forked_at`, the same.
+        clock = asyncio.get_running_loop().time
         while wait := spawn_wait(key, self._suspected, self._last_fork,  # noqa: ASYNC110
-                                 anyio.current_time()):
+                                 clock()):
             await anyio.sleep(wait)
-        now = anyio.current_time()
+        now = clock()
         self._last_fork = LastFork(at=now, suspect=is_suspect(key, self._suspected, now))
 
     def judge(self, forked_at: Mapping[str, float]) -> Mapping[str, Verdict]:

@@ -7,6 +7,7 @@ answer never speaks for results it did not store."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import math
@@ -95,7 +96,7 @@ class Claimer:
             await self._spawn_ready()
             free = self._free_slots()
             if not self._results.waiting and (wait := wait_before_claim(
-                    free, anyio.current_time(), self._last_claim, POLL_INTERVAL)):
+                    free, _now(), self._last_claim, POLL_INTERVAL)):
                 await self._sleep(wait)
                 continue
             try:
@@ -123,7 +124,7 @@ class Claimer:
         a time, or two claims could count the same free slot."""
         async with self._one_at_a_time:
             free = self._free_slots()
-            self._last_claim = anyio.current_time()
+            self._last_claim = _now()
             sent_at = fence_clock()
             carried: list[PendingResult] = []
             if self._first_sent_at is None:  # not sent again: it may carry results
@@ -183,3 +184,9 @@ def _log_recovery(recovered: LeaseRecovery) -> None:
     JobLog(log, recovered.key).log(logging.WARNING if recovered.counted else logging.INFO,
                                    "lease of %s expired: %s; %s", recovered.holder, why,
                                    recovered.outcome)
+
+
+def _now() -> float:
+    """anyio.current_time() on asyncio (the loop's clock), without looking the backend up
+    through sniffio at each claim."""
+    return asyncio.get_running_loop().time()
