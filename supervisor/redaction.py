@@ -12,7 +12,7 @@ shown as written.
 from __future__ import annotations
 
 import re
-from urllib.parse import unquote_plus
+from urllib.parse import unquote, unquote_plus
 
 HIDDEN = "***"
 _SECRET_WORDS = frozenset({"pass", "pwd", "key", "auth"})
@@ -47,3 +47,32 @@ def is_secret_parameter(name: str) -> bool:
 def _redact_parameter(part: str) -> str:
     name = part.partition("=")[0]
     return f"{name}={HIDDEN}" if is_secret_parameter(name) else part
+
+
+def redact_in(text: str, url: str) -> str:
+    """`text` (a driver's message about `url`) with `url` shown redacted and none of its
+    secrets left in it, whole or in part: a driver that refuses a URL may quote it, or
+    the token it could not read (libpq: `invalid percent-encoded token: "..."`)."""
+    text = text.replace(url, redact_url(url))
+    for secret in sorted(_secrets(url), key=len, reverse=True):
+        text = text.replace(secret, HIDDEN)
+    return text
+
+
+def _secrets(url: str) -> set[str]:
+    """The secret values of `url`, as written and percent-decoded."""
+    _scheme, sep, rest = url.partition("://")
+    if not sep:
+        return set()
+    rest, _hash, fragment = rest.partition("#")
+    head, _question, query = rest.partition("?")
+    values = [fragment]
+    userinfo, at, _place = head.rpartition("@")
+    if at and ":" in userinfo:
+        values.append(userinfo.partition(":")[2])
+    for part in query.split("&"):
+        name, _eq, value = part.partition("=")
+        if is_secret_parameter(name):
+            values.append(value)
+    found = {form for value in values for form in (value, unquote(value), unquote_plus(value))}
+    return {value for value in found if value}

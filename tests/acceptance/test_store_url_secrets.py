@@ -32,6 +32,10 @@ def poolsup(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
         ("status", f"rediss://user:pw-user@127.0.0.1:1/0?{QUERY}"),
         ("status", f"unix://user:pw-user@/run/no.sock?{QUERY}&ssl_keyfile=/k.pem"),
         ("status", f"redis://user:pw-user@127.0.0.1:1/0?{QUERY}"),
+        # libpq refuses the URL and quotes it, or the token it could not read.
+        ("status", f"postgresql://user:pw-user@[bad/pool?{QUERY}"),
+        ("status", "postgres://user:pw-user%zz@127.0.0.1:1/pool"),
+        ("jobs", f"postgresql://user:pw-user@[bad/pool?{QUERY}"),
     ],
 )
 def test_a_store_url_in_an_error_shows_no_secret(tmp_path: Path, command: str,
