@@ -9,6 +9,8 @@ record is also read every SAFETY_REREAD seconds without one.
 
 from __future__ import annotations
 
+import math
+
 import anyio
 
 from supervisor.errors import WaitTimedOut
@@ -23,16 +25,20 @@ async def wait_for_end(
 ) -> JobRecord:
     """The job's record once it is succeeded, failed or stopped.  Raises `JobNotFound`
     for an unknown key, `WaitTimedOut` (a TimeoutError) when `timeout` seconds pass
-    first; the job goes on."""
-    state = "live"
-    with anyio.move_on_after(timeout):
-        async with store.job_ends(key) as hints:
-            record = await store.job(key)
+    first; the job goes on.
+
+    The subscription and the first read are not cut short by `timeout` (the store's own
+    time limits bound them): until the store has answered, the wait knows nothing of the
+    job, so a store that is down or slow to refuse (PostgreSQL's pool waits some 2 s for a
+    connection) is its own error (`StoreUnavailable`, exit 1), never "still live"."""
+    deadline = anyio.current_time() + (math.inf if timeout is None else timeout)
+    async with store.job_ends(key) as hints:
+        record = await store.job(key)
+        with anyio.move_on_after(deadline - anyio.current_time()):
             while record.state not in FINISHED_STATES:
-                state = record.state
                 with anyio.move_on_after(reread_every):
                     await anext(hints)
                 record = await store.job(key)
             return record
-    raise WaitTimedOut(f"job {key!r} is still {state} after {timeout:g} s "
+    raise WaitTimedOut(f"job {key!r} is still {record.state} after {timeout:g} s "
                        f"(the wait ran out; the job goes on)")
