@@ -5,6 +5,9 @@ answered yet is that failure too, not "still live" (exit 7), which it could not 
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -38,4 +41,46 @@ def test_a_server_that_is_down_is_one_line_and_exit_1(tmp_path: Path, pool_name:
     lines = result.stderr.strip().splitlines()
     assert (result.returncode, len(lines)) == (1, 1), result.stderr
     assert "postgresql at postgresql://app:***@127.0.0.1" in lines[0], lines[0]
+    assert PASSWORD not in result.stdout + result.stderr
+
+
+def without_psycopg(tmp_path: Path) -> dict[str, str]:
+    """An environment whose Python has no psycopg, as where the postgres extra is not
+    installed: a module of that name that is not found, first on the path."""
+    shim = tmp_path / "no-extra"
+    shim.mkdir()
+    (shim / "psycopg.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'psycopg'\", name='psycopg')\n")
+    path = os.pathsep.join(filter(None, [str(shim), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path}
+
+
+@pytest.mark.parametrize("command", ["check", "run", "status"])
+def test_without_the_postgres_extra_each_command_names_it_and_exits_2(
+    tmp_path: Path, pool_name: str, command: str
+) -> None:
+    # `check` validates the config: a store this installation cannot open is refused
+    # there, as `run` refuses it, not "ok" until the supervisor starts.
+    store = f"postgresql://app:{PASSWORD}@127.0.0.1:{free_port()}/pool"
+    config = write_pool(tmp_path, store=store, pool=pool_name, handlers=HANDLERS)
+
+    result = subprocess.run([sys.executable, "-m", "supervisor.cli", command, "-c",
+                             str(config)], capture_output=True, text=True, timeout=60,
+                            env=without_psycopg(tmp_path))
+
+    lines = result.stderr.strip().splitlines()
+    assert (result.returncode, len(lines)) == (2, 1), result.stdout + result.stderr
+    assert "pip install 'poolsup[postgres]'" in lines[0] and PASSWORD not in lines[0]
+
+
+def test_check_refuses_a_postgres_url_libpq_cannot_read(tmp_path: Path,
+                                                         pool_name: str) -> None:
+    config = write_pool(tmp_path, store=f"postgresql://app:{PASSWORD}@[::1/pool",
+                        pool=pool_name, handlers=HANDLERS)
+
+    result = poolsup("check", "-c", str(config))
+
+    lines = result.stderr.strip().splitlines()
+    assert (result.returncode, len(lines)) == (2, 1), result.stdout + result.stderr
+    assert "store URL 'postgresql://app:***@[::1/pool'" in lines[0], lines[0]
     assert PASSWORD not in result.stdout + result.stderr
