@@ -48,7 +48,7 @@ def plan_command(config_path: str | None, name: str, as_json: bool) -> None:
 
     from supervisor.core.plans import InvalidPlan, parse_plan
     from supervisor.forks.launch import open_fork_server
-    from supervisor.pool.producers import producer_handlers, run_producer
+    from supervisor.pool.producers import ProducerFailed, producer_handlers, run_producer
     from supervisor.sandbox_config import protected_paths
 
     config = read_config(config_path)
@@ -61,8 +61,12 @@ def plan_command(config_path: str | None, name: str, as_json: bool) -> None:
         producer = producer_handlers({name: schedule},
                                      protected_paths(config.path, config.pool.store))
         async with open_fork_server(producer) as fork_server:
-            return await run_producer(fork_server, schedule, tick=time.time(),
-                                      max_result=config.pool.max_result)
+            try:
+                return await run_producer(fork_server, schedule, tick=time.time(),
+                                          max_result=config.pool.max_result)
+            except ProducerFailed as error:  # its error may run over several lines
+                first = str(error).strip().splitlines()[0]
+                raise PoolsupError(f"schedule {name}: {first}") from None
 
     value = anyio.run(produce)
     try:
