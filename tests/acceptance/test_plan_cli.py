@@ -70,3 +70,15 @@ def test_a_producer_that_fails_is_one_line_naming_the_schedule(config: str) -> N
     lines = result.stderr.strip().splitlines()
     assert (result.returncode, len(lines)) == (1, 1), result.stderr
     assert "fails" in lines[0] and "the feed list is unreachable" in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("command", ["schedules", "plan"])
+def test_help_says_what_each_option_does_and_that_a_schedule_may_end(command: str) -> None:
+    shown = poolsup(command, "--help")
+
+    assert shown.returncode == 0, shown.stderr
+    assert "end" in shown.stdout.partition("Options:")[0], shown.stdout
+    options = shown.stdout.partition("Options:")[2].splitlines()
+    bare = [line for line in options if line.strip().startswith("-")
+            and len(line.strip().split(None, 1)) < 2]
+    assert not bare, f"options without help: {bare}"
