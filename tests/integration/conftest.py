@@ -80,6 +80,7 @@ ON_POSTGRES = frozenset({
     "test_debug.py::test_debug_names_the_busy_line_of_a_running_job",
     "test_job_output.py::test_logs_shows_a_jobs_output_while_it_runs_and_after_it_ended",
     "test_snooze.py::test_a_snoozed_job_runs_again_after_its_delay_with_the_same_attempt",
+    "test_schedule_ends.py::test_a_plan_that_ends_its_schedule_stops_every_supervisor_until_it_changes",
     "test_status.py::test_status_json_shows_supervisors_counts_and_running_jobs",
 })
 
