@@ -1,8 +1,9 @@
-"""What a pool costs its Redis per job as it grows: the same no-op jobs through a pool of
-1 and of 16 idle supervisors, each on a fresh private redis-server.
+"""What a pool costs its store per job as it grows: the same no-op jobs through a pool of
+1 and of 16 idle supervisors, each on a fresh private redis-server (or, with `--store
+postgres`, a fresh PostgreSQL server: tests/helpers/postgres_server.py, fsync off).
 
-    python bench/scale_out.py [--jobs 1000] [--supervisors 1,16] [--capacity 4]
-                              [--idle-seconds 5]
+    python bench/scale_out.py [--store redis|postgres] [--jobs 1000] [--supervisors 1,16]
+                              [--capacity 4] [--idle-seconds 5]
 
 For each pool size: start the supervisors (capacity `--capacity`, the no-op handler of
 handlers/noop.py, default settings otherwise; the job history is always kept), wait until
@@ -22,6 +23,11 @@ Commands are every command in `INFO commandstats`, which counts the commands run
 scripts; the script calls themselves (eval, evalsha, fcall and their _ro forms) are not
 among them but are counted on their own row.  This script's own commands are left out:
 INFO, CONFIG and the ZCARD polls of the wait for the jobs to succeed.
+
+On PostgreSQL the server's CPU is that of the postmaster and every backend (psutil; the
+backends that exited meanwhile through the postmaster's children times), "commands" are
+the database's transactions (pg_stat_database xact_commit + xact_rollback; this script's
+own reads left out) and "script calls" its statements are not counted (0).
 """
 
 from __future__ import annotations
@@ -31,15 +37,19 @@ import contextlib
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
+import psycopg
 import redis
 from common import redis_server, supervisor
 
 from supervisor import Client
 from supervisor.store.redis.keys import PoolKeys
+from tests.helpers.postgres_server import PostgresServer
 
 HANDLERS = {"noop": {"path": "noop.py"}}
 SCRIPT_CALLS = ("eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro")
@@ -87,6 +97,8 @@ def redis_process(url: str) -> psutil.Process:
 
 
 def read(server: psutil.Process, raw: redis.Redis) -> Reading:
+    if isinstance(raw, PostgresReader):
+        return raw.read()
     stats = raw.info("commandstats")
     calls = {name.removeprefix("cmdstat_"): int(value["calls"]) for name, value in stats.items()}
     times = server.cpu_times()
@@ -109,13 +121,68 @@ def wait_until(predicate, timeout: float, what: str) -> None:  # type: ignore[no
         time.sleep(0.2)
 
 
+class PostgresReader:
+    """The PostgreSQL server's CPU and transactions, and the pool's succeeded jobs."""
+
+    def __init__(self, server: PostgresServer, pool: str) -> None:
+        self._postmaster = psutil.Process(
+            int((server.data / "postmaster.pid").read_text().split()[0]))
+        self._conn = psycopg.connect(server.url, autocommit=True)
+        self._pool = pool
+        self.own = 0  # this script's transactions
+
+    def cpu(self) -> float:
+        times = self._postmaster.cpu_times()
+        total = times.user + times.system + times.children_user + times.children_system
+        for child in self._postmaster.children(recursive=True):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                child_times = child.cpu_times()
+                total += child_times.user + child_times.system
+        return total
+
+    def read(self) -> Reading:
+        row = self._conn.execute(
+            "SELECT xact_commit + xact_rollback FROM pg_stat_database "
+            "WHERE datname = current_database()").fetchone()
+        self.own += 2  # this read, and pg_stat's snapshot is per transaction
+        return Reading(time.monotonic(), self.cpu(),
+                       {"xact": int(row[0]) if row else 0})
+
+    def succeeded(self) -> int:
+        self.own += 1
+        row = self._conn.execute("SELECT count(*) FROM poolsup.jobs WHERE pool = %s AND "
+                                 "state = 'succeeded'", [self._pool]).fetchone()
+        return int(row[0]) if row else 0
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+@contextlib.contextmanager
+def store_server(kind: str, pool: str) -> Iterator[tuple[str, Any, Any]]:
+    """(url, the server process or None, a reader) for a fresh private server."""
+    if kind == "redis":
+        with redis_server() as url:
+            raw = redis.Redis.from_url(url)
+            try:
+                yield url, redis_process(url), raw
+            finally:
+                raw.close()
+        return
+    server = PostgresServer().start()
+    reader = PostgresReader(server, pool)
+    try:
+        yield server.url, None, reader
+    finally:
+        reader.close()
+        server.remove()
+
+
 def measure(size: int, args: argparse.Namespace) -> Outcome:
     directory = Path(tempfile.mkdtemp(prefix="poolsup-scale-out-"))
     pool = f"bench-{uuid.uuid4().hex[:8]}"
-    with redis_server() as url, contextlib.ExitStack() as stack:
-        server = redis_process(url)
-        raw = redis.Redis.from_url(url)
-        stack.callback(raw.close)
+    with store_server(args.store, pool) as (url, server, raw), \
+            contextlib.ExitStack() as stack:
         for n in range(size):
             stack.enter_context(supervisor(directory, url, pool, handlers=HANDLERS,
                                            name=f"s{n}.toml", id=f"s{n}",
@@ -139,6 +206,8 @@ def measure(size: int, args: argparse.Namespace) -> Outcome:
 
         def all_succeeded() -> bool:
             nonlocal polls
+            if isinstance(raw, PostgresReader):
+                return raw.succeeded() >= args.jobs
             polls += 1
             return int(raw.zcard(succeeded)) >= args.jobs
 
@@ -151,7 +220,11 @@ def measure(size: int, args: argparse.Namespace) -> Outcome:
         host_busy = psutil.cpu_percent() / 100
         producer_cpu = (time.process_time() - producer_began) / args.jobs
         wait_until(all_succeeded, 300, f"{args.jobs} jobs to succeed")
-        active = cost(start, read(server, raw), own_commands=polls).minus(idle)
+        own_before = raw.own if isinstance(raw, PostgresReader) else 0
+        end = read(server, raw)
+        if isinstance(raw, PostgresReader):
+            polls = raw.own - own_before + 2  # the polls and the reads in the window
+        active = cost(start, end, own_commands=polls).minus(idle)
         counts = client.status()["counts"]
         if counts["succeeded"] != args.jobs:
             raise SystemExit(f"expected {args.jobs} succeeded jobs, got {counts}")
@@ -171,6 +244,7 @@ def measure(size: int, args: argparse.Namespace) -> Outcome:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--store", choices=("redis", "postgres"), default="redis")
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--supervisors", default="1,16",
                         help="pool sizes, comma-separated (default 1,16)")
@@ -180,10 +254,12 @@ def main() -> None:
     sizes = [int(size) for size in args.supervisors.split(",")]
     outcomes = [measure(size, args) for size in sizes]
 
+    server = "PostgreSQL" if args.store == "postgres" else "Redis"
     names = [f"{o.supervisors} supervisor{'s' if o.supervisors != 1 else ''}" for o in outcomes]
     rows = [
-        ("Redis CPU ms per job", [f"{1000 * o.per_job.cpu:.3f}" for o in outcomes]),
-        ("Redis commands per job (in scripts too)",
+        (f"{server} CPU ms per job", [f"{1000 * o.per_job.cpu:.3f}" for o in outcomes]),
+        ("PostgreSQL transactions per job" if args.store == "postgres" else
+         "Redis commands per job (in scripts too)",
          [f"{o.per_job.commands:.1f}" for o in outcomes]),
         ("script calls per job (eval/evalsha/fcall)",
          [f"{o.per_job.scripts:.2f}" for o in outcomes]),
@@ -194,9 +270,10 @@ def main() -> None:
                                                    for o in outcomes]),
         ("  the host's cores busy while it dispatched", [f"{100 * o.host_busy:.0f}%"
                                                          for o in outcomes]),
-        ("idle pool: Redis CPU %", [f"{100 * o.idle.cpu / o.idle.seconds:.2f}"
+        (f"idle pool: {server} CPU %", [f"{100 * o.idle.cpu / o.idle.seconds:.2f}"
                                     for o in outcomes]),
-        ("idle pool: commands/s", [f"{o.idle.commands / o.idle.seconds:.1f}" for o in outcomes]),
+        ("idle pool: transactions/s" if args.store == "postgres" else "idle pool: commands/s",
+         [f"{o.idle.commands / o.idle.seconds:.1f}" for o in outcomes]),
         ("idle pool: script calls/s", [f"{o.idle.scripts / o.idle.seconds:.1f}"
                                        for o in outcomes]),
         ("active window s", [f"{o.per_job.seconds:.1f}" for o in outcomes]),

@@ -155,6 +155,8 @@ def _next_buffered(channel: ControlChannel) -> protocol.Message | None:
     while True:
         try:
             return channel.buffered_message()
+        except protocol.UnknownMessage:
+            continue  # a newer supervisor's kind of message: nothing here acts on it
         except ValueError as exc:  # orjson.JSONDecodeError is a ValueError
             print(f"poolsup: bad control message: {exc}", file=sys.stderr)
 

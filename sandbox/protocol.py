@@ -246,26 +246,27 @@ class Notify:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Ack:
     t: str = MSG_ACK
-    seq: int
+    seq: int | None = None  # (a child's message: every field has a default, as the
+    # supervisor read them before they were typed; one it cannot use is ignored)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Checkpoint:
     t: str = MSG_CHECKPOINT
-    value: Any
+    value: Any = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Result:
     t: str = MSG_RESULT
-    stopping: bool
-    value: Any
+    stopping: bool = False
+    value: Any = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Error:
     t: str = MSG_ERROR
-    error: str
+    error: str = ""
     traceback: str | None = ""
     final: bool = False
 
@@ -291,7 +292,7 @@ class Spans:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ThreadStacks:
     t: str = MSG_STACKS
-    threads: list[dict[str, Any]]
+    threads: list[dict[str, Any]] | None = None
 
 
 Message = (Start | Stop | Notify | Ack | Checkpoint | Result | Error | Snooze | EndSchedule
@@ -299,9 +300,18 @@ Message = (Start | Stop | Notify | Ack | Checkpoint | Result | Error | Snooze | 
 
 
 
-def _by_tag(tag: str, *kinds: type) -> dict[str, Any]:
-    """Each kind of message by its tag's value (the default of its `tag` field)."""
-    return {str(next(f.default for f in fields(kind) if f.name == tag)): kind for kind in kinds}
+class UnknownMessage(ValueError):
+    """A message of a kind this side does not know (sent by a newer poolsup: a
+    supervisor still running the code it started with meets a fork server or a child
+    of the code installed since, after a reload).  Its reader skips it."""
+
+
+def _by_tag(tag: str, *kinds: type) -> dict[str, tuple[type, frozenset[str]]]:
+    """Each kind of message, and the names of its other fields, by its tag's value (the
+    default of its `tag` field)."""
+    return {str(next(f.default for f in fields(kind) if f.name == tag)):
+            (kind, frozenset(f.name for f in fields(kind) if f.name != tag))
+            for kind in kinds}
 
 
 _REQUESTS = _by_tag("op", Spawn, Fence, Signal, Kill, AskStacks, Exit, Ping)
@@ -411,12 +421,18 @@ def decode_message(data: bytes) -> Message:
     return cast(Message, _typed(data, "t", _MESSAGES))
 
 
-def _typed(data: bytes, tag: str, kinds: dict[str, Any]) -> Any:
-    fields = decode(data)
-    kind = kinds.get(fields.pop(tag, None))
-    if kind is None:
-        raise ValueError(f"unknown message: {data[:80]!r}")
+def _typed(data: bytes, tag: str, kinds: dict[str, tuple[type, frozenset[str]]]) -> Any:
+    """The message `data` holds.  A field this side does not know is left out (a newer
+    sender's); a field it needs and does not get is a ValueError, and so is a kind it
+    does not know (`UnknownMessage`)."""
+    values = decode(data)
+    found = kinds.get(values.pop(tag, None))
+    if found is None:
+        raise UnknownMessage(f"unknown message: {data[:80]!r}")
+    kind, names = found
+    if not names.issuperset(values):
+        values = {name: value for name, value in values.items() if name in names}
     try:
-        return kind(**fields)
-    except TypeError as error:  # a field missing or unknown
+        return kind(**values)
+    except TypeError as error:  # a field missing
         raise ValueError(f"bad {kind.__name__} message ({error}): {data[:80]!r}") from None

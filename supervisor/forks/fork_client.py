@@ -302,7 +302,11 @@ class ForkServerClient:
                         if not ended.done():
                             ended.set_result(None)
                         return
-                    self._handle(protocol.decode_event(packet))
+                    try:
+                        event = protocol.decode_event(packet)
+                    except protocol.UnknownMessage:
+                        continue  # a newer fork server's: nothing this side waits for
+                    self._handle(event)
             except Exception as error:  # a bug here ends the serving, as it would a task
                 self._stop_reading()
                 if not ended.done():

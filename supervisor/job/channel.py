@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import select
 import socket
+import weakref
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
@@ -50,6 +52,8 @@ log = logging.getLogger("poolsup.jobs")
 
 RECV_SIZE = 65536
 READS_PER_CALL = 4
+FEEDS_PER_CALL = 256  # sockets read at one callback, at most (a level-triggered epoll:
+# the rest are read at the next)
 MAX_TRACEBACK = 8192
 # Room for an error message and its traceback on top of a result's own limit.
 MESSAGE_OVERHEAD = 1024 * 1024
@@ -65,7 +69,8 @@ class SocketFeed:
         self._feed = feed
         self._loop = asyncio.get_running_loop()
         self.closed = Latch()
-        self._loop.add_reader(self._fd, self._readable)
+        self._feeds = _Feeds.of(self._loop)
+        self._feeds.add(self._fd, self)
 
     def _readable(self) -> None:
         """Read what the socket holds, up to its end if that came too (a child's last
@@ -93,7 +98,7 @@ class SocketFeed:
     def close(self) -> None:
         """Stop reading (at the end of stream, or when the job's supervision ends)."""
         if not self.closed.is_set():
-            self._loop.remove_reader(self._fd)
+            self._feeds.remove(self._fd)
             self.closed.set()
 
     async def drained(self, grace: float) -> None:
@@ -106,6 +111,45 @@ class SocketFeed:
             await self.closed.wait()
         finally:
             giving_up.cancel()
+
+
+class _Feeds:
+    """Every child socket an event loop reads, in one epoll of their own that the loop
+    watches as a single reader: a job's sockets then cost one `epoll_ctl` each to add and
+    to remove, not the loop's reader bookkeeping (a handle, a selector key) for each."""
+
+    _of: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Feeds] = (
+        weakref.WeakKeyDictionary())
+
+    @classmethod
+    def of(cls, loop: asyncio.AbstractEventLoop) -> _Feeds:
+        feeds = cls._of.get(loop)
+        if feeds is None:
+            feeds = cls._of[loop] = cls(loop)
+        return feeds
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._epoll = select.epoll(flags=select.EPOLL_CLOEXEC)
+        self._feeds: dict[int, SocketFeed] = {}
+        loop.add_reader(self._epoll.fileno(), self._ready)
+
+    def add(self, fd: int, feed: SocketFeed) -> None:
+        self._feeds[fd] = feed
+        try:
+            self._epoll.register(fd, select.EPOLLIN)
+        except FileExistsError:  # its number's last socket closed while registered
+            self._epoll.modify(fd, select.EPOLLIN)
+
+    def remove(self, fd: int) -> None:
+        self._feeds.pop(fd, None)
+        with suppress(OSError):  # closed already: the kernel removed it
+            self._epoll.unregister(fd)
+
+    def _ready(self) -> None:
+        for fd, _ in self._epoll.poll(0, FEEDS_PER_CALL):
+            feed = self._feeds.get(fd)
+            if feed is not None:
+                feed._readable()
 
 
 class ControlReader:
@@ -140,8 +184,9 @@ class ControlReader:
     def exit_report(self, status: ExitStatus | None) -> ChildExit:
         """How the child ended: what it said here, and how the fork server saw it exit."""
         return ChildExit(
-            error=self.error.error if self.error is not None else None,
-            final=self.error.final if self.error is not None else False,
+            # A child is not trusted to send the types the protocol names.
+            error=None if self.error is None else str(self.error.error or ""),
+            final=self.error is not None and bool(self.error.final),
             result_json=self.result_json,
             exit_code=status.code if status else None,
             exit_signal=status.signal if status else None,
@@ -188,6 +233,8 @@ class ControlReader:
             return
         try:
             message = protocol.decode_message(line)
+        except protocol.UnknownMessage:
+            return  # a newer child's kind of message: nothing here acts on it
         except ValueError as error:  # orjson.JSONDecodeError is a ValueError
             self._fail(f"the child sent an invalid control message ({error}): {line[:80]!r}")
             return

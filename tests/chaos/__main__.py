@@ -1,4 +1,4 @@
-"""`python -m tests.chaos --minutes N --seed S [--store redis|sqlite] [--sentinel]`: a
+"""`python -m tests.chaos --minutes N --seed S [--store redis|sqlite|postgres] [--sentinel]`: a
 randomized fault-injection run of a real pool, then the checker's verdict on its history.
 
 One `random.Random(seed)` draws both plans (faults, workload) before anything starts, so
@@ -40,7 +40,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m tests.chaos", description=__doc__)
     parser.add_argument("--minutes", type=float, required=True)
     parser.add_argument("--seed", type=int, required=True)
-    parser.add_argument("--store", choices=("redis", "sqlite", "sentinel"), default="redis")
+    parser.add_argument("--store", choices=("redis", "sqlite", "sentinel", "postgres"),
+                        default="redis")
     parser.add_argument("--sentinel", action="store_true",
                         help="the store is a master and a replica behind three sentinels, "
                              "with failovers (some losing the last writes) among the faults; "
@@ -49,7 +50,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="how many run from the start (default 3); one more joins and "
                              "leaves")
     parser.add_argument("--overlap", action="store_true",
-                        help="Redis faults at the same time as the supervisors' faults")
+                        help="the store's faults (Redis's, PostgreSQL's) at the same time as "
+                             "the supervisors' faults")
     parser.add_argument("--dir", type=Path, help="where the run keeps its files")
     parser.add_argument("--keep", action="store_true", help="keep the run's files")
     return parser.parse_args(argv)
@@ -62,7 +64,7 @@ def chaos_run(minutes: float, seed: int, store: str, directory: Path,
     run_id = f"c{seed}x{os.getpid()}"
     faults = plan_faults(rng, seconds, redis=store == "redis", lease_ttl=LEASE_TTL,
                          supervisors=supervisors, overlap=overlap,
-                         sentinel=store == "sentinel")
+                         sentinel=store == "sentinel", postgres=store == "postgres")
     work = plan_work(rng, seconds, run_id)
     log(f"seed {seed}: {len(faults)} faults, {len(work)} workload items, dir {directory}")
     ledger = directory / "ledger.jsonl"

@@ -1,5 +1,6 @@
 """The pool under chaos: a durable redis-server (or one SQLite file, or a master and a
-replica behind three sentinels, with wait_replicas = 1) and real `poolsup run`
+replica behind three sentinels, with wait_replicas = 1, or a PostgreSQL server with
+synchronous_commit on) and real `poolsup run`
 processes, each in a session of its own so that its whole process group can be frozen
 without touching the driver."""
 
@@ -20,6 +21,7 @@ import redis
 from tests.chaos.checker import LIMITED, LIMITED_MAX_RUNNING
 from tests.chaos.plan import supervisor_ids
 from tests.helpers.pool import SupervisorProcess, write_pool
+from tests.helpers.postgres_server import PostgresServer
 from tests.helpers.redis_sentinel import SentinelSetup
 from tests.helpers.redis_server import RedisServer
 
@@ -57,6 +59,8 @@ class Cluster:
         self.pool = pool
         self.redis = RedisServer(args=DURABLE_REDIS) if store == "redis" else None
         self.sentinel = SentinelSetup() if store == "sentinel" else None
+        self.postgres = PostgresServer(settings={"synchronous_commit": "on"}) \
+            if store == "postgres" else None
         self.store_kind = store
         # Behind Sentinel, what a dispatch returned survives a failover only with this.
         self.wait_replicas = 1 if store == "sentinel" else 0
@@ -69,6 +73,8 @@ class Cluster:
             return self.redis.url
         if self.sentinel is not None:
             return self.sentinel.url
+        if self.postgres is not None:
+            return self.postgres.url
         return f"sqlite:///{self.directory}/pool.db"
 
     def config(self, supervisor: str) -> Path:
@@ -93,6 +99,8 @@ payload = {{ledger = "{ledger}", seconds = 0.05}}
             self.redis.start()
         if self.sentinel is not None:
             self.sentinel.start()
+        if self.postgres is not None:
+            self.postgres.start()
         for supervisor in self.ids:
             self.start_supervisor(supervisor)
 
@@ -119,6 +127,15 @@ payload = {{ledger = "{ledger}", seconds = 0.05}}
                     if "sandbox.forkserver" in " ".join(child.cmdline()):
                         return child
         return None
+
+    def postgres_processes(self) -> list[psutil.Process]:
+        """The PostgreSQL server's postmaster and all its children."""
+        assert self.postgres is not None
+        pid_file = self.postgres.data / "postmaster.pid"
+        with contextlib.suppress(OSError, ValueError, psutil.NoSuchProcess):
+            postmaster = psutil.Process(int(pid_file.read_text().split()[0]))
+            return [postmaster, *postmaster.children(recursive=True)]
+        return []
 
     def admin(self) -> redis.Redis:
         assert self.redis is not None
@@ -151,6 +168,14 @@ payload = {{ledger = "{ledger}", seconds = 0.05}}
                 admin.close()
         if self.sentinel is not None:
             self.heal_sentinel()
+        if self.postgres is not None:
+            for server_process in self.postgres_processes():
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    server_process.send_signal(signal.SIGCONT)
+            if not (self.postgres.data / "postmaster.pid").exists():
+                self.postgres.start()
+            self.postgres.psql("ALTER DATABASE pool WITH ALLOW_CONNECTIONS true",
+                               database="postgres")
         for supervisor, process in self.supervisors.items():
             if process.process.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
@@ -189,6 +214,8 @@ payload = {{ledger = "{ledger}", seconds = 0.05}}
             self.redis.remove()
         if self.sentinel is not None:
             self.sentinel.remove()
+        if self.postgres is not None:
+            self.postgres.remove()
 
 
 def wait_until(predicate: Any, timeout: float, interval: float = 0.2) -> bool:

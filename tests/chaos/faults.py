@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import psutil
 import redis
 
 from supervisor import Client
@@ -38,7 +39,7 @@ class FaultInjector:
             self.cluster.start_supervisor(fault.target)  # a heal: it must be up to be hit
         self.log(f"fault {fault.kind} {fault.target} {fault.duration}s")
         self.history.faults.append(fault.kind)
-        if fault.target != "redis":
+        if fault.target not in ("redis", "postgres"):
             getattr(self, fault.kind)(fault)
             return
         self._store_faults += 1
@@ -134,6 +135,38 @@ class FaultInjector:
         server.stop()
         time.sleep(fault.duration)
         server.start()
+
+    def freeze_postgres(self, fault: Fault) -> None:
+        frozen = self.cluster.postgres_processes()
+        for process in frozen:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.send_signal(signal.SIGSTOP)
+        try:
+            time.sleep(fault.duration)
+        finally:
+            for process in frozen:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    process.send_signal(signal.SIGCONT)
+
+    def restart_postgres(self, fault: Fault) -> None:
+        server = self.cluster.postgres
+        assert server is not None
+        # A crash of the server's processes (immediate: no checkpoint, crash recovery at
+        # the start); with synchronous_commit on, every commit a caller saw is kept.
+        server.stop("immediate")
+        time.sleep(fault.duration)
+        server.start()
+
+    def refuse_postgres(self, fault: Fault) -> None:
+        server = self.cluster.postgres
+        assert server is not None
+        server.psql("ALTER DATABASE pool WITH ALLOW_CONNECTIONS false", database="postgres")
+        try:
+            server.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = 'pool'", database="postgres")
+            time.sleep(fault.duration)
+        finally:
+            server.psql("ALTER DATABASE pool WITH ALLOW_CONNECTIONS true", database="postgres")
 
     def failover(self, fault: Fault) -> None:
         self._kill_master(lose_writes_for=None)

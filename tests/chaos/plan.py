@@ -19,10 +19,16 @@ REDIS_FAULTS = ("freeze_redis", "restart_redis", "redis_oom", "redis_readonly")
 # Behind Sentinel: the master killed (its writes replicated), or killed once the replica
 # has missed its last writes (lost on the promoted replica).
 SENTINEL_FAULTS = ("failover", "lose_writes")
+# PostgreSQL's own (--store postgres): every server process frozen (SIGSTOP), a restart
+# (`pg_ctl restart -m fast`), new connections refused (ALLOW_CONNECTIONS false, the open
+# ones ended) for a while.
+POSTGRES_FAULTS = ("freeze_postgres", "restart_postgres", "refuse_postgres")
+STORE_FAULTS = REDIS_FAULTS + SENTINEL_FAULTS + POSTGRES_FAULTS
 FAULT_WEIGHTS = {"kill_supervisor": 4, "freeze_supervisor": 3, "freeze_group": 2,
                  "kill_fork_server": 3, "drain": 3, "rolling_restart": 1, "join_leave": 2,
                  "freeze_redis": 2, "restart_redis": 2, "redis_oom": 2, "redis_readonly": 2,
-                 "failover": 3, "lose_writes": 3}
+                 "failover": 3, "lose_writes": 3,
+                 "freeze_postgres": 2, "restart_postgres": 2, "refuse_postgres": 2}
 
 # Kind of job -> weight among the dispatches after the first long-running ones.
 KIND_WEIGHTS = {"short": 35, "cpu": 8, "failing": 8, "fail_for_good": 5, "stoppable": 10,
@@ -37,7 +43,7 @@ DISPATCH_MEAN_GAP = 0.8
 class Fault:
     at: float  # seconds after the start (the episode waits for the previous one)
     kind: str
-    target: str  # a supervisor id, "redis", or "all"
+    target: str  # a supervisor id, "redis" or "postgres" (the store), or "all"
     duration: float  # how long the fault lasts (frozen, down, erroring, joined)
     lane: int = 0  # faults of one lane come one after another; lanes overlap
 
@@ -54,21 +60,23 @@ class Work:
 
 def plan_faults(rng: random.Random, seconds: float, *, redis: bool, lease_ttl: float,
                 supervisors: int = 3, overlap: bool = False,
-                sentinel: bool = False) -> list[Fault]:
-    """One lane of faults; with `overlap` (and Redis), two: the supervisors' faults in
-    lane 0 and Redis's in lane 1, at the same time.  With `sentinel`, the store's faults
-    are failovers (SENTINEL_FAULTS) instead of REDIS_FAULTS."""
+                sentinel: bool = False, postgres: bool = False) -> list[Fault]:
+    """One lane of faults; with `overlap` (and Redis or PostgreSQL), two: the
+    supervisors' faults in lane 0 and the store's in lane 1, at the same time.  With
+    `sentinel`, the store's faults are failovers (SENTINEL_FAULTS) instead of
+    REDIS_FAULTS; with `postgres`, POSTGRES_FAULTS."""
     if sentinel:
-        kinds = [kind for kind in FAULT_WEIGHTS if kind not in REDIS_FAULTS]
+        kinds = [kind for kind in FAULT_WEIGHTS
+                 if kind not in REDIS_FAULTS and kind not in POSTGRES_FAULTS]
         return _lane(rng, seconds, kinds, lease_ttl, supervisors, 0)
-    kinds = [kind for kind in FAULT_WEIGHTS
-             if (redis or kind not in REDIS_FAULTS) and kind not in SENTINEL_FAULTS]
-    if not (overlap and redis):
+    own = REDIS_FAULTS if redis else POSTGRES_FAULTS if postgres else ()
+    kinds = [kind for kind in FAULT_WEIGHTS if kind not in STORE_FAULTS or kind in own]
+    if not (overlap and own):
         return _lane(rng, seconds, kinds, lease_ttl, supervisors, 0)
     return sorted(
-        _lane(rng, seconds, [kind for kind in kinds if kind not in REDIS_FAULTS], lease_ttl,
+        _lane(rng, seconds, [kind for kind in kinds if kind not in own], lease_ttl,
               supervisors, 0)
-        + _lane(rng, seconds, list(REDIS_FAULTS), lease_ttl, supervisors, 1),
+        + _lane(rng, seconds, list(own), lease_ttl, supervisors, 1),
         key=lambda fault: fault.at)
 
 
@@ -81,8 +89,8 @@ def _lane(rng: random.Random, seconds: float, kinds: list[str], lease_ttl: float
     while at < seconds - 5:
         kind = rng.choices(kinds, weights)[0]
         target = rng.choice(ids)
-        if kind in REDIS_FAULTS or kind in SENTINEL_FAULTS:
-            target = "redis"
+        if kind in STORE_FAULTS:
+            target = "redis" if kind not in POSTGRES_FAULTS else "postgres"
         elif kind == "rolling_restart":
             target = "all"
         elif kind == "join_leave":
@@ -93,6 +101,9 @@ def _lane(rng: random.Random, seconds: float, kinds: list[str], lease_ttl: float
             "freeze_group": rng.uniform(lease_ttl + 0.5, 3 * lease_ttl),
             "freeze_redis": rng.uniform(0.5, 2 * lease_ttl),
             "restart_redis": rng.uniform(0.2, 2.0),
+            "freeze_postgres": rng.uniform(0.5, 2 * lease_ttl),
+            "restart_postgres": rng.uniform(0.2, 2.0),
+            "refuse_postgres": rng.uniform(1.0, 4.0),
             "redis_oom": rng.uniform(1.0, 4.0),
             "redis_readonly": rng.uniform(1.0, 4.0),
             "lose_writes": rng.uniform(0.5, 2.0),  # the replica cut off before the kill

@@ -105,6 +105,17 @@ class PostgresServer:
                             "-d", database, "-At", "-v", "ON_ERROR_STOP=1", "-c", sql)
         return done.stdout.strip()
 
+    def add_user(self, name: str, password: str, *grants: str) -> str:
+        """A login role that must give its password (scram) over TCP, with `grants` (SQL
+        run as the superuser after its creation); its URL."""
+        self.psql(f"CREATE ROLE {name} LOGIN PASSWORD '{password}'")
+        for grant in grants:
+            self.psql(grant)
+        hba = self.data / "pg_hba.conf"
+        hba.write_text(f"host all {name} 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
+        _as_postgres(BIN / "pg_ctl", "-D", self.data, "reload")
+        return self.url_as(name, password)
+
     def remove(self) -> None:
         self.stop("immediate")
         shutil.rmtree(self._dir, ignore_errors=True)

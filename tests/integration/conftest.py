@@ -59,20 +59,19 @@ class Pool:
 # The supervisor-level tests that also run on PostgreSQL: one or two per guarantee and per
 # way a hint travels (wake, stop, notify, debug, a job's end), not every test: the suite
 # keeps within its time on a 2-core CI machine.  Its conformance suite (tests/store) runs
-# whole on PostgreSQL.
+# whole on PostgreSQL, which covers what is left out here store by store (ticks once per
+# tick, rate limits, a backlog per handler, status); test_postgres_*.py and
+# test_transactional_dispatch.py add failover, errors and the caller's transaction.
 ON_POSTGRES = frozenset({
     "test_guarantees.py::test_guarantee_4_failover_after_sigkill",
     "test_guarantees.py::test_guarantee_1_frozen_supervisor_never_runs_twice",
     "test_guarantees.py::test_concurrent_supervisors_run_each_job_once",
-    "test_edges.py::test_guarantee_2_a_backlog_of_one_handler_does_not_delay_another",
     "test_edges.py::test_guarantee_2_notes_not_taken_before_a_drain_reach_the_next_run",
     "test_rebalance.py::test_guarantee_7_a_joiner_takes_half_of_four_long_running_jobs",
     "test_rebalance.py::test_guarantee_7_a_stop_and_notes_sent_during_a_move_are_not_lost",
     "test_rebalance.py::test_guarantee_2_a_rolling_restart_loses_nothing_and_ends_no_long_running_job",
-    "test_schedules.py::test_guarantee_9_three_supervisors_fire_each_tick_once_when_one_dies",
     "test_schedules.py::test_guarantee_9_a_producer_starts_stops_and_keeps_only_its_own_jobs",
     "test_steering.py::test_max_running_holds_across_supervisors_and_a_sigkill",
-    "test_steering.py::test_a_rate_limit_holds_in_every_second",
     "test_steering.py::test_pause_stops_every_supervisor_and_survives_a_restart",
     "test_outcomes.py::test_retries_with_backoff_until_success",
     "test_outcomes.py::test_stop_ends_a_running_job_stopped",
@@ -80,8 +79,6 @@ ON_POSTGRES = frozenset({
     "test_debug.py::test_debug_names_the_busy_line_of_a_running_job",
     "test_job_output.py::test_logs_shows_a_jobs_output_while_it_runs_and_after_it_ended",
     "test_snooze.py::test_a_snoozed_job_runs_again_after_its_delay_with_the_same_attempt",
-    "test_schedule_ends.py::test_a_plan_that_ends_its_schedule_stops_every_supervisor_until_it_changes",
-    "test_status.py::test_status_json_shows_supervisors_counts_and_running_jobs",
 })
 
 

@@ -14,6 +14,7 @@ names the server with its password hidden.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -24,7 +25,7 @@ from psycopg.rows import DictRow
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from supervisor.errors import StoreUnavailable
-from supervisor.store.postgres.connection import why_not
+from supervisor.store.postgres.connection import POOL_SIZE, why_not
 from supervisor.store.postgres.schema import ensure_schema, load_queries
 
 _T = TypeVar("_T")
@@ -71,6 +72,14 @@ class Tx:
 Work = Callable[[Tx], Awaitable[_T]]
 
 
+class StaleConnection(Exception):
+    """A pooled connection was found closed before its transaction began."""
+
+    def __init__(self, error: psycopg.OperationalError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class PgDatabase:
     def __init__(self, pool: AsyncConnectionPool[Connection], name: str, where: str,
                  conninfo: str) -> None:
@@ -103,16 +112,14 @@ class PgDatabase:
             raise StoreUnavailable(f"{self._where}: the store is closed")
         try:
             with anyio.fail_after(STORE_TIMEOUT):
-                async with self._pool.connection() as conn:
-                    await conn.set_isolation_level(
-                        IsolationLevel.READ_COMMITTED if writes else IsolationLevel.REPEATABLE_READ)
-                    async with conn.transaction():
-                        if not self._ready:
-                            await self._prepare(conn, writes)
-                        now = await self._begin(conn, pool_lock, writes)
-                        result = await work(Tx(conn, self._name, now))
-                    self._ready = self._ready or writes
-                    return result
+                # Each idle connection of the pool may have been closed by a restart.
+                for tries_left in reversed(range(POOL_SIZE + 1)):
+                    try:
+                        return await self._attempt(work, writes=writes, pool_lock=pool_lock)
+                    except StaleConnection as stale:
+                        if not tries_left:
+                            raise stale.error from None
+                raise AssertionError("unreachable")  # pragma: no cover
         except TimeoutError as exc:
             raise StoreUnavailable(
                 f"{self._where}: no answer within {STORE_TIMEOUT:g} s") from exc
@@ -121,6 +128,33 @@ class PgDatabase:
             raise StoreUnavailable(f"{self._where}: {reason}") from exc
         except psycopg.Error as exc:
             raise self.unavailable(exc) from exc
+
+    async def _attempt(self, work: Work[_T], *, writes: bool, pool_lock: bool) -> _T:
+        """One try.  A connection the server closed while it was idle in the pool (a
+        restart, AdminShutdown) fails at the first statement, before anything of the work
+        ran: `StaleConnection`, and the transaction is tried again on another."""
+        async with self._pool.connection() as conn:
+            await conn.set_isolation_level(
+                IsolationLevel.READ_COMMITTED if writes else IsolationLevel.REPEATABLE_READ)
+            try:
+                try:
+                    if not self._ready:
+                        await self._prepare(conn, writes)
+                    now = await self._begin(conn, pool_lock, writes)
+                except psycopg.OperationalError as exc:
+                    # Nothing ran yet; the connection is dropped, not given back.
+                    with anyio.CancelScope(shield=True):
+                        await conn.close()
+                    raise StaleConnection(exc) from exc
+                result = await work(Tx(conn, self._name, now))
+            except BaseException:
+                if not conn.closed:
+                    with anyio.CancelScope(shield=True), contextlib.suppress(psycopg.Error):
+                        await conn.rollback()
+                raise
+            await conn.commit()
+            self._ready = self._ready or writes
+            return result
 
     async def _prepare(self, conn: Connection, writes: bool) -> None:
         """The first write of this store creates or migrates the schema, and the pool's

@@ -18,10 +18,10 @@ async def step(tx: Tx, lease_ttl: float) -> EpochStep:
     """The pool's epoch after a claim with `lease_ttl` in this transaction, written."""
     master = str(await tx.value("primary_identity"))
     row = await tx.row("epoch")
-    recorded = None if row is None else Epoch(
+    recorded = None if row is None or row["master"] is None else Epoch(
         master=row["master"], number=row["number"], seen_at=row["seen_at"],
         max_ttl=row["max_ttl"])
-    has_leases = (await tx.value("token_counter") or 0) > 0
+    has_leases = row is not None and row["token"] > 0
     stepped = step_epoch(recorded, master, has_leases=has_leases, lease_ttl=lease_ttl,
                          now=tx.now)
     if stepped.epoch != recorded:

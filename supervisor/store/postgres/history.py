@@ -15,8 +15,7 @@ async def note(tx: Tx, key: str, event: str, detail: str | None = None, *,
                lease: Lease | None = None) -> None:
     """Add the event; with `lease`, only if that lease holds the job."""
     await tx.run("note_job_event", key=key, event=event, detail=detail,
-                 owner=lease and lease.owner, token=lease and lease.token)
-    await tx.run("trim_job_events", key=key, keep=HISTORY_LIMIT)
+                 owner=lease and lease.owner, token=lease and lease.token, keep=HISTORY_LIMIT)
 
 
 async def forget(tx: Tx, key: str) -> None:

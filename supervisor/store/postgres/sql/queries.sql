@@ -24,16 +24,16 @@ SELECT (SELECT system_identifier FROM pg_control_system())::text || ':'
     || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) AS master;
 
 -- name: epoch
-SELECT master, number, seen_at, max_ttl FROM poolsup.epochs WHERE pool = %(pool)s;
+-- The pool's epoch record (NULL columns if none), and its token counter.
+SELECT e.master, e.number, e.seen_at, e.max_ttl, c.token
+FROM poolsup.counters c LEFT JOIN poolsup.epochs e ON e.pool = c.pool
+WHERE c.pool = %(pool)s;
 
 -- name: save_epoch
 INSERT INTO poolsup.epochs (pool, master, number, seen_at, max_ttl)
 VALUES (%(pool)s, %(master)s, %(number)s, %(seen_at)s::double precision, %(max_ttl)s)
 ON CONFLICT (pool) DO UPDATE SET master = excluded.master, number = excluded.number,
     seen_at = excluded.seen_at, max_ttl = excluded.max_ttl;
-
--- name: token_counter
-SELECT token FROM poolsup.counters WHERE pool = %(pool)s;
 
 -- name: front_of_queue
 -- A due time ahead of every pending job, and never in the future.
@@ -447,18 +447,24 @@ DELETE FROM poolsup.stacks_answers WHERE pool = %(pool)s AND at < %(cutoff)s;
 SELECT answer FROM poolsup.stacks_answers WHERE pool = %(pool)s AND request = %(request)s;
 
 -- name: note_job_event
-INSERT INTO poolsup.job_events (pool, key, at, event, supervisor, token, detail)
-SELECT %(pool)s, %(key)s, %(now)s, %(event)s,
-    CASE WHEN state = 'running' THEN supervisor END,
-    CASE WHEN state = 'running' THEN token END, %(detail)s
-FROM poolsup.jobs WHERE pool = %(pool)s AND key = %(key)s
-    AND (%(owner)s::text IS NULL OR (state = 'running' AND supervisor = %(owner)s::text
-                                     AND token = %(token)s::bigint));
-
--- name: trim_job_events
-DELETE FROM poolsup.job_events WHERE pool = %(pool)s AND key = %(key)s AND id <= (
-    SELECT id FROM poolsup.job_events WHERE pool = %(pool)s AND key = %(key)s
-    ORDER BY id DESC LIMIT 1 OFFSET %(keep)s);
+-- A step of the job's history (postgres/history.py), naming the supervisor and token of
+-- its run while it runs; with an %(owner)s, only while its lease (%(token)s) holds the
+-- job.  The job keeps its newest %(keep)s events: those before are dropped in the same
+-- statement (which sees the events as they were before it).
+WITH noted AS (
+    INSERT INTO poolsup.job_events (pool, key, at, event, supervisor, token, detail)
+    SELECT %(pool)s, %(key)s, %(now)s, %(event)s,
+        CASE WHEN state = 'running' THEN supervisor END,
+        CASE WHEN state = 'running' THEN token END, %(detail)s
+    FROM poolsup.jobs WHERE pool = %(pool)s AND key = %(key)s
+        AND (%(owner)s::text IS NULL OR (state = 'running' AND supervisor = %(owner)s::text
+                                         AND token = %(token)s::bigint))
+    RETURNING id
+)
+DELETE FROM poolsup.job_events WHERE pool = %(pool)s AND key = %(key)s
+    AND EXISTS (SELECT 1 FROM noted) AND id <= (
+        SELECT id FROM poolsup.job_events WHERE pool = %(pool)s AND key = %(key)s
+        ORDER BY id DESC LIMIT 1 OFFSET %(keep)s - 1);
 
 -- name: forget_job_events
 DELETE FROM poolsup.job_events WHERE pool = %(pool)s AND key = %(key)s;
