@@ -6,7 +6,9 @@ it holds one - a word of the name (split at `_`, `-`, `.`) that is `pass`, `pwd`
 `credential` (`password`, `ssl_password`, `sentinel_password`, `auth_token`,
 `api_key`; not `ssl_keyfile`, a path).  Names are compared percent-decoded and in any
 case, as a driver would read them.  A fragment is hidden whole.  Everything else is
-shown as written.
+shown as written.  A text that is not a URL (libpq's `host=h password=pw` form, a URL
+missing its `//`) has the same secrets hidden: the value of each `name=value` whose name
+says it holds one, and what stands between the last `:` and the `@`.
 """
 
 from __future__ import annotations
@@ -21,10 +23,10 @@ _WORD_SPLIT = re.compile(r"[_.\-]+")
 
 
 def redact_url(url: str) -> str:
-    """`url` with its secrets shown as ***; a text that is not a URL, as it is."""
+    """`url` with its secrets shown as ***, also when it is not a URL."""
     scheme, sep, rest = url.partition("://")
     if not sep:
-        return url
+        return _redact_text(url)
     rest, hash_mark, fragment = rest.partition("#")
     head, question_mark, query = rest.partition("?")
     # The user info ends at the last @ before the query: a password may hold a / too.
@@ -35,6 +37,20 @@ def redact_url(url: str) -> str:
         query = "&".join(_redact_parameter(part) for part in query.split("&"))
     return (f"{scheme}://{head}{question_mark}{query}"
             + (f"#{HIDDEN}" if hash_mark and fragment else hash_mark))
+
+
+_KEYWORD_VALUE = re.compile(r"([^\s=&?;]+)(\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&;]*)")
+
+
+def _redact_text(text: str) -> str:
+    """A store setting that is not a URL, its secrets hidden all the same."""
+    text = _KEYWORD_VALUE.sub(
+        lambda found: (f"{found[1]}{found[2]}{HIDDEN}" if is_secret_parameter(found[1])
+                       else found[0]), text)
+    head, at, place = text.rpartition("@")
+    if at and ":" in head:
+        text = f"{head.rpartition(':')[0]}:{HIDDEN}@{place}"
+    return text
 
 
 def is_secret_parameter(name: str) -> bool:

@@ -50,3 +50,15 @@ def test_a_drivers_message_quoting_the_url_or_a_piece_of_it_shows_no_secret() ->
 
     assert shown == ('bad URI: "postgresql://u:***@[h/db?sslpassword=***&sslmode=x"; '
                      'invalid percent-encoded token: "***"; also ***, ***')
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("host=h user=u password=pw dbname=d", "host=h user=u password=*** dbname=d"),
+    ("host=h sslpassword='p w' port=5432", "host=h sslpassword=*** port=5432"),
+    ("postgresql:u:pw@h/d", "postgresql:u:***@h/d"),
+    ("u:pw@h:5432/d", "u:***@h:5432/d"),
+    ("pool.db", "pool.db"),
+])
+def test_a_store_setting_that_is_not_a_url_has_its_secrets_hidden(text: str,
+                                                                  shown: str) -> None:
+    assert redact_url(text) == shown
