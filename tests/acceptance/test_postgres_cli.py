@@ -1,20 +1,22 @@
 """The `poolsup` command on a PostgreSQL store, as a user runs it: with the server down,
 each command says so in one line and exits 1 (the contract's "runtime failure (store
 unreachable, ...)"), the password hidden; a wait that runs out while the store has not
-answered yet is that failure too, not "still live" (exit 7), which it could not know."""
+answered yet is that failure too, not "still live" (exit 7), which it could not know, and
+it still ends when its timeout says (a frozen Redis too)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.acceptance.test_cli import poolsup
 from tests.helpers.pool import write_pool
-from tests.helpers.redis_server import free_port
+from tests.helpers.redis_server import RedisServer, free_port
 
 HANDLERS = {"echo": {"path": "outcomes.py", "function": "async_echo"}}
 PASSWORD = "pw-secret"
@@ -40,7 +42,7 @@ def test_a_server_that_is_down_is_one_line_and_exit_1(tmp_path: Path, pool_name:
 
     lines = result.stderr.strip().splitlines()
     assert (result.returncode, len(lines)) == (1, 1), result.stderr
-    assert "postgresql at postgresql://app:***@127.0.0.1" in lines[0], lines[0]
+    assert "postgresql://app:***@127.0.0.1" in lines[0], lines[0]
     assert PASSWORD not in result.stdout + result.stderr
 
 
@@ -84,3 +86,21 @@ def test_check_refuses_a_postgres_url_libpq_cannot_read(tmp_path: Path,
     assert (result.returncode, len(lines)) == (2, 1), result.stdout + result.stderr
     assert "store URL 'postgresql://app:***@[::1/pool'" in lines[0], lines[0]
     assert PASSWORD not in result.stdout + result.stderr
+
+
+def test_a_wait_on_a_frozen_store_ends_at_its_timeout_with_exit_1(
+    tmp_path: Path, pool_name: str, own_redis: RedisServer
+) -> None:
+    config = write_pool(tmp_path, store=own_redis.url, pool=pool_name, handlers=HANDLERS)
+    own_redis.pause()
+    try:
+        started = time.monotonic()
+        result = poolsup("wait", "-c", str(config), "k1", "--timeout", "1")
+        took = time.monotonic() - started
+    finally:
+        own_redis.resume()
+
+    lines = result.stderr.strip().splitlines()
+    assert (result.returncode, len(lines)) == (1, 1), result.stderr
+    assert "no answer within 1 s" in lines[0], lines[0]
+    assert took < 5.0, f"the wait took {took:.1f} s"  # the socket's own limit: 5 s a call
