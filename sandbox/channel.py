@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-from typing import Any
 
 from sandbox import protocol
 
@@ -25,19 +24,20 @@ class ControlChannel:
         self._buffer = b""
         self._send_lock = threading.Lock()
 
-    def read_message(self) -> dict[str, Any] | None:
+    def read_message(self) -> protocol.Message | None:
         """The next message, or None at end of stream."""
         while (message := self.buffered_message()) is None:
             if not self.feed():
                 return None
         return message
 
-    def buffered_message(self) -> dict[str, Any] | None:
-        """A message already received, without reading the socket."""
+    def buffered_message(self) -> protocol.Message | None:
+        """A message already received, without reading the socket; raises ValueError
+        for a line that is not one."""
         if b"\n" not in self._buffer:
             return None
         line, self._buffer = self._buffer.split(b"\n", 1)
-        return protocol.decode(line)
+        return protocol.decode_message(line)
 
     def feed(self) -> bool:
         """Read what the socket has into the buffer; False at end of stream."""
@@ -48,7 +48,7 @@ class ControlChannel:
         self._buffer += data
         return bool(data)
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: protocol.Message) -> None:
         self.send_raw_line(protocol.encode_line(message))
 
     def send_raw_line(self, line: bytes) -> None:
@@ -60,10 +60,10 @@ class ControlChannel:
         it is gone, the save is lost as at any crash, and the stop that follows (the
         fork server's, at the fence) ends the job."""
         with contextlib.suppress(OSError):
-            self.send_raw_line(b'{"t":"checkpoint","value":' + value_json + b"}\n")
+            self.send_raw_line(protocol.checkpoint_line(value_json))
 
     def acknowledge(self, seq: int) -> None:
         """Tell the supervisor the handler took note `seq`; if it is gone, the stop
         that follows says so."""
         with contextlib.suppress(OSError):
-            self.send({"t": protocol.MSG_ACK, "seq": seq})
+            self.send(protocol.Ack(seq=seq))

@@ -236,29 +236,25 @@ def main(
     if traces is not None:
         traces.channel = channel
     start = channel.read_message()
-    if start is None or start.get("t") != protocol.MSG_START:
+    if not isinstance(start, protocol.Start):
         print(f"poolsup: expected a start message, got {start!r}", file=sys.stderr)
         return 1
-    os.environ["POOLSUP_JOB_KEY"] = str(start["key"])
-    os.environ["POOLSUP_JOB_TOKEN"] = str(start["token"])
-    os.environ["POOLSUP_JOB_ATTEMPT"] = str(start["attempt"])
+    os.environ["POOLSUP_JOB_KEY"] = str(start.key)
+    os.environ["POOLSUP_JOB_TOKEN"] = str(start.token)
+    os.environ["POOLSUP_JOB_ATTEMPT"] = str(start.attempt)
 
     if setup_error is not None:
-        return _report(channel, {
-            "t": protocol.MSG_ERROR,
-            "error": f"handler cannot run: {setup_error}",
-            "traceback": "",
-            "final": True,
-        }, code=1)
+        return _report(channel, protocol.Error(error=f"handler cannot run: {setup_error}",
+                                               final=True), code=1)
 
     inbox = Inbox(acknowledge=channel.acknowledge)
     job = Job(
-        key=start["key"],
-        payload=start["payload"],
-        attempt=start["attempt"],
-        token=start["token"],
+        key=start.key,
+        payload=start.payload,
+        attempt=start.attempt,
+        token=start.token,
         inbox=inbox,
-        checkpoint=start.get("checkpoint"),
+        checkpoint=start.checkpoint,
         save_checkpoint=channel.save_checkpoint,
         scratch=scratch,
     )
@@ -277,56 +273,47 @@ def main(
             import_error = traceback.format_exc()
     if function is None:
         last_line = (import_error or "").strip().splitlines()[-1:] or ["unknown error"]
-        return _report(channel, {
-            "t": protocol.MSG_ERROR,
-            "error": f"handler file failed to import: {last_line[0]}",
-            "traceback": import_error,
-            "final": True,
-        }, code=1)
+        return _report(channel, protocol.Error(
+            error=f"handler file failed to import: {last_line[0]}",
+            traceback=import_error,
+            final=True,
+        ), code=1)
 
     try:
         value = tracing.run_traced(start, channel, guard.run, function, job)
     except Stopped:
         return EXIT_STOPPED
     except Snooze as snooze:
-        return _report(channel, {"t": protocol.MSG_SNOOZE, "seconds": snooze.seconds})
+        return _report(channel, protocol.Snooze(seconds=snooze.seconds))
     except EndSchedule:
-        return _report(channel, {"t": protocol.MSG_END_SCHEDULE})
+        return _report(channel, protocol.EndSchedule())
     except BaseException as exc:
         return _report(channel, _error_message(exc, function))
     try:
         data = orjson.dumps(value)
     except (TypeError, orjson.JSONEncodeError) as exc:
-        return _report(channel, {
-            "t": protocol.MSG_ERROR,
-            "error": f"result is not JSON-serializable: {exc}",
-            "traceback": "",
-            "final": False,
-        })
+        return _report(channel, protocol.Error(error=f"result is not JSON-serializable: {exc}"))
     try:
         # Whether the handler returned in answer to a stop: after a drain or a move,
         # such a value does not end the job (it runs again elsewhere).
-        stopping = b"true" if inbox.stop_seen else b"false"
-        channel.send_raw_line(b'{"t":"result","stopping":' + stopping + b',"value":' + data
-                              + b"}\n")
+        channel.send_raw_line(protocol.result_line(data, stopping=inbox.stop_seen))
     except OSError:
         return 1
     return 0
 
 
-def _error_message(exc: BaseException, function: Callable[..., Any]) -> dict[str, Any]:
+def _error_message(exc: BaseException, function: Callable[..., Any]) -> protocol.Error:
     if isinstance(exc, SystemExit):
         error = f"handler called sys.exit({exc.code!r})"
     else:
         text = str(exc)
         error = type(exc).__name__ + (f": {text}" if text else "")
     tb = _from_handler(exc.__traceback__, function)
-    return {
-        "t": protocol.MSG_ERROR,
-        "error": error,
-        "traceback": "".join(traceback.format_exception(type(exc), exc, tb)),
-        "final": isinstance(exc, Fail),
-    }
+    return protocol.Error(
+        error=error,
+        traceback="".join(traceback.format_exception(type(exc), exc, tb)),
+        final=isinstance(exc, Fail),
+    )
 
 
 def _from_handler(tb: TracebackType | None, function: Callable[..., Any]) -> TracebackType | None:
@@ -343,7 +330,7 @@ def _from_handler(tb: TracebackType | None, function: Callable[..., Any]) -> Tra
     return tb
 
 
-def _report(channel: ControlChannel, message: dict[str, Any], code: int = 0) -> int:
+def _report(channel: ControlChannel, message: protocol.Message, code: int = 0) -> int:
     try:
         channel.send(message)
     except OSError:

@@ -28,7 +28,6 @@ import socket
 import sys
 import time
 from collections import deque
-from typing import Any
 
 from sandbox import child, confinement, descriptors, linux, proctree, protocol, tracing
 from sandbox.confinement import Confinement
@@ -85,8 +84,7 @@ class ForkServer:
             name: handler.error or self._confinements[name].error
             for name, handler in self._handlers.items()
         }
-        self._send({"ev": protocol.EV_READY, "pid": self._pid, "handlers": errors,
-                    "sandbox": self._sandbox_notes})
+        self._send(protocol.Ready(pid=self._pid, handlers=errors, sandbox=self._sandbox_notes))
         while not self._should_exit():
             for key, mask in self._selector.select(self._select_timeout()):
                 # Before a late fence message could extend one.
@@ -155,38 +153,36 @@ class ForkServer:
             try:
                 if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
                     raise ValueError("message or its file descriptors were truncated")
-                self._handle(protocol.decode(data), fds)
+                self._handle(protocol.decode_request(data), fds)
             except Exception as exc:
                 descriptors.close_all(fds)
                 _log(f"bad message {data[:200]!r}: {type(exc).__name__}: {exc}")
 
-    def _handle(self, message: dict[str, Any], fds: list[int]) -> None:
-        op = message.get("op")
-        if op == protocol.OP_SPAWN:
+    def _handle(self, message: protocol.Request, fds: list[int]) -> None:
+        if isinstance(message, protocol.Spawn):
             self._spawn(message, fds)
             return
         descriptors.close_all(fds)
-        if op == protocol.OP_FENCE:
-            deadline = float(message["deadline"])
-            for job_id in message["jobs"]:
-                self._jobs.set_fence(job_id, deadline)
-            self._jobs.enforce_fences(protocol.fence_clock())
-        elif op == protocol.OP_SIGNAL:
-            self._jobs.signal(message["job"], int(message["signal"]))
-        elif op == protocol.OP_KILL:
-            self._jobs.kill(message["job"])
-        elif op == protocol.OP_STACKS:
-            self._jobs.ask_stacks(message["job"])
-        elif op == protocol.OP_EXIT:
-            self._exiting = True
-        elif op == protocol.OP_PING:
-            self._send({"ev": protocol.EV_PONG, "seq": message["seq"]})
-        else:
-            raise ValueError(f"unknown op {op!r}")
+        match message:
+            case protocol.Fence(jobs=jobs, deadline=deadline):
+                for job_id in jobs:
+                    self._jobs.set_fence(job_id, float(deadline))
+                self._jobs.enforce_fences(protocol.fence_clock())
+            case protocol.Signal(job=job_id, signal=signum):
+                self._jobs.signal(job_id, int(signum))
+            case protocol.Kill(job=job_id):
+                self._jobs.kill(job_id)
+            case protocol.AskStacks(job=job_id):
+                self._jobs.ask_stacks(job_id)
+            case protocol.Exit():
+                self._exiting = True
+            case protocol.Ping(seq=seq):
+                self._send(protocol.Pong(seq=seq))
 
-    def _spawn(self, message: dict[str, Any], fds: list[int]) -> None:
-        job_id = message["job"]
-        name = message["handler"]
+    def _spawn(self, message: protocol.Spawn, fds: list[int]) -> None:
+        job_id = message.job
+        name = message.handler
+        deadline = message.deadline
         try:
             if not isinstance(job_id, str):
                 raise SpawnRefused("job id must be a string")
@@ -196,7 +192,7 @@ class ForkServer:
                 raise SpawnRefused(f"unknown handler {name!r}")
             # Its supervisor was held up (frozen) between the claim and the spawn: the
             # store may have given the job to another supervisor already.
-            if "deadline" in message and float(message["deadline"]) <= protocol.fence_clock():
+            if deadline is not None and float(deadline) <= protocol.fence_clock():
                 raise SpawnRefused("its lease ran out before the spawn: not started")
             if job_id in self._jobs:
                 raise SpawnRefused(f"job {job_id!r} is already running")
@@ -207,7 +203,7 @@ class ForkServer:
                 self._remove_scratch(job_id)
                 raise
         except (SpawnRefused, OSError) as exc:
-            self._send({"ev": protocol.EV_SPAWN_FAILED, "job": job_id, "error": str(exc)})
+            self._send(protocol.SpawnFailed(job=job_id, error=str(exc)))
             return
         finally:
             descriptors.close_all(fds)
@@ -217,14 +213,14 @@ class ForkServer:
         job = self._jobs.add(
             job_id, taker.pid, spec, protocol.fence_clock(), handler=name, cpu_base=cpu_base
         )
-        if "deadline" in message:
-            self._jobs.set_fence(job_id, float(message["deadline"]))
+        if deadline is not None:
+            self._jobs.set_fence(job_id, float(deadline))
         if spec.max_jobs_per_child > 1:
             job.assignment = taker.assignment
             self._selector.register(taker.assignment, selectors.EVENT_READ, job_id)
         else:
             taker.assignment.close()
-        self._send({"ev": protocol.EV_SPAWNED, "job": job_id, "pid": taker.pid})
+        self._send(protocol.Spawned(job=job_id, pid=taker.pid))
         self._fork_ahead()
 
     def _make_scratch(self, job_id: str, handler: str) -> str:
@@ -332,9 +328,9 @@ class ForkServer:
 
     # -- events to the supervisor
 
-    def _send(self, event: dict[str, Any]) -> None:
-        if event.get("ev") == protocol.EV_EXITED:
-            self._remove_scratch(event["job"])  # its processes are gone
+    def _send(self, event: protocol.Event) -> None:
+        if isinstance(event, protocol.Exited):
+            self._remove_scratch(event.job)  # its processes are gone
         self._outbox.append(protocol.encode(event))
         self._flush()
 

@@ -151,22 +151,22 @@ def _read_control(
         caught_up.set()
 
 
-def _next_buffered(channel: ControlChannel) -> dict[str, Any] | None:
+def _next_buffered(channel: ControlChannel) -> protocol.Message | None:
     while True:
         try:
             return channel.buffered_message()
+        except protocol.UnknownMessage:
+            continue  # a newer supervisor's kind of message: nothing here acts on it
         except ValueError as exc:  # orjson.JSONDecodeError is a ValueError
             print(f"poolsup: bad control message: {exc}", file=sys.stderr)
 
 
-def _dispatch(message: dict[str, Any], inbox: Inbox) -> None:
-    kind = message.get("t")
-    if kind == protocol.MSG_STOP:
-        reason = message.get("reason")
-        inbox.request_stop(reason if isinstance(reason, str) else None)
-    elif kind == protocol.MSG_NOTIFY:
-        seq = message.get("seq")
-        inbox.deliver(message.get("payload"), seq if isinstance(seq, int) else None)
+def _dispatch(message: protocol.Message, inbox: Inbox) -> None:
+    match message:
+        case protocol.Stop(reason=reason):
+            inbox.request_stop(reason if isinstance(reason, str) else None)
+        case protocol.Notify(payload=payload, seq=seq):
+            inbox.deliver(payload, seq if isinstance(seq, int) else None)
 
 
 def _call(function: Callable[..., Any], job: Job) -> Any:

@@ -22,7 +22,6 @@ import signal
 import socket
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any
 
 from sandbox import linux, proctree, protocol
 from sandbox.leftovers import ExitHold
@@ -149,7 +148,7 @@ class Jobs:
 
     # -- ends
 
-    def finish(self, job_id: str) -> dict[str, Any] | None:
+    def finish(self, job_id: str) -> protocol.Exited | None:
         """The `exited` event of a job whose child, alive, reported it done and itself
         clean; None if the job is being killed (a fence, a limit): its reap reports it."""
         job = self._by_id.get(job_id)
@@ -157,18 +156,17 @@ class Jobs:
             return None
         del self._by_id[job_id]
         del self._by_pid[job.pid]
-        return {"ev": protocol.EV_EXITED, "job": job_id, "pid": job.pid, "code": 0,
-                "signal": None, "fenced": False}
+        return protocol.Exited(job=job_id, pid=job.pid, code=0, signal=None, fenced=False)
 
     def reap(
         self, spares: Collection[int], now: float
-    ) -> tuple[list[dict[str, Any]], set[int]]:
+    ) -> tuple[list[protocol.Exited], set[int]]:
         """Reap every child that has exited and kill what jobs left behind.
 
         Returns the `exited` events of jobs whose leftovers are gone (or held for too
         long), and which of the children waiting for a job (`spares`) died.
         """
-        events: list[dict[str, Any]] = []
+        events: list[protocol.Exited] = []
         dead_spares: set[int] = set()
         reaped = False
         while True:
@@ -195,30 +193,27 @@ class Jobs:
             events = self._hold.release(leftovers, now)
         return events, dead_spares
 
-    def release_held(self, spares: Collection[int]) -> list[dict[str, Any]]:
+    def release_held(self, spares: Collection[int]) -> list[protocol.Exited]:
         """Every `exited` event still held, naming the leftovers still alive."""
         return self._hold.release_all(self._leftovers(spares))
 
-    def _exited(self, job: ForkedJob, status: int, cpu_seconds: float) -> dict[str, Any]:
+    def _exited(self, job: ForkedJob, status: int, cpu_seconds: float) -> protocol.Exited:
         del self._by_id[job.job_id]
         del self._by_pid[job.pid]
         signum = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-        event: dict[str, Any] = {
-            "ev": protocol.EV_EXITED,
-            "job": job.job_id,
-            "pid": job.pid,
-            "code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
-            "signal": signum,
-            "fenced": job.fenced,
-        }
         reason = job.reason
         if reason is None and job.cpu_limit is not None and _by_rlimit_cpu(
             signum, job.cpu_limit, cpu_seconds
         ):
             reason = cpu_reason(job.cpu_limit)
-        if reason is not None:
-            event["reason"] = reason
-        return event
+        return protocol.Exited(
+            job=job.job_id,
+            pid=job.pid,
+            code=os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+            signal=signum,
+            fenced=job.fenced,
+            reason=reason,
+        )
 
     def _kill_leftovers(self, spares: Collection[int]) -> list[int]:
         """Kill our children that are neither jobs nor `spares`; return them.

@@ -11,15 +11,16 @@ job, so an exit waits for all of them; a survivor once named holds no later exit
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+
+from sandbox.protocol import Exited
 
 HOLD_BOUND = 5.0
 
 
 @dataclass(frozen=True, kw_only=True)
 class HeldExit:
-    event: dict[str, Any]
+    event: Exited
     since: float
 
 
@@ -32,14 +33,14 @@ class ExitHold:
     def __bool__(self) -> bool:
         return bool(self._held)
 
-    def hold(self, event: dict[str, Any], now: float) -> None:
+    def hold(self, event: Exited, now: float) -> None:
         self._held.append(HeldExit(event=event, since=now))
 
     def next_due(self) -> float | None:
         """When the oldest held event goes out whatever survives, if one is held."""
         return min((held.since + self._bound for held in self._held), default=None)
 
-    def release(self, leftovers: Collection[int], now: float) -> list[dict[str, Any]]:
+    def release(self, leftovers: Collection[int], now: float) -> list[Exited]:
         """The events that go out now, with `leftovers` the leftover pids alive now."""
         self._named &= set(leftovers)  # the others were reaped: their pids may be reused
         waiting = sorted(set(leftovers) - self._named)
@@ -50,10 +51,11 @@ class ExitHold:
             return []
         self._held = [held for held in self._held if now < held.since + self._bound]
         self._named.update(waiting)
-        return [{**held.event, "survivors": waiting} for held in due]
+        return [replace(held.event, survivors=waiting) for held in due]
 
-    def release_all(self, survivors: Collection[int]) -> list[dict[str, Any]]:
+    def release_all(self, survivors: Collection[int]) -> list[Exited]:
         """Every held event, naming `survivors` if there are any."""
         released, self._held = self._held, []
-        extra = {"survivors": sorted(survivors)} if survivors else {}
-        return [{**held.event, **extra} for held in released]
+        named = sorted(survivors) if survivors else None
+        return [replace(held.event, survivors=named) if named else held.event
+                for held in released]

@@ -1,4 +1,7 @@
-"""Messages between the supervisor and its sandbox processes, defined once.
+"""Messages between the supervisor and its sandbox processes, defined once: a frozen
+dataclass per message, which both sides build and read (`encode`, `encode_line`, and
+`decode_request`, `decode_event`, `decode_message`), so that both type-check; the JSON
+on the wire is as written below.
 
 Two channels:
 
@@ -16,9 +19,9 @@ Two channels:
   Every key but "path" may be left out; also "max_jobs_per_child": N (default 1).
 
   supervisor -> fork server
-    {"op": "spawn", "job": JOB_ID, "handler": NAME, "deadline": BOOT}
+    {"op": "spawn", "job": JOB_ID, "handler": NAME, "deadline": BOOT|null}
                                                               + fds [control, output]
-                                                              (the first fence; optional)
+                                                              (the first fence; null: none)
     {"op": "fence", "jobs": [JOB_ID, ...], "deadline": BOOT}  kill once fence_clock() >= BOOT
   A "deadline" is in seconds of CLOCK_BOOTTIME (`fence_clock()`), on both sides.
     {"op": "signal", "job": JOB_ID, "signal": N}              to the job's process group
@@ -26,17 +29,17 @@ Two channels:
     {"op": "exit"}                                            kill every job, then exit
     {"op": "ping", "seq": N}                                  answered with "pong" at once
   fork server -> supervisor
-    {"ev": "ready", "pid": PID, "handlers": {NAME: ERROR_OR_NULL}}
+    {"ev": "ready", "pid": PID, "handlers": {NAME: ERROR_OR_NULL}, "sandbox": {NAME: TEXT}}
     {"ev": "spawned", "job": JOB_ID, "pid": PID}
     {"ev": "spawn_failed", "job": JOB_ID, "error": TEXT}
     {"ev": "pong", "seq": N}                                  its loop is turning
     {"ev": "exited", "job": JOB_ID, "pid": PID, "code": N|null, "signal": N|null,
-     "fenced": BOOL, "reason": TEXT, "survivors": [PID, ...]}
+     "fenced": BOOL, "reason": TEXT|null, "survivors": [PID, ...]|null}
       Sent once the job's child is reaped and every process a job left behind is
-      gone; "survivors" is there only when some were still alive after 5 s of SIGKILL.
+      gone; "survivors" names those still alive after 5 s of SIGKILL, if any.
       For a handler with max_jobs_per_child > 1, also when the child, alive, said
       "done" (below): "code" 0, "signal" null; the same pid may then run later jobs.
-      "reason" is there only when the fork server itself ended the job for a limit
+      "reason" is not null only when the fork server itself ended the job for a limit
       of its handler: "memory limit 100 MiB exceeded (peak 131 MiB)" or
       "cpu limit 2 s exceeded" (also when the kernel's RLIMIT_CPU ended it).
     In "ready", a handler's error is its import traceback, or why its jobs cannot
@@ -55,9 +58,10 @@ Two channels:
   newline).
 
   supervisor -> child
-    {"t": "start", "key": K, "payload": ANY, "token": N, "attempt": N}   first, once
-      (with "checkpoint": ANY if one was saved, "trace": {"traceparent": TEXT,
-      "tracestate": TEXT} if the supervisor traces the attempt: sandbox/tracing.py)
+    {"t": "start", "key": K, "payload": ANY, "token": N, "attempt": N,
+     "checkpoint": ANY|null, "trace": {"traceparent": TEXT, "tracestate": TEXT}|null}
+                                                    first, once ("trace" if the supervisor
+                                                    traces the attempt: sandbox/tracing.py)
     {"t": "stop", "reason": R}                      a graceful stop was asked for; R is
                                                     "stop", "drain", "rebalance", "timeout"
     {"t": "notify", "payload": ANY, "seq": N}       "seq" optional
@@ -83,7 +87,8 @@ Two channels:
 from __future__ import annotations
 
 import time
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, cast
 
 import orjson
 
@@ -103,6 +108,217 @@ EV_SPAWN_FAILED = "spawn_failed"
 EV_EXITED = "exited"
 EV_PONG = "pong"
 
+MSG_START = "start"
+MSG_STOP = "stop"
+MSG_NOTIFY = "notify"
+MSG_ACK = "ack"
+MSG_CHECKPOINT = "checkpoint"
+MSG_RESULT = "result"
+MSG_ERROR = "error"
+MSG_SPANS = "spans"  # a traced job's finished spans (sandbox/otel_child.py)
+MSG_STACKS = "stacks"  # the job's thread stacks, asked for with sandbox.stacks.STACKS_SIGNAL
+MSG_SNOOZE = "snooze"
+MSG_END_SCHEDULE = "end_schedule"
+
+
+# -- the fork server channel: supervisor -> fork server ("op")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Spawn:
+    op: str = OP_SPAWN
+    job: str
+    handler: str
+    deadline: float | None = None  # the first fence; None: unfenced (a test's spawn)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Fence:
+    op: str = OP_FENCE
+    jobs: list[str]
+    deadline: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Signal:
+    op: str = OP_SIGNAL
+    job: str
+    signal: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Kill:
+    op: str = OP_KILL
+    job: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AskStacks:
+    op: str = OP_STACKS
+    job: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Exit:
+    op: str = OP_EXIT
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Ping:
+    op: str = OP_PING
+    seq: int
+
+
+Request = Spawn | Fence | Signal | Kill | AskStacks | Exit | Ping
+
+# -- fork server -> supervisor ("ev")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Ready:
+    ev: str = EV_READY
+    pid: int
+    handlers: dict[str, str | None]
+    sandbox: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Spawned:
+    ev: str = EV_SPAWNED
+    job: str
+    pid: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SpawnFailed:
+    ev: str = EV_SPAWN_FAILED
+    job: str
+    error: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Pong:
+    ev: str = EV_PONG
+    seq: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Exited:
+    ev: str = EV_EXITED
+    job: str
+    pid: int
+    code: int | None
+    signal: int | None
+    fenced: bool
+    reason: str | None = None
+    survivors: list[int] | None = None
+
+
+Event = Ready | Spawned | SpawnFailed | Pong | Exited
+
+# -- the job control channel ("t")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Start:
+    t: str = MSG_START
+    key: str
+    payload: Any  # the supervisor sends it as JSON it does not decode (orjson.Fragment)
+    token: int
+    attempt: int
+    checkpoint: Any = None
+    trace: dict[str, str] | None = None  # the attempt's span, if traced (sandbox/tracing.py)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Stop:
+    t: str = MSG_STOP
+    reason: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Notify:
+    t: str = MSG_NOTIFY
+    payload: Any
+    seq: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Ack:
+    t: str = MSG_ACK
+    seq: int | None = None  # (a child's message: every field has a default, as the
+    # supervisor read them before they were typed; one it cannot use is ignored)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Checkpoint:
+    t: str = MSG_CHECKPOINT
+    value: Any = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Result:
+    t: str = MSG_RESULT
+    stopping: bool = False
+    value: Any = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Error:
+    t: str = MSG_ERROR
+    error: str = ""
+    traceback: str | None = ""
+    final: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Snooze:
+    t: str = MSG_SNOOZE
+    seconds: Any = None  # checked by `snooze_seconds` on both sides
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EndSchedule:
+    t: str = MSG_END_SCHEDULE
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Spans:
+    t: str = MSG_SPANS
+    spans: Any = None  # a list of spans, as sandbox/otel_child.py writes them (unchecked)
+    dropped: Any = 0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ThreadStacks:
+    t: str = MSG_STACKS
+    threads: list[dict[str, Any]] | None = None
+
+
+Message = (Start | Stop | Notify | Ack | Checkpoint | Result | Error | Snooze | EndSchedule
+           | Spans | ThreadStacks)
+
+
+
+class UnknownMessage(ValueError):
+    """A message of a kind this side does not know (sent by a newer poolsup: a
+    supervisor still running the code it started with meets a fork server or a child
+    of the code installed since, after a reload).  Its reader skips it."""
+
+
+def _by_tag(tag: str, *kinds: type) -> dict[str, tuple[type, frozenset[str]]]:
+    """Each kind of message, and the names of its other fields, by its tag's value (the
+    default of its `tag` field)."""
+    return {str(next(f.default for f in fields(kind) if f.name == tag)):
+            (kind, frozenset(f.name for f in fields(kind) if f.name != tag))
+            for kind in kinds}
+
+
+_REQUESTS = _by_tag("op", Spawn, Fence, Signal, Kill, AskStacks, Exit, Ping)
+_EVENTS = _by_tag("ev", Ready, Spawned, SpawnFailed, Pong, Exited)
+_MESSAGES = _by_tag("t", Start, Stop, Notify, Ack, Checkpoint, Result, Error, Snooze,
+                    EndSchedule, Spans, ThreadStacks)
+
 # A child of a handler with max_jobs_per_child > 1, on its assignment socket to the fork
 # server: its job is over and it is clean for the next (sandbox.reuse).
 CHILD_DONE = b"done"
@@ -118,17 +334,37 @@ def read_assignment(data: bytes) -> tuple[str, str]:
     handler, _, scratch = data.decode().partition("\0")
     return handler, scratch
 
-MSG_START = "start"
-MSG_STOP = "stop"
-MSG_NOTIFY = "notify"
-MSG_ACK = "ack"
-MSG_CHECKPOINT = "checkpoint"
-MSG_RESULT = "result"
-MSG_ERROR = "error"
-MSG_SPANS = "spans"  # a traced job's finished spans (sandbox/otel_child.py)
-MSG_STACKS = "stacks"  # the job's thread stacks, asked for with sandbox.stacks.STACKS_SIGNAL
-MSG_SNOOZE = "snooze"
-MSG_END_SCHEDULE = "end_schedule"
+
+# The result line, as the child writes it and the supervisor reads it: the returned
+# value's JSON goes in as `orjson.dumps` made it, and comes out as it came, without
+# decoding and encoding it again; by whether the handler returned after a stop had
+# reached it.  A checkpoint's value goes in the same way.
+_RESULT_HEADS = {
+    True: b'{"t":"result","stopping":true,"value":',
+    False: b'{"t":"result","stopping":false,"value":',
+}
+_CHECKPOINT_HEAD = b'{"t":"checkpoint","value":'
+
+
+def result_line(value_json: bytes, *, stopping: bool) -> bytes:
+    """A `Result` with `value_json` as its value, as a line."""
+    return _RESULT_HEADS[stopping] + value_json + b"}\n"
+
+
+def read_result_line(line: bytes) -> tuple[bytes, bool] | None:
+    """The value's JSON and "stopping" of a line written by `result_line` (without its
+    newline), or None if it is not one (another message, or a result written another
+    way, which `decode_message` reads)."""
+    for stopping, head in _RESULT_HEADS.items():
+        if line.startswith(head) and line.endswith(b"}"):
+            return line[len(head):-1], stopping
+    return None
+
+
+def checkpoint_line(value_json: bytes) -> bytes:
+    """A `Checkpoint` with `value_json` as its value, as a line."""
+    return _CHECKPOINT_HEAD + value_json + b"}\n"
+
 
 # The longest snooze: a year.  A longer one is more likely a unit mistake (milliseconds)
 # than a wish, and a job pending for years would look lost.
@@ -153,16 +389,50 @@ def fence_clock() -> float:
     return time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
-def encode(message: dict[str, Any]) -> bytes:
+def encode(message: Request | Event | Message) -> bytes:
     return orjson.dumps(message)
 
 
-def encode_line(message: dict[str, Any]) -> bytes:
+def encode_line(message: Message) -> bytes:
     return orjson.dumps(message) + b"\n"
 
 
 def decode(data: bytes) -> dict[str, Any]:
+    """A JSON object, any; raises ValueError if it is not one."""
     value = orjson.loads(data)
     if not isinstance(value, dict):
         raise ValueError(f"protocol message is not an object: {data[:80]!r}")
     return value
+
+
+def decode_request(data: bytes) -> Request:
+    """What the supervisor asks the fork server; raises ValueError if it is none."""
+    return cast(Request, _typed(data, "op", _REQUESTS))
+
+
+def decode_event(data: bytes) -> Event:
+    """What the fork server tells the supervisor; raises ValueError if it is none."""
+    return cast(Event, _typed(data, "ev", _EVENTS))
+
+
+def decode_message(data: bytes) -> Message:
+    """A message of a job's control channel (either way); raises ValueError if it is
+    none."""
+    return cast(Message, _typed(data, "t", _MESSAGES))
+
+
+def _typed(data: bytes, tag: str, kinds: dict[str, tuple[type, frozenset[str]]]) -> Any:
+    """The message `data` holds.  A field this side does not know is left out (a newer
+    sender's); a field it needs and does not get is a ValueError, and so is a kind it
+    does not know (`UnknownMessage`)."""
+    values = decode(data)
+    found = kinds.get(values.pop(tag, None))
+    if found is None:
+        raise UnknownMessage(f"unknown message: {data[:80]!r}")
+    kind, names = found
+    if not names.issuperset(values):
+        values = {name: value for name, value in values.items() if name in names}
+    try:
+        return kind(**values)
+    except TypeError as error:  # a field missing
+        raise ValueError(f"bad {kind.__name__} message ({error}): {data[:80]!r}") from None

@@ -57,4 +57,4 @@ def install_stack_reporter(channel: ControlChannel) -> None:
 
 def _send(channel: ControlChannel, stacks: list[dict[str, Any]]) -> None:
     with contextlib.suppress(OSError):  # the supervisor is gone: nobody asks any more
-        channel.send({"t": protocol.MSG_STACKS, "threads": stacks})
+        channel.send(protocol.ThreadStacks(threads=stacks))

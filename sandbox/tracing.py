@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from sandbox import protocol
 from sandbox.channel import ControlChannel
 
 T = TypeVar("T")
@@ -30,11 +31,11 @@ def preload() -> None:
     otel_child.install()
 
 
-def run_traced(start: dict[str, Any], channel: ControlChannel, call: Callable[..., T],
+def run_traced(start: protocol.Start, channel: ControlChannel, call: Callable[..., T],
                *args: Any) -> T:
     """`call(*args)`, with the attempt's span current if the start message carries one,
     then its finished spans sent on `channel` (also when it raises)."""
-    carried = start.get("trace")
+    carried = start.trace
     if not isinstance(carried, dict):
         return call(*args)
     if "sandbox.otel_child" not in sys.modules:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
 
 
 class StopReason(enum.Enum):
@@ -20,7 +19,10 @@ class StopReason(enum.Enum):
 class ChildExit:
     """How a child ended, as far as the supervisor saw it."""
 
-    message: dict[str, Any] | None  # the last result/error message the child sent
+    # The error the child sent (the handler raised, or could not run), if it sent one,
+    # and whether it fails the job for good (`sandbox.Fail`).
+    error: str | None = None
+    final: bool = False
     result_json: bytes | None  # the raw JSON of a returned value
     exit_code: int | None
     exit_signal: int | None
@@ -129,10 +131,8 @@ def decide_outcome(
         return Fail(f"timeout after {timeout:g} s", final=False, cause="timeout")
     if child.end_schedule:
         return Fail(END_SCHEDULE_IN_A_JOB, final=True)
-    if child.message is not None and child.message.get("t") == "error":
-        return Fail(
-            str(child.message.get("error", "handler failed")), bool(child.message.get("final"))
-        )
+    if child.error is not None:
+        return Fail(child.error or "handler failed", child.final)
     return Fail(describe_exit(child.exit_code, signal_name), final=False, cause="crash")
 
 
@@ -145,9 +145,8 @@ def _handed_off(child: ChildExit, stop_reason: StopReason) -> Outcome:
         return Complete(child.result_json)
     if child.reason is not None:
         return Fail(child.reason, final=False, cause="limit")
-    message = child.message
-    if message is not None and message.get("t") == "error" and message.get("final"):
-        return Fail(str(message.get("error", "handler failed")), True)
+    if child.error is not None and child.final:
+        return Fail(child.error or "handler failed", True)
     if child.snooze is not None and child.protocol_error is None:
         return Snooze(child.snooze)
     return Release(stop_reason.value)

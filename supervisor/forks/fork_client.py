@@ -28,6 +28,7 @@ import anyio.abc
 
 from sandbox import protocol
 from supervisor.core.blame import Blame, Verdict
+from supervisor.doorbell import Doorbell, Latch
 from supervisor.errors import PoolsupError
 from supervisor.forks import orphans
 
@@ -72,16 +73,31 @@ class Child:
     job_id: str
     key: str  # the job's key, the same for all its attempts
     forked_at: float  # when the spawn was sent (anyio's clock)
-    control: anyio.abc.SocketStream
-    output: anyio.abc.SocketStream
-    # The sockets under the two streams, for the event loop's readers (`SocketFeed`).
+    # Its control and output sockets, read by event-loop callbacks (`SocketFeed`).
     control_socket: socket.socket
     output_socket: socket.socket
     pid: int | None = None
-    spawned: anyio.Event = field(default_factory=anyio.Event)
-    exited: anyio.Event = field(default_factory=anyio.Event)
+    spawned: Latch = field(default_factory=Latch)
+    exited: Latch = field(default_factory=Latch)
     spawn_error: str | None = None
     status: ExitStatus | None = None
+    wake: Doorbell | None = None  # its job's: rung when it exits
+    _control: anyio.abc.SocketStream | None = None
+
+    async def control(self) -> anyio.abc.SocketStream:
+        """Its control socket as a stream, to write to (made at the first write: most
+        jobs are sent nothing after their start)."""
+        if self._control is None:
+            self._control = await anyio.abc.UNIXSocketStream.from_socket(self.control_socket)
+        return self._control
+
+    def ended(self, status: ExitStatus) -> None:
+        """It exited (or died with its fork server), as `status` says."""
+        self.status = status
+        self.spawned.set()
+        self.exited.set()
+        if self.wake is not None:
+            self.wake.ring()
 
     def close(self) -> None:
         """Close its two sockets, at once (the streams' `aclose` would each yield to the
@@ -154,13 +170,14 @@ class ForkServerClient:
 
     async def spawn(
         self, job_id: str, handler: str, fence_deadline: float, *, first_message: bytes,
-        key: str | None = None,
+        key: str | None = None, wake: Doorbell | None = None,
     ) -> Child:
         """Fork a child for `handler`, fenced from birth at `fence_deadline` (on
         `protocol.fence_clock`, CLOCK_BOOTTIME), with `first_message` already waiting
         on its control socket.  Raises ForkServerDied if the spawn could not be sent;
         once it was, a fork server that dies before reporting the child returns it
-        as exited (`ExitStatus.fork_server_died`): it may have run."""
+        as exited (`ExitStatus.fork_server_died`): it may have run.  `wake` rings when
+        the child exits."""
         await self.wait_ready()
         key = job_id if key is None else key
         await self._referee.before_fork(key)
@@ -172,6 +189,7 @@ class ForkServerClient:
             # Written before the spawn, what fits in the socket's buffer (normally all of
             # it) waits for the child, which reads it at once; the rest follows the spawn.
             control_parent.setblocking(False)
+            output_parent.setblocking(False)  # read by an event-loop callback
             try:
                 unsent = first_message[control_parent.send(first_message):]
             except BlockingIOError:
@@ -180,26 +198,18 @@ class ForkServerClient:
                 job_id=job_id,
                 key=key,
                 forked_at=anyio.current_time(),
-                control=await anyio.abc.UNIXSocketStream.from_socket(control_parent),
-                output=await anyio.abc.UNIXSocketStream.from_socket(output_parent),
                 control_socket=control_parent,
                 output_socket=output_parent,
+                wake=wake,
             )
             self._children[job_id] = child
             # The first fence travels with the spawn: the child never runs unfenced.
-            message = {
-                "op": protocol.OP_SPAWN,
-                "job": job_id,
-                "handler": handler,
-                "deadline": fence_deadline,
-            }
+            message = protocol.Spawn(job=job_id, handler=handler, deadline=fence_deadline)
             try:
                 await self._send(message, fds=[control_child.fileno(), output_child.fileno()])
             except BaseException:
                 self._children.pop(job_id, None)
-                with anyio.CancelScope(shield=True):
-                    await child.control.aclose()
-                    await child.output.aclose()
+                child.close()
                 raise
             self.forked = True
         finally:
@@ -210,30 +220,29 @@ class ForkServerClient:
             return child  # it died with the fork server before it was reported
         if child.spawn_error is not None:
             self._children.pop(job_id, None)
-            await child.control.aclose()
-            await child.output.aclose()
+            child.close()
             raise PoolsupError(f"could not start a child: {child.spawn_error}")
         if unsent:
-            await child.control.send(unsent)
+            await (await child.control()).send(unsent)
         return child
 
     async def fence(self, job_ids: list[str], deadline: float) -> None:
         """Move the fence of `job_ids` to `deadline`, on `protocol.fence_clock`."""
         if job_ids and self.alive:
-            await self._send({"op": protocol.OP_FENCE, "jobs": job_ids, "deadline": deadline})
+            await self._send(protocol.Fence(jobs=job_ids, deadline=deadline))
 
     async def signal(self, job_id: str, signum: int) -> None:
         if self.alive:
-            await self._send({"op": protocol.OP_SIGNAL, "job": job_id, "signal": signum})
+            await self._send(protocol.Signal(job=job_id, signal=signum))
 
     async def ask_stacks(self, job_id: str) -> None:
         """The job's process sends its thread stacks on its control channel."""
         if self.alive:
-            await self._send({"op": protocol.OP_STACKS, "job": job_id})
+            await self._send(protocol.AskStacks(job=job_id))
 
     async def kill(self, job_id: str) -> None:
         if self.alive:
-            await self._send({"op": protocol.OP_KILL, "job": job_id})
+            await self._send(protocol.Kill(job=job_id))
 
     async def ping(self, timeout: float) -> bool:
         """Whether the fork server answers within `timeout`: its loop, which also
@@ -245,7 +254,7 @@ class ForkServerClient:
         pong = self._pongs[seq] = anyio.Event()
         try:
             with anyio.move_on_after(timeout):
-                await self._send({"op": protocol.OP_PING, "seq": seq})
+                await self._send(protocol.Ping(seq=seq))
                 await pong.wait()
         except ForkServerDied:
             pass
@@ -253,7 +262,7 @@ class ForkServerClient:
             del self._pongs[seq]
         return pong.is_set() and self.alive
 
-    async def _send(self, message: dict[str, Any], fds: list[int] | None = None) -> None:
+    async def _send(self, message: protocol.Request, fds: list[int] | None = None) -> None:
         data = protocol.encode(message)
         ancillary = []
         if fds:
@@ -293,7 +302,11 @@ class ForkServerClient:
                         if not ended.done():
                             ended.set_result(None)
                         return
-                    self._handle(protocol.decode(packet))
+                    try:
+                        event = protocol.decode_event(packet)
+                    except protocol.UnknownMessage:
+                        continue  # a newer fork server's: nothing this side waits for
+                    self._handle(event)
             except Exception as error:  # a bug here ends the serving, as it would a task
                 self._stop_reading()
                 if not ended.done():
@@ -316,43 +329,41 @@ class ForkServerClient:
             self._reading.remove_reader(self._sock.fileno())
             self._reading = None
 
-    def _handle(self, event: dict[str, Any]) -> None:
-        kind = event.get("ev")
-        if kind == protocol.EV_READY:
-            self.handler_errors = dict(event.get("handlers") or {})
-            self.sandbox_notes = dict(event.get("sandbox") or {})
+    def _handle(self, event: protocol.Event) -> None:
+        if isinstance(event, protocol.Ready):
+            self.handler_errors = dict(event.handlers)
+            self.sandbox_notes = dict(event.sandbox)
             self._ready.set()
             return
-        if kind == protocol.EV_PONG:
-            pong = self._pongs.get(int(event["seq"]))
+        if isinstance(event, protocol.Pong):
+            pong = self._pongs.get(event.seq)
             if pong is not None:
                 pong.set()
             return
-        child = self._children.get(str(event.get("job")))
+        child = self._children.get(event.job)
         if child is None:
             return
-        if kind == protocol.EV_SPAWNED:
-            child.pid = int(event["pid"])
+        if isinstance(event, protocol.Spawned):
+            child.pid = event.pid
             child.spawned.set()
-        elif kind == protocol.EV_SPAWN_FAILED:
-            child.spawn_error = str(event.get("error"))
+        elif isinstance(event, protocol.SpawnFailed):
+            child.spawn_error = event.error
             child.spawned.set()
-        elif kind == protocol.EV_EXITED:
-            child.status = ExitStatus(
-                code=event.get("code"),
-                signal=event.get("signal"),
-                fenced=bool(event.get("fenced")),
-                reason=event.get("reason"),
-                survivors=tuple(int(pid) for pid in event.get("survivors") or ()),
+        else:
+            status = ExitStatus(
+                code=event.code,
+                signal=event.signal,
+                fenced=event.fenced,
+                reason=event.reason,
+                survivors=tuple(event.survivors or ()),
             )
-            if child.status.survivors:
+            if status.survivors:
                 log.error(
                     "job %s: processes it left behind survived SIGKILL: %s",
-                    child.job_id, ", ".join(map(str, child.status.survivors)),
+                    child.job_id, ", ".join(map(str, status.survivors)),
                 )
             self._children.pop(child.job_id, None)
-            child.spawned.set()
-            child.exited.set()
+            child.ended(status)
 
     async def _on_death(self) -> None:
         """Mark every child left exited, once it and what it started are dead."""
@@ -377,12 +388,10 @@ class ForkServerClient:
         verdicts = (self._referee.judge({child.key: child.forked_at for child in children})
                     if how else {})
         for child in children:
-            child.status = ExitStatus(code=None, signal=signal.SIGKILL, fenced=False,
-                                      fork_server_died=how, verdict=verdicts.get(child.key))
             if how is None:
                 child.spawn_error = child.spawn_error or "fork server exited"
-            child.spawned.set()
-            child.exited.set()
+            child.ended(ExitStatus(code=None, signal=signal.SIGKILL, fenced=False,
+                                   fork_server_died=how, verdict=verdicts.get(child.key)))
 
     async def _how_it_ended(self) -> str:
         """The fork server's exit, for its jobs' errors (it is normally dead by now)."""
@@ -404,7 +413,7 @@ class ForkServerClient:
         self._closing = True
         if self.alive:
             with suppress(ForkServerDied):
-                await self._send({"op": protocol.OP_EXIT})
+                await self._send(protocol.Exit())
         self._stop_reading()
         self._sock.close()
         try:

@@ -72,7 +72,10 @@ class Claimer:
         self.stopped = False
         # A claim whose reply was lost is sent again under its id, and its jobs are
         # fenced from the first sending: their leases started no earlier than that.
-        self._claim_ids = (f"{uuid.uuid4().hex}:{n}" for n in itertools.count())
+        # One random part per claimer, not per claim (each uuid4 reads the kernel's
+        # random source): the count makes each id of this claimer unique.
+        claimer_id = uuid.uuid4().hex
+        self._claim_ids = (f"{claimer_id}:{n}" for n in itertools.count())
         self._claim_id = next(self._claim_ids)
         self._first_sent_at: float | None = None
         self._held_until: float | None = None

@@ -21,8 +21,7 @@ from collections.abc import Callable
 import anyio
 
 from supervisor.errors import JobNotFound, StaleToken, StoreFailure
-from supervisor.job.latest_write import StartTask
-from supervisor.job.running import RunningJob
+from supervisor.job.running import RunningJob, StartTask
 from supervisor.observe.store_failures import StoreFailures
 from supervisor.store.base import Store
 

@@ -7,9 +7,6 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-import anyio
-import anyio.abc
-
 output_log = logging.getLogger("poolsup.output")
 
 MAX_LINE = 4096  # bytes of one line that reach the log
@@ -20,7 +17,7 @@ TAIL_BYTES = 8192
 
 
 class OutputPump:
-    """Reads a child's output socket until it closes.
+    """What a child prints, fed by its output socket's reader (`channel.SocketFeed`).
 
     A token bucket bounds how many lines per second reach the log, so a noisy handler
     cannot flood the journal; lines over the budget are counted and reported, not
@@ -30,7 +27,6 @@ class OutputPump:
     def __init__(
         self,
         key: str,
-        stream: anyio.abc.ByteReceiveStream,
         *,
         token: int | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -40,21 +36,12 @@ class OutputPump:
         # stays as the handler printed it.
         self._about = {"key": key} if token is None else {"key": key, "token": token}
         self._clock = clock
-        self._stream = stream
         self._tail: deque[bytes] = deque(maxlen=TAIL_LINES)
         self._pending = b""
         self._tokens = float(BURST)
         self._refilled_at = clock()
         self.suppressed = 0
         self.total_bytes = 0
-
-    async def run(self) -> None:
-        try:
-            while True:
-                self.feed(await self._stream.receive())
-        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            pass
-        self.flush()
 
     def flush(self) -> None:
         if self._pending:

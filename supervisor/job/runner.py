@@ -1,11 +1,14 @@
-"""Run one claimed job in a child: start it, feed it, stop it, store its outcome."""
+"""Run claimed jobs: fence each, admit it among the runs held here, and run it in a task
+of its own (`JobStarter`); one job's way (`run_job`): start it in a child, feed it, stop
+it, store its outcome.  A job whose handler is gone goes back."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import signal
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from functools import partial
@@ -16,7 +19,10 @@ import anyio.abc
 import orjson
 
 from sandbox import protocol
+from supervisor.config import HandlerConfig
+from supervisor.core.admission import Admission
 from supervisor.core.blame import outcome_after_death
+from supervisor.core.leases import fence_deadline
 from supervisor.core.outcome import (
     Abandon,
     ChildExit,
@@ -27,20 +33,22 @@ from supervisor.core.outcome import (
     StopReason,
     decide_outcome,
 )
-from supervisor.errors import PoolsupError
+from supervisor.errors import PoolsupError, StaleToken, StoreFailure
 from supervisor.forks.fork_client import Child, ForkServerDied
-from supervisor.job.checkpoints import CheckpointKeeper
-from supervisor.job.control_reader import ControlReader
-from supervisor.job.control_writer import ControlWriter
+from supervisor.forks.fork_servers import ForkServers
+from supervisor.job.channel import ControlReader, ControlWriter, SocketFeed
 from supervisor.job.kept_output import OutputKeeper
-from supervisor.job.notes import NoteCourier
 from supervisor.job.output import OutputPump
 from supervisor.job.running import Registry, RunningJob
 from supervisor.job.settle import Settler
-from supervisor.job.socket_feed import SocketFeed
+from supervisor.job.under_lease import CheckpointKeeper, NoteCourier
+from supervisor.observe.job_log import JobLog
 from supervisor.observe.metrics import metrics
 from supervisor.observe.store_failures import StoreFailures
 from supervisor.store.base import Store
+from supervisor.store.records import ClaimedJob
+
+log = logging.getLogger("poolsup")
 
 if TYPE_CHECKING:
     from supervisor.observe.otel import AttemptSpan, Tracing
@@ -75,6 +83,75 @@ class JobServices:
     output_failures: StoreFailures
     child_started: Callable[[], None]  # so that the store soon shows its pid
     tracing: Tracing | None = None  # None unless OTEL_* variables ask (observe/tracing.py)
+
+
+class JobStarter:
+    """Claimed jobs into running ones, each in a task of its own."""
+
+    def __init__(
+        self,
+        *,
+        group: anyio.abc.TaskGroup,
+        services: JobServices,
+        fork_servers: ForkServers,
+        handlers: Mapping[str, HandlerConfig],
+        lease_ttl: float,
+        draining: anyio.Event,
+    ) -> None:
+        self._group = group
+        self._services = services
+        self._fork_servers = fork_servers
+        self.handlers = handlers  # replaced by a reload
+        self._lease_ttl = lease_ttl
+        self._draining = draining
+        self.outcomes_left_to_recovery = 0  # during the drain
+
+    def start(self, claimed: ClaimedJob, claim_sent_at: float) -> None:
+        handler = self.handlers.get(claimed.handler)
+        if handler is None:  # claimed just before a reload removed its handler
+            self._group.start_soon(self._hand_back, claimed, name=f"release {claimed.key}")
+            return
+        job = RunningJob(
+            claimed=claimed,
+            handler=handler,
+            fork_server=self._fork_servers.current,
+            fence_at=fence_deadline(claim_sent_at, self._lease_ttl),
+        )
+        admission = self._services.registry.add(job)
+        if admission is Admission.DUPLICATE:
+            return  # already running here: starting it again must be a no-op
+        if admission is Admission.STALE:
+            JobLog(log, job.key, job.token).warning("ignored an outdated claim")
+            return
+        self._group.start_soon(self._run, job, name=f"job {claimed.key}")
+
+    async def _hand_back(self, claimed: ClaimedJob) -> None:
+        job_log = JobLog(log, claimed.key, claimed.token)
+        job_log.warning("handler %r is no longer configured here; released", claimed.handler)
+        try:
+            await self._services.store.release(
+                claimed.lease, delay=SPAWN_RETRY_DELAY,
+                reason=f"handler {claimed.handler!r} is not configured here")
+        except (StoreFailure, StaleToken) as error:
+            job_log.warning("could not release: %s", error)
+
+    async def _run(self, job: RunningJob) -> None:
+        try:
+            stored = await run_job(job, self._services)
+            if not stored and self._draining.is_set():
+                self.outcomes_left_to_recovery += 1
+        except Exception:
+            # A bug here must cost one job, not the supervisor: kill its child and
+            # let the lease expire, so the store's recovery runs it again.
+            job_log = JobLog(log, job.key, job.token)
+            job_log.exception("supervising the job failed")
+            with anyio.CancelScope(shield=True):
+                try:
+                    await job.fork_server.kill(job.job_id)
+                except Exception:
+                    job_log.exception("could not kill its child")
+        finally:
+            self._services.registry.remove(job)
 
 
 async def run_job(job: RunningJob, services: JobServices) -> bool:
@@ -114,21 +191,18 @@ async def _run_attempt(job: RunningJob, services: JobServices, span: AttemptSpan
     if job.lease_lost:
         return await _settle(job, Abandon("lease lost before the job started"), services, span)
     claimed = job.claimed
-    start = {
-        "t": protocol.MSG_START,
-        "key": job.key,
-        "payload": orjson.Fragment(claimed.payload),
-        "token": claimed.token,
-        "attempt": claimed.attempt,
-    }
-    if claimed.checkpoint is not None:
-        start["checkpoint"] = orjson.Fragment(claimed.checkpoint)
-    if span is not None:
-        start["trace"] = span.child_context()
+    start = protocol.Start(
+        key=job.key,
+        payload=orjson.Fragment(claimed.payload),
+        token=claimed.token,
+        attempt=claimed.attempt,
+        checkpoint=None if claimed.checkpoint is None else orjson.Fragment(claimed.checkpoint),
+        trace=None if span is None else span.child_context(),
+    )
     try:
         child = await job.fork_server.spawn(
             job.job_id, claimed.handler, job.fence_at, first_message=protocol.encode_line(start),
-            key=job.key,
+            key=job.key, wake=job.wake,
         )
     except PoolsupError as error:  # nothing of the job ran
         job.log.error("%s", error)
@@ -174,10 +248,11 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices,
     """Watch the child until it has exited; its exit, and details for an error record.
 
     This is the job's one task: its sockets are read by event-loop callbacks
-    (`SocketFeed`), its timeout is a timer, and the stop, the notes and the checkpoints
-    start a task of their own only while one is under way."""
+    (`SocketFeed`), its timeout is a timer, and it waits on the job's `wake` for a stop
+    or a note; the stop, the notes and the checkpoints start a task of their own only
+    while one is under way."""
 
-    output = OutputPump(job.key, child.output, token=job.token)
+    output = OutputPump(job.key, token=job.token)
     timeout = job.handler.timeout
     timer = (asyncio.get_running_loop().call_later(timeout, job.request_stop,
                                                    StopReason.TIMEOUT)
@@ -192,7 +267,7 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices,
         checkpoints = CheckpointKeeper(job, services.store, services.outcome_failures,
                                        max_bytes=services.settings.max_checkpoint,
                                        start=tasks.start)
-        reader = ControlReader(child.control, max_result=services.settings.max_result,
+        reader = ControlReader(max_result=services.settings.max_result,
                                on_ack=courier.acknowledged, on_checkpoint=checkpoints.offer,
                                on_stacks=job.stack_requests.answered,
                                on_spans=None if span is None else span.take_child_spans)
@@ -203,23 +278,19 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices,
                                 max_bytes=services.settings.max_log, start=tasks.start)
         output_feed = SocketFeed(child.output_socket, output.feed if kept is None
                                  else _both(output.feed, kept.feed))
-        job.on_stop(lambda: tasks.start(partial(_stop, job, child, writer,
-                                                services.settings.stop_grace)))
         try:
-            if not child.exited.is_set():
-                await child.exited.wait()
+            stopping = False
+            while not child.exited.is_set():
+                if not stopping and job.stop_wanted.is_set():
+                    stopping = True
+                    tasks.start(partial(_stop, job, child, writer,
+                                        services.settings.stop_grace))
+                courier.check()
+                await job.wake.wait()
             # The child wrote its result before exiting; let the socket drain, even if a
-            # grandchild still holds it open (then give up after the grace: a timer that
-            # ends the feed, rather than a cancel scope per job).
-            if not control.closed.is_set():
-                giving_up = asyncio.get_running_loop().call_later(RESULT_READ_GRACE,
-                                                                  control.close)
-                try:
-                    await control.closed.wait()
-                finally:
-                    giving_up.cancel()
+            # grandchild still holds it open (then give up after the grace).
+            await control.drained(RESULT_READ_GRACE)
         finally:
-            job.on_stop(None)
             if timer is not None:
                 timer.cancel()
             control.close()
@@ -228,7 +299,6 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices,
                 kept.close()
         if tasks.started:
             group.cancel_scope.cancel()
-    job.on_first_note(None)  # the group that would run the courier is gone
     output.flush()
     if kept is not None:
         await kept.finish()  # before the outcome, so that `logs` after the end is whole

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
-
-import anyio
+from typing import Any
 
 from sandbox.protocol import fence_clock
 from supervisor.config import HandlerConfig
 from supervisor.core.admission import Admission, admit_claim
 from supervisor.core.outcome import StopReason
-from supervisor.doorbell import Doorbell
+from supervisor.doorbell import Doorbell, Latch
 from supervisor.forks import procfs
 from supervisor.forks.fork_client import Child, ForkServerClient
 from supervisor.job.stacks import StackRequests, Stacks
@@ -21,6 +20,9 @@ from supervisor.observe.job_log import JobLog
 from supervisor.store.records import ClaimedJob, JobStats, Lease
 
 log = logging.getLogger("poolsup.jobs")
+
+# How a job's pieces start a task of their own: its task group's `start_soon`.
+StartTask = Callable[[Callable[[], Coroutine[Any, Any, None]]], object]
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,10 @@ class RunningJob:
     """One claimed job, from claim until its outcome is stored (or abandoned).
 
     Its state changes only through its methods: the claim is fixed, the child is
-    attached once, the fence only moves later, and a stop, once asked for, stays."""
+    attached once, the fence only moves later, and a stop, once asked for, stays.
+    Whoever acts on a change waits for it: `wake` rings when a stop is wanted, a note
+    arrives or its child exits (the fork server's client rings it), and the runner
+    looks at what changed."""
 
     claimed: ClaimedJob
     handler: HandlerConfig
@@ -45,30 +50,24 @@ class RunningJob:
     fence_at: float  # fence_clock() time by which the lease may have run out in the store
     child: Child | None = None
     stop_reason: StopReason | None = None
-    stop_wanted: anyio.Event = field(default_factory=anyio.Event)
-    lease_lost_event: anyio.Event = field(default_factory=anyio.Event)
+    stop_wanted: Latch = field(default_factory=Latch)
+    lease_lost_event: Latch = field(default_factory=Latch)
     notes_waiting: Doorbell = field(default_factory=Doorbell)
-    gone: anyio.Event = field(default_factory=anyio.Event)  # left the registry
+    wake: Doorbell = field(default_factory=Doorbell)  # for the runner: something changed
+    gone: Latch = field(default_factory=Latch)  # left the registry
     killed_after_grace: bool = False
     finalizing: bool = False
     move: MoveOrder | None = None  # set with the stop reason REBALANCE
     claimed_at: float = field(default_factory=fence_clock)
     stack_requests: StackRequests = field(default_factory=StackRequests)
-    _on_notes: Callable[[], object] | None = None  # called once, at the first note
-    _on_stop: Callable[[], object] | None = None  # called once, when a stop is first wanted
     _last_sample: procfs.ProcessSample | None = None
     log: JobLog = field(init=False, repr=False)  # its lines carry its key and token
+    key: str = field(init=False)  # the claim's, read at every step of its way
+    token: int = field(init=False)
 
     def __post_init__(self) -> None:
-        self.log = JobLog(log, self.claimed.key, self.claimed.token)
-
-    @property
-    def key(self) -> str:
-        return self.claimed.key
-
-    @property
-    def token(self) -> int:
-        return self.claimed.token
+        self.key, self.token = self.claimed.key, self.claimed.token
+        self.log = JobLog(log, self.key, self.token)
 
     @property
     def job_id(self) -> str:
@@ -94,13 +93,7 @@ class RunningJob:
     def notes_arrived(self) -> None:
         """The store holds notes for this run that its child has not been sent."""
         self.notes_waiting.ring()
-        if self._on_notes is not None:
-            on_notes, self._on_notes = self._on_notes, None
-            on_notes()
-
-    def on_first_note(self, callback: Callable[[], object] | None) -> None:
-        """Call `callback` once, when the first note arrives (None: no longer)."""
-        self._on_notes = callback
+        self.wake.ring()
 
     def request_stop(self, reason: StopReason) -> None:
         """Ask for a stop; the first reason wins, except that a lost lease overrides all."""
@@ -110,17 +103,9 @@ class RunningJob:
             self.stop_reason = reason
         if reason is StopReason.LEASE_LOST:
             self.lease_lost_event.set()
-        first = not self.stop_wanted.is_set()
-        self.stop_wanted.set()
-        if first and self._on_stop is not None:
-            self._on_stop()
-
-    def on_stop(self, callback: Callable[[], object] | None) -> None:
-        """Call `callback` once a stop is wanted (at once if it already is); None
-        forgets it."""
-        self._on_stop = callback
-        if callback is not None and self.stop_wanted.is_set():
-            callback()
+        if not self.stop_wanted.is_set():
+            self.stop_wanted.set()
+            self.wake.ring()
 
     def attach(self, child: Child) -> None:
         """Its child runs.  A fresh child's first sample is its start, at no CPU time
@@ -172,6 +157,7 @@ class Registry:
         self._by_key: dict[str, dict[int, RunningJob]] = {}
         self.changed = Doorbell()
         self._slot_freed = slot_freed
+        self._finalizing = 0  # held jobs storing their outcome
 
     def __len__(self) -> int:
         return len(self._jobs)
@@ -179,9 +165,11 @@ class Registry:
     @property
     def busy_slots(self) -> int:
         """Jobs whose child may still run; a job storing its outcome holds no slot."""
-        return sum(1 for job in self._jobs.values() if not job.finalizing)
+        return len(self._jobs) - self._finalizing
 
     def mark_finalizing(self, job: RunningJob) -> None:
+        if not job.finalizing and self._jobs.get(job.token) is job:
+            self._finalizing += 1
         job.settling()
         self._slot_freed()
 
@@ -210,6 +198,8 @@ class Registry:
     def remove(self, job: RunningJob) -> None:
         if self._jobs.get(job.token) is job:
             del self._jobs[job.token]
+            if job.finalizing:
+                self._finalizing -= 1
             runs = self._by_key[job.key]
             del runs[job.token]
             if not runs:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from importlib.metadata import entry_points
-from typing import Any, assert_never
+from typing import assert_never
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -27,6 +27,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from sandbox import protocol
 from supervisor.core.outcome import (
     Abandon,
     Complete,
@@ -98,11 +99,11 @@ class Tracing:
             })
         return AttemptSpan(span, self)
 
-    def export_child_spans(self, message: Mapping[str, Any]) -> int:
+    def export_child_spans(self, message: protocol.Spans) -> int:
         """Hand the spans of a child's `spans` message to the exporters; how many it
         held that could be read.  A child is not trusted: a span that is not as
         sandbox/otel_child.py writes them is dropped."""
-        spans = message.get("spans")
+        spans = message.spans
         if not isinstance(spans, list):
             return 0
         read = 0
@@ -140,9 +141,9 @@ class AttemptSpan:
         _propagator.inject(carrier, context=trace.set_span_in_context(self._span))
         return carrier
 
-    def take_child_spans(self, message: Mapping[str, Any]) -> None:
+    def take_child_spans(self, message: protocol.Spans) -> None:
         self._tracing.export_child_spans(message)
-        dropped = message.get("dropped")
+        dropped = message.dropped
         if isinstance(dropped, int) and dropped > 0:
             self._span.set_attribute("poolsup.job.spans_dropped", dropped)
 

@@ -27,7 +27,7 @@ from supervisor.core.outcome import (
 )
 from supervisor.errors import PoolsupError
 from supervisor.forks.fork_client import ForkServerClient
-from supervisor.job.control_reader import ControlReader
+from supervisor.job.channel import ControlReader, SocketFeed
 from supervisor.job.output import OutputPump
 from supervisor.sandbox_config import protected_paths
 
@@ -77,35 +77,28 @@ async def run_producer(
 ) -> Any:
     """The producer's return value (decoded JSON); raises `ProducerFailed`."""
     key = producer_handler_name(schedule.name)
-    start = {
-        "t": protocol.MSG_START,
-        "key": key,
-        "payload": schedule.payload,
-        "token": int(tick),
-        "attempt": 1,
-    }
+    start = protocol.Start(key=key, payload=schedule.payload, token=int(tick), attempt=1)
     job_id = f"{key}@{tick!r}"
     child = await fork_server.spawn(
         job_id, key, protocol.fence_clock() + schedule.timeout,
         first_message=protocol.encode_line(start),
     )
-    reader = ControlReader(child.control, max_result=max_result,
-                           on_ack=lambda _seq: None, on_checkpoint=lambda _value: None)
-    output = OutputPump(key, child.output)
+    # Read as a job's child is read (`job.channel`): by event-loop callbacks.
+    reader = ControlReader(max_result=max_result)
+    output = OutputPump(key)
+    control = SocketFeed(child.control_socket, reader.feed)
+    output_feed = SocketFeed(child.output_socket, output.feed)
     try:
-        async with anyio.create_task_group() as group:
-            group.start_soon(reader.run)
-            group.start_soon(output.run)
-            await child.exited.wait()
-            with anyio.move_on_after(RESULT_READ_GRACE):
-                await reader.closed.wait()
-            group.cancel_scope.cancel()
+        await child.exited.wait()
+        await control.drained(RESULT_READ_GRACE)
     finally:
-        with anyio.CancelScope(shield=True):
-            if not child.exited.is_set():
+        control.close()
+        output_feed.close()
+        output.flush()
+        if not child.exited.is_set():
+            with anyio.CancelScope(shield=True):
                 await fork_server.kill(job_id)
-            await child.control.aclose()
-            await child.output.aclose()
+        child.close()
     status = child.status
     ended = reader.exit_report(status)
     if producer_ends_schedule(ended):

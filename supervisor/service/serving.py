@@ -23,8 +23,7 @@ from supervisor.forks.replacement import replace_dead_fork_servers
 from supervisor.job.claimer import Claimer
 from supervisor.job.lease_keeper import LeaseKeeper
 from supervisor.job.results import PendingResults
-from supervisor.job.runner import JobServices
-from supervisor.job.starter import JobStarter
+from supervisor.job.runner import JobServices, JobStarter
 from supervisor.observe.health import health
 from supervisor.observe.metrics import metrics
 from supervisor.observe.store_failures import StoreFailures

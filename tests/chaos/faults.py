@@ -151,7 +151,9 @@ class FaultInjector:
     def restart_postgres(self, fault: Fault) -> None:
         server = self.cluster.postgres
         assert server is not None
-        server.stop()  # -m fast: the open connections end, every commit is on disk
+        # A crash of the server's processes (immediate: no checkpoint, crash recovery at
+        # the start); with synchronous_commit on, every commit a caller saw is kept.
+        server.stop("immediate")
         time.sleep(fault.duration)
         server.start()
 

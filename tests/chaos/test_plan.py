@@ -6,7 +6,13 @@ from __future__ import annotations
 import itertools
 import random
 
-from tests.chaos.plan import QUIET_BEFORE_STOP, REDIS_FAULTS, plan_faults, plan_work
+from tests.chaos.plan import (
+    POSTGRES_FAULTS,
+    QUIET_BEFORE_STOP,
+    REDIS_FAULTS,
+    plan_faults,
+    plan_work,
+)
 
 
 def test_a_seed_replays_the_same_plans() -> None:
@@ -55,3 +61,18 @@ def test_with_overlap_redis_faults_run_in_a_lane_of_their_own() -> None:
             assert earlier.at + earlier.duration < later.at
     assert plan_faults(random.Random(3), 600, redis=False, lease_ttl=2, overlap=True) == \
         plan_faults(random.Random(3), 600, redis=False, lease_ttl=2)
+
+
+def test_a_postgres_plan_has_the_servers_faults_and_no_redis_fault() -> None:
+    faults = plan_faults(random.Random(3), 1800, redis=False, postgres=True, lease_ttl=2)
+    kinds = {fault.kind for fault in faults}
+    assert set(POSTGRES_FAULTS) <= kinds
+    assert not kinds & set(REDIS_FAULTS)
+    assert all(fault.target == "postgres" for fault in faults if fault.kind in POSTGRES_FAULTS)
+
+
+def test_postgres_faults_overlap_the_supervisors_faults_in_a_lane_of_their_own() -> None:
+    faults = plan_faults(random.Random(3), 600, redis=False, postgres=True, lease_ttl=2,
+                         overlap=True)
+    assert {fault.lane for fault in faults if fault.kind in POSTGRES_FAULTS} == {1}
+    assert {fault.lane for fault in faults if fault.kind not in POSTGRES_FAULTS} == {0}

@@ -14,8 +14,9 @@ import anyio.abc
 import orjson
 import pytest
 
+from sandbox import protocol
 from supervisor import Client
-from supervisor.job.control_writer import ControlWriter
+from supervisor.job.channel import ControlWriter
 from tests.helpers.pool import HANDLERS_DIR, finished, wait_for
 from tests.integration.conftest import Pool
 
@@ -82,11 +83,14 @@ async def test_a_stop_does_not_wait_behind_a_blocked_note_and_goes_before_later_
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     stream = await anyio.abc.UNIXSocketStream.from_socket(ours)
     async with stream, anyio.create_task_group() as group:
-        writer = ControlWriter(stream, start=group.start_soon)
-        group.start_soon(writer.send, {"t": "notify", "seq": 1, "payload": NOTE})
+        async def opened() -> anyio.abc.SocketStream:
+            return stream
+
+        writer = ControlWriter(opened, start=group.start_soon)
+        group.start_soon(writer.send, protocol.Notify(seq=1, payload=NOTE))
         await anyio.wait_all_tasks_blocked()  # the note fills the socket and waits
         writer.stop("drain")
-        group.start_soon(writer.send, {"t": "notify", "seq": 2, "payload": "later"})
+        group.start_soon(writer.send, protocol.Notify(seq=2, payload="later"))
         await anyio.wait_all_tasks_blocked()
         received = await anyio.to_thread.run_sync(read_lines, theirs, 3)
     theirs.close()

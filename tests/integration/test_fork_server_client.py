@@ -43,8 +43,7 @@ async def exit_status_of(exited: dict[str, object]):  # type: ignore[no-untyped-
             with anyio.fail_after(10):
                 child = await server.spawn("job-1", "h", 0.0, first_message=b"")
                 await child.exited.wait()
-            await child.control.aclose()
-            await child.output.aclose()
+            child.close()
             theirs.close()
         return child.status
     finally:

@@ -306,7 +306,8 @@ def test_sync_handler_result_and_clean_exit(server: ForkServerHarness) -> None:
     }
     exited = server.exited(job)
     assert exited == {"ev": "exited", "job": job.job_id, "pid": job.pid, "code": 0,
-                      "signal": None, "fenced": False}
+                      "signal": None, "fenced": False,
+                          "reason": None, "survivors": None}
 
 
 @pytest.mark.parametrize("handler", ["async_echo", "returns_coroutine"])
@@ -637,7 +638,7 @@ def test_exited_comes_only_once_the_daemon_a_job_left_is_gone(
     daemon = int(pid_file.read_text().split()[1])
     assert not alive(daemon)
     assert exited["code"] == 0
-    assert "survivors" not in exited
+    assert exited["survivors"] is None  # none named
 
 
 # -- the fork server's own end

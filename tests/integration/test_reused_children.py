@@ -21,7 +21,7 @@ import pytest
 
 from sandbox.jobs import Jobs
 from sandbox.loader import HandlerSpec
-from sandbox.protocol import fence_clock
+from sandbox.protocol import Exited, fence_clock
 from sandbox.spares import IDLE_LIMIT_VARIABLE
 from supervisor import Client
 from tests.helpers.pool import finished, wait_for
@@ -84,7 +84,8 @@ def test_a_child_runs_up_to_max_jobs_per_child_jobs_in_turn(server: ForkServerHa
         assert seen["payload"] == {"n": index}
         assert seen["pid"] == job.pid
         assert exited == {"ev": "exited", "job": job.job_id, "pid": job.pid, "code": 0,
-                          "signal": None, "fenced": False}
+                          "signal": None, "fenced": False,
+                          "reason": None, "survivors": None}
         assert job.read_output() == ""  # the output socket was closed at the job's end
         pids.append(job.pid)
     assert pids[0] == pids[1] == pids[2] != pids[3] == pids[4] == pids[5] != pids[6]
@@ -267,7 +268,7 @@ def test_cpu_limit_counts_from_each_jobs_start(server: ForkServerHarness) -> Non
     for _ in range(2):  # each 60% of the 1 s limit: 1.2 s in all, in one child
         job, message, exited = run(server, "burn", {"seconds": 0.6})
         assert message is not None and message["t"] == "result", (message, exited)
-        assert "reason" not in exited and exited["signal"] is None, exited
+        assert exited["reason"] is None and exited["signal"] is None, exited
         pids.add(job.pid)
     assert len(pids) == 1
     assert message["value"]["cpu"] >= 1.2
@@ -295,7 +296,7 @@ def test_a_child_grown_past_75_percent_of_its_memory_limit_is_retired(
     assert same.pid == small.pid
     grown, message, exited = run(server, "hoards", {"mib": 70})
     assert grown.pid == small.pid
-    assert message == result({"pid": grown.pid}) and "reason" not in exited
+    assert message == result({"pid": grown.pid}) and exited["reason"] is None
     after, _, _ = run(server, "hoards", {"mib": 1})
     assert after.pid != grown.pid
 
@@ -579,7 +580,6 @@ def test_a_job_ended_by_the_fork_server_never_hands_its_child_back(action: str) 
     if action == "fence":
         assert event is None and "j1" in jobs
         return
-    assert event == {"ev": "exited", "job": "j1", "pid": process.pid, "code": 0,
-                     "signal": None, "fenced": False}
+    assert event == Exited(job="j1", pid=process.pid, code=0, signal=None, fenced=False)
     assert "j1" not in jobs
     assert job.signalled is (action != "none")

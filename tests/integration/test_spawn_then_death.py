@@ -51,8 +51,7 @@ async def a_spawn_then_the_death() -> None:
             process.kill()
             with anyio.fail_after(10):
                 child = await server.spawn("7", "h", 0.0, first_message=b"", key="killer")
-            await child.control.aclose()
-            await child.output.aclose()
+            child.close()
     finally:
         ours.close()
         process.wait()

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 UPWARD = [
     ("supervisor/client.py", "from supervisor.cli import status"),
     ("supervisor/web/serving.py", "from supervisor.cli import support"),
-    ("supervisor/job/notes.py", "from supervisor.service import daemon"),
+    ("supervisor/job/under_lease.py", "from supervisor.service import daemon"),
     ("supervisor/pool/membership.py", "from supervisor.service import serving"),
     ("supervisor/config.py", "from supervisor.pool import scheduler"),
     ("supervisor/core/leases.py", "from supervisor.store import records"),

@@ -13,9 +13,16 @@ from supervisor.core.outcome import (
 )
 
 
+def _error(message: dict[str, object] | None) -> dict[str, object]:
+    """ChildExit's fields for the error message the child sent, if any."""
+    if message is None or message["t"] != "error":
+        return {}
+    return {"error": message["error"], "final": message["final"]}
+
+
 def exited(*, message=None, result=None, code=0, sig=None, fenced=False, reason=None,  # type: ignore[no-untyped-def]
            snooze=None) -> ChildExit:
-    return ChildExit(message=message, result_json=result, exit_code=code, exit_signal=sig,
+    return ChildExit(**_error(message), result_json=result, exit_code=code, exit_signal=sig,
                      fenced=fenced, reason=reason, snooze=snooze)
 
 
@@ -111,14 +118,14 @@ def test_exit_without_a_result_or_a_message() -> None:
 
 
 def test_a_protocol_error_fails_the_attempt_even_with_a_result() -> None:
-    child = ChildExit(message=None, result_json=b"1", exit_code=0, exit_signal=None,
+    child = ChildExit(result_json=b"1", exit_code=0, exit_signal=None,
                       fenced=False, protocol_error="the child sent an invalid control message")
     assert decide_outcome(child, None, timeout=0) == Fail(
         "the child sent an invalid control message", final=False, cause="protocol")
 
 
 def test_a_protocol_error_does_not_override_a_stop_or_a_drain() -> None:
-    child = ChildExit(message=None, result_json=None, exit_code=143, exit_signal=None,
+    child = ChildExit(result_json=None, exit_code=143, exit_signal=None,
                       fenced=False, protocol_error="result is too large")
     assert isinstance(decide_outcome(child, StopReason.USER, timeout=0), Stopped)
     assert isinstance(decide_outcome(child, StopReason.DRAIN, timeout=0), Release)
@@ -126,7 +133,7 @@ def test_a_protocol_error_does_not_override_a_stop_or_a_drain() -> None:
 
 def answered(*, result: bytes | None = b'"done"', answered_stop: bool = True,
              message: dict[str, object] | None = None, reason: str | None = None) -> ChildExit:
-    return ChildExit(message=message, result_json=result, exit_code=0, exit_signal=None,
+    return ChildExit(**_error(message), result_json=result, exit_code=0, exit_signal=None,
                      fenced=False, reason=reason, answered_stop=answered_stop)
 
 
@@ -189,7 +196,7 @@ def test_a_snooze_after_a_user_stop_ends_stopped_and_after_a_lost_lease_writes_n
 
 
 def test_a_snooze_beside_a_protocol_error_fails_the_attempt() -> None:
-    child = ChildExit(message=SNOOZED, result_json=None, exit_code=0, exit_signal=None,
+    child = ChildExit(result_json=None, exit_code=0, exit_signal=None,
                       fenced=False, protocol_error="the child sent an invalid snooze",
                       snooze=30.0)
     outcome = decide_outcome(child, None, timeout=0)

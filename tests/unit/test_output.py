@@ -6,13 +6,8 @@ from supervisor.job import output
 from supervisor.job.output import OutputPump
 
 
-class NoStream:
-    async def receive(self, max_bytes: int = 65536) -> bytes:
-        raise AssertionError("not used")
-
-
 def test_lines_reach_the_log_with_the_key(caplog: pytest.LogCaptureFixture) -> None:
-    pump = OutputPump("k1", NoStream())  # type: ignore[arg-type]
+    pump = OutputPump("k1")
     with caplog.at_level(logging.INFO, logger="poolsup.output"):
         pump.feed(b"hello\nwor")
         pump.feed(b"ld\n")
@@ -22,7 +17,7 @@ def test_lines_reach_the_log_with_the_key(caplog: pytest.LogCaptureFixture) -> N
 
 def test_a_flood_is_bounded_but_the_tail_is_kept(caplog: pytest.LogCaptureFixture) -> None:
     # A stopped clock: the flood arrives in one instant, however loaded the machine is.
-    pump = OutputPump("k1", NoStream(), clock=lambda: 1000.0)  # type: ignore[arg-type]
+    pump = OutputPump("k1", clock=lambda: 1000.0)
     lines = [f"line {i}".encode() for i in range(50_000)]
     with caplog.at_level(logging.INFO, logger="poolsup.output"):
         for start in range(0, len(lines), 1000):
@@ -36,7 +31,7 @@ def test_a_flood_is_bounded_but_the_tail_is_kept(caplog: pytest.LogCaptureFixtur
 
 
 def test_an_endless_line_is_cut() -> None:
-    pump = OutputPump("k1", NoStream())  # type: ignore[arg-type]
+    pump = OutputPump("k1")
     pump.feed(b"x" * (output.MAX_LINE * 3))
     pump.flush()
     assert max(len(line) for line in pump.tail().splitlines()) <= output.MAX_LINE

@@ -34,7 +34,7 @@ def test_an_ended_schedule_stays_ended_until_its_definition_changes() -> None:
 
 
 def ended(**changes: object) -> ChildExit:
-    fields: dict[str, object] = {"message": {"t": "end_schedule"}, "result_json": None,
+    fields: dict[str, object] = {"result_json": None,
                                  "exit_code": 0, "exit_signal": None, "fenced": False,
                                  "end_schedule": True}
     fields.update(changes)
@@ -46,7 +46,7 @@ def test_a_producer_raising_end_schedule_ends_its_schedule_unless_something_else
     assert not producer_ends_schedule(ended(protocol_error="bad bytes"))
     assert not producer_ends_schedule(ended(reason="memory limit 1 MiB exceeded"))
     assert not producer_ends_schedule(ended(fenced=True, exit_signal=9, exit_code=None))
-    assert not producer_ends_schedule(ended(end_schedule=False, message=None))
+    assert not producer_ends_schedule(ended(end_schedule=False))
 
 
 def test_a_jobs_handler_raising_end_schedule_fails_for_good_with_one_line() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 import sandbox
 from sandbox import protocol
-from supervisor.job.control_reader import ControlReader
+from supervisor.job.channel import ControlReader
 
 
 @pytest.mark.parametrize("seconds", [0, 0.25, 30, protocol.MAX_SNOOZE])
@@ -26,7 +26,7 @@ def test_anything_else_is_refused_in_the_handler_with_one_line(seconds: object) 
 
 def reader() -> ControlReader:
     """A reader fed by hand (`feed`), as the job's socket callback feeds it."""
-    return ControlReader(object(), max_result=1000, on_ack=lambda seq: None,  # type: ignore[arg-type]
+    return ControlReader(max_result=1000, on_ack=lambda seq: None,
                          on_checkpoint=lambda value: None)
 
 

@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from sandbox import otel_child
+from sandbox import otel_child, protocol
 from supervisor.core.outcome import (
     Abandon,
     Complete,
@@ -25,7 +25,7 @@ from supervisor.core.outcome import (
     Stopped,
     StopReason,
 )
-from supervisor.job.control_reader import ControlReader
+from supervisor.job.channel import ControlReader
 from supervisor.observe.otel import AttemptSpan, Tracing
 from supervisor.observe.tracing import open_tracing, tracing_wanted
 
@@ -123,7 +123,9 @@ def test_a_childs_spans_are_exported_as_the_child_made_them(
             "query", attributes={"db.rows": 3, "tags": ["a", "b"]}) as made:
         made.add_event("retry", {"n": 1})
         made.set_status(StatusCode.ERROR, "timeout")
-    message = orjson.loads(otel_child.spans_line(list(kept.get_finished_spans()), 2))
+    message = protocol.decode_message(
+        otel_child.spans_line(list(kept.get_finished_spans()), 2).rstrip(b"\n"))
+    assert isinstance(message, protocol.Spans)
 
     span = attempt(tracing)
     span.take_child_spans(message)
@@ -147,26 +149,26 @@ def test_what_is_not_a_span_as_a_child_writes_them_is_dropped(
     exported: tuple[Tracing, InMemorySpanExporter],
 ) -> None:
     tracing, exporter = exported
-    read = tracing.export_child_spans({"spans": [
+    read = tracing.export_child_spans(protocol.Spans(spans=[
         "text", {}, {"name": "x", "trace_id": "zz"},
         {"name": "ok", "trace_id": "0af7651916cd43dd8448eb211c80319c",
          "span_id": "b7ad6b7169203331", "flags": 1, "kind": 0, "start": 1, "end": 2,
          "status": [0, None], "scope": ["s", None],
-         "attributes": {"good": 1, "nested": {"a": 1}, "mixed": [1, "a"]}}]})
+         "attributes": {"good": 1, "nested": {"a": 1}, "mixed": [1, "a"]}}]))
 
     assert read == 1
     assert dict(only(exporter).attributes or {}) == {"good": 1}
 
 
 def test_the_control_reader_hands_a_spans_message_on_and_keeps_the_result() -> None:
-    taken: list[dict[str, Any]] = []
-    reader = ControlReader(stream=None, max_result=1000,  # type: ignore[arg-type]
+    taken: list[protocol.Spans] = []
+    reader = ControlReader(max_result=1000,
                            on_ack=lambda seq: None, on_checkpoint=lambda value: None,
                            on_spans=taken.append)
     reader.feed(b'{"t":"spans","spans":[],"dropped":0}\n'
                 b'{"t":"result","stopping":false,"value":5}\n')
 
-    assert taken == [{"t": "spans", "spans": [], "dropped": 0}]
+    assert taken == [protocol.Spans(spans=[], dropped=0)]
     assert reader.result_json == b"5"
 
 

@@ -31,6 +31,7 @@ def web_pool(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> Iterat
             "worker": {"path": "dashboard.py", "function": "until_stopped", "timeout": 0},
             "broken": {"path": "dashboard.py", "function": "fails_with", "max_attempts": 1},
             "bulk": {"path": "dashboard.py", "function": "fails_with"},
+            "snoozer": {"path": "snoozing.py", "function": "snoozes_once"},
         })
     supervisor = SupervisorProcess(config, directory / "supervisor.log").start()
     client = Client.from_config(config)

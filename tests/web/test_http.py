@@ -191,6 +191,16 @@ def test_the_job_page_shows_what_the_job_printed(dashboard: Dashboard,
     client.stop("out-1")
 
 
+def test_the_job_page_counts_the_snoozes(dashboard: Dashboard, web_pool: WebPool) -> None:
+    client = web_pool.client
+    client.dispatch("snoozy", {"seconds": 600}, handler="snoozer")
+    wait_for(lambda: client.job("snoozy")["snoozes"] == 1, 20, message="the job to snooze")
+    with dashboard.session(TOKEN) as browser:
+        page = browser.get("/jobs/snoozy").text
+    assert "snoozed 1 time" in page and "snoozed 1 times" not in page
+    client.stop("snoozy")
+
+
 def test_an_unknown_job_is_a_404_with_one_line(dashboard: Dashboard) -> None:
     with dashboard.session(TOKEN) as browser:
         page = browser.get("/jobs/no-such-key")
