@@ -137,22 +137,31 @@ class PgDatabase:
             await conn.set_isolation_level(
                 IsolationLevel.READ_COMMITTED if writes else IsolationLevel.REPEATABLE_READ)
             try:
-                try:
-                    if not self._ready:
+                # Pipelined: a statement whose answer the work does not read (a history
+                # event, a NOTIFY) goes out with the next one instead of a round trip.
+                # (The schema's scripts, several statements each, cannot be.)
+                if not self._ready:
+                    try:
                         await self._prepare(conn, writes)
-                    now = await self._begin(conn, pool_lock, writes)
-                except psycopg.OperationalError as exc:
-                    # Nothing ran yet; the connection is dropped, not given back.
-                    with anyio.CancelScope(shield=True):
-                        await conn.close()
-                    raise StaleConnection(exc) from exc
-                result = await work(Tx(conn, self._name, now))
+                    except psycopg.OperationalError as exc:
+                        raise StaleConnection(exc) from exc
+                async with conn.pipeline():
+                    try:
+                        now = await self._begin(conn, pool_lock, writes)
+                    except psycopg.OperationalError as exc:
+                        raise StaleConnection(exc) from exc
+                    result = await work(Tx(conn, self._name, now))
+                    await conn.commit()
+            except StaleConnection:
+                # Nothing ran yet; the connection is dropped, not given back.
+                with anyio.CancelScope(shield=True):
+                    await conn.close()
+                raise
             except BaseException:
                 if not conn.closed:
                     with anyio.CancelScope(shield=True), contextlib.suppress(psycopg.Error):
                         await conn.rollback()
                 raise
-            await conn.commit()
             self._ready = self._ready or writes
             return result
 
