@@ -19,6 +19,7 @@ from supervisor.errors import (
     PoolsupError,
     StaleToken,
     StoreUnavailable,
+    UsageError,
     WaitTimedOut,
 )
 
@@ -49,5 +50,6 @@ __all__ = [
     "PoolsupError",
     "StaleToken",
     "StoreUnavailable",
+    "UsageError",
     "WaitTimedOut",
 ]

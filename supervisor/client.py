@@ -266,7 +266,8 @@ class AsyncClient:
         """The job's record (as `job`) once it has succeeded, failed or stopped.  Raises
         `JobNotFound`, or `TimeoutError` (`WaitTimedOut`) when `timeout` seconds pass
         first: the job goes on."""
-        return (await wait_for_end(await self._opened(), key, timeout)).to_json()
+        return (await wait_for_end(await self._opened(), key, timeout,
+                                   where=f"the store at {redact_url(self._url)}")).to_json()
 
     async def retry(self, key: str) -> dict[str, Any]:
         """Run a failed or stopped job again: same handler and payload, attempts from 1.

@@ -82,8 +82,10 @@ def check(config_path: str | None) -> None:
     from supervisor.cli.sandbox_report import check_sandboxes, kernel_lines
     from supervisor.forks.launch import open_fork_server
     from supervisor.pool.producers import sandboxed_code
+    from supervisor.store import check_url
 
     config = read_config(config_path, require_handlers=True)
+    check_url(config.pool.store)
     kernel = check_sandboxes(config)
     code = sandboxed_code(config)
 

@@ -18,10 +18,12 @@ if TYPE_CHECKING:
 
 @click.command("schedules")
 @config_option
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True,
+              help="print each schedule as JSON (state, ended_at, ended_tick, ...)")
 @reports_errors
 def schedules_command(config_path: str | None, as_json: bool) -> None:
-    """Each schedule's last and next tick, last outcome, and who fired it."""
+    """Each schedule's last and next tick, last outcome, and who fired it; `ended`
+    (when, by which tick) once its producer ended it."""
     from supervisor.cli.schedule_view import render_schedules_text
 
     async def action(client: AsyncClient) -> list[dict[str, Any]]:
@@ -37,7 +39,8 @@ def schedules_command(config_path: str | None, as_json: bool) -> None:
 @click.command("plan")
 @config_option
 @click.argument("name")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True,
+              help="print the plan as JSON (start, keep, stop, end_schedule)")
 @reports_errors
 def plan_command(config_path: str | None, name: str, as_json: bool) -> None:
     """Run schedule NAME's producer once, in a sandbox, and print what it would start,
@@ -48,7 +51,7 @@ def plan_command(config_path: str | None, name: str, as_json: bool) -> None:
 
     from supervisor.core.plans import InvalidPlan, parse_plan
     from supervisor.forks.launch import open_fork_server
-    from supervisor.pool.producers import producer_handlers, run_producer
+    from supervisor.pool.producers import ProducerFailed, producer_handlers, run_producer
     from supervisor.sandbox_config import protected_paths
 
     config = read_config(config_path)
@@ -61,8 +64,12 @@ def plan_command(config_path: str | None, name: str, as_json: bool) -> None:
         producer = producer_handlers({name: schedule},
                                      protected_paths(config.path, config.pool.store))
         async with open_fork_server(producer) as fork_server:
-            return await run_producer(fork_server, schedule, tick=time.time(),
-                                      max_result=config.pool.max_result)
+            try:
+                return await run_producer(fork_server, schedule, tick=time.time(),
+                                          max_result=config.pool.max_result)
+            except ProducerFailed as error:  # its error may run over several lines
+                first = str(error).strip().splitlines()[0]
+                raise PoolsupError(f"schedule {name}: {first}") from None
 
     value = anyio.run(produce)
     try:

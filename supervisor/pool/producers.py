@@ -109,7 +109,10 @@ async def run_producer(
         case Complete(result_json):
             return orjson.loads(result_json)
         case Fail(error):
-            raise ProducerFailed(f"producer failed: {error}")
+            # Its first line: it is shown in one line (the tick's outcome in `schedules`,
+            # the log, `plan`); the child's output has the rest.
+            first = error.strip().splitlines()[0] if error.strip() else "no error message"
+            raise ProducerFailed(f"producer failed: {first}")
         case Snooze():
             raise ProducerFailed("producer failed: it raised sandbox.Snooze, which only a "
                                  "job's handler may; a producer returns a plan")

@@ -14,7 +14,7 @@ from supervisor.store.redis.url import SCHEMES as REDIS_SCHEMES
 
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 
-__all__ = ["Store", "open_store", "opened_store"]
+__all__ = ["Store", "check_url", "open_store", "opened_store"]
 
 DEFAULT_RETENTION = 86400.0
 
@@ -45,6 +45,17 @@ async def open_store(url: str, pool: str, *, retention: float = DEFAULT_RETENTIO
         "redis+cluster://, rediss+cluster://, redis+sentinel://, rediss+sentinel://, "
         "postgresql://, postgres:// or sqlite:///path/to/file.db"
     )
+
+
+def check_url(url: str) -> None:
+    """What can be known of a PostgreSQL store URL without its server (`poolsup check`):
+    the postgres extra is installed and libpq can read the URL; else a `ConfigError`,
+    as opening the store would raise."""
+    scheme = url.partition("://")[0].lower() if "://" in url else ""
+    if scheme in POSTGRES_SCHEMES:
+        _postgres_module(url)
+        connection = importlib.import_module("supervisor.store.postgres.connection")
+        connection.conninfo(url)
 
 
 def _postgres_module(url: str) -> Any:

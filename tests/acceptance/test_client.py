@@ -63,3 +63,36 @@ def test_ctrl_c_in_a_wait_ends_the_program(store_url: str, pool_name: str) -> No
         process.communicate()
     assert "KeyboardInterrupt" in stderr
     assert process.returncode == -signal.SIGINT, stderr  # as Python ends on Ctrl-C
+
+
+def test_connection_with_another_store_raises_the_usage_error_the_package_exports(
+    store_url: str, pool_name: str
+) -> None:
+    # The contract: `connection=` "with any other store raises `UsageError`", which a
+    # program catches as `from supervisor import UsageError`.
+    program = (
+        "import asyncio\n"
+        "from supervisor import AsyncClient, Client, PoolsupError, UsageError\n"
+        "assert issubclass(UsageError, PoolsupError)\n"
+        f"client = Client({store_url!r}, pool={pool_name!r})\n"
+        "for call in (lambda: client.dispatch('k', {}, handler='h', connection=object()),\n"
+        "             lambda: client.dispatch_many([{'key': 'k', 'handler': 'h'}],\n"
+        "                                          connection=object())):\n"
+        "    try:\n"
+        "        call()\n"
+        "    except UsageError as error:\n"
+        "        print('UsageError:', error)\n"
+        "client.close()\n"
+        "async def main():\n"
+        f"    async with AsyncClient({store_url!r}, pool={pool_name!r}) as aclient:\n"
+        "        try:\n"
+        "            await aclient.dispatch('k', {}, handler='h', connection=object())\n"
+        "        except UsageError as error:\n"
+        "            print('UsageError:', error)\n"
+        "asyncio.run(main())\n"
+    )
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                            timeout=EXIT_WITHIN)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 3 and all("PostgreSQL" in line for line in lines), result.stdout

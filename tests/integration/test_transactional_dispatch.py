@@ -187,3 +187,29 @@ def test_connection_with_another_store_is_a_usage_error(
             client.job("k")
     finally:
         client.close()
+
+
+@pytest.mark.anyio
+async def test_a_connection_on_another_database_is_a_usage_error_in_one_line(
+    served_pool: str, postgres_url: str
+) -> None:
+    # The contract's connection= is "on the pool's PostgreSQL database"; one on another
+    # database of the same server (no schema poolsup there) is the caller's mistake, said
+    # in one line, not the driver's multi-line "schema does not exist".
+    other = urlsplit(postgres_url)._replace(path="/postgres").geturl()
+    with Client(postgres_url, pool=served_pool) as client, psycopg.connect(other) as conn:
+        for call in (
+            lambda: client.dispatch("elsewhere", {}, handler="echo", connection=conn),
+            lambda: client.dispatch_many([{"key": "elsewhere", "handler": "echo"}],
+                                         connection=conn),
+        ):
+            with pytest.raises(UsageError, match="pool's database") as raised:
+                call()
+            assert "\n" not in str(raised.value) and "'postgres'" in str(raised.value)
+            conn.rollback()
+        with pytest.raises(JobNotFound):
+            client.job("elsewhere")
+    async with AsyncClient(postgres_url, pool=served_pool) as aclient, \
+            await psycopg.AsyncConnection.connect(other) as aconn:
+        with pytest.raises(UsageError, match="pool's database"):
+            await aclient.dispatch("elsewhere", {}, handler="echo", connection=aconn)

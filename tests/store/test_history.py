@@ -117,7 +117,7 @@ async def test_a_stop_shows_stopping_then_stopped(store: Store) -> None:
         ("stopping", OWNER, job.token, "stop"),
         ("stopped", OWNER, job.token, "stop"),
     ]
-    assert (await history(store, "wait"))[1:] == [("stopped", None, None, "stopped before it ran")]
+    assert (await history(store, "wait"))[1:] == [("stopped", None, None, "stopped while pending")]
 
 
 async def test_a_lost_lease_names_its_holder_and_what_followed(store: Store) -> None:

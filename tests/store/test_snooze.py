@@ -134,3 +134,17 @@ async def test_a_retry_and_a_new_dispatch_count_snoozes_from_zero(store: Store) 
 
     assert retried.snoozes == 0
     assert (await store.job("k1")).snoozes == 0
+
+
+async def test_a_snoozed_job_stopped_while_pending_does_not_say_it_never_ran(
+    store: Store,
+) -> None:
+    await store.dispatch(new_job("k1"))
+    job = await claim_one(store)
+    await store.snooze(job.lease, DELAY)
+
+    await store.stop("k1")
+
+    record = await store.job("k1")
+    assert record.state == "stopped"
+    assert record.events[-1].detail == "stopped while pending"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from supervisor.redaction import redact_url
+from supervisor.redaction import redact_in, redact_url
 
 
 @pytest.mark.parametrize(
@@ -40,3 +40,25 @@ from supervisor.redaction import redact_url
 )
 def test_every_secret_of_a_store_url_is_hidden(url: str, shown: str) -> None:
     assert redact_url(url) == shown
+
+
+def test_a_drivers_message_quoting_the_url_or_a_piece_of_it_shows_no_secret() -> None:
+    url = "postgresql://u:p%40ss@[h/db?sslpassword=s3&sslmode=x"
+    message = f'bad URI: "{url}"; invalid percent-encoded token: "p%40ss"; also p@ss, s3'
+
+    shown = redact_in(message, url)
+
+    assert shown == ('bad URI: "postgresql://u:***@[h/db?sslpassword=***&sslmode=x"; '
+                     'invalid percent-encoded token: "***"; also ***, ***')
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("host=h user=u password=pw dbname=d", "host=h user=u password=*** dbname=d"),
+    ("host=h sslpassword='p w' port=5432", "host=h sslpassword=*** port=5432"),
+    ("postgresql:u:pw@h/d", "postgresql:u:***@h/d"),
+    ("u:pw@h:5432/d", "u:***@h:5432/d"),
+    ("pool.db", "pool.db"),
+])
+def test_a_store_setting_that_is_not_a_url_has_its_secrets_hidden(text: str,
+                                                                  shown: str) -> None:
+    assert redact_url(text) == shown

@@ -13,7 +13,8 @@ database; the store checked, or made, the schema `poolsup` there first (`PgCalle
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import psycopg
@@ -62,6 +63,20 @@ def async_connection(connection: Any) -> psycopg.AsyncConnection[Any]:
                      f"{type(connection).__name__})")
 
 
+@contextlib.contextmanager
+def on_the_pools_database(
+        conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> Iterator[None]:
+    """A connection to a database without poolsup's schema is on another database than
+    the pool's: the caller's mistake (`UsageError`, one line), not the driver's
+    multi-line "schema does not exist".  Its transaction is failed, as for any error."""
+    try:
+        yield
+    except (psycopg.errors.InvalidSchemaName, psycopg.errors.UndefinedFunction,
+            psycopg.errors.UndefinedTable):
+        raise UsageError(f"connection=: the database {conn.info.dbname!r} has no poolsup "
+                         "schema; the connection must be on the pool's database") from None
+
+
 def _refusals(requests: Sequence[DispatchRequest], row: Any) -> list[DispatchRefused | None]:
     codes, max_pending = row["codes"], row["max_pending"]
     return [refusal(request, code, max_pending)
@@ -89,7 +104,7 @@ class PgCaller(PgPart):
         """`dispatch_each` in the transaction of a blocking connection (after `ready`)."""
         conn = sync_connection(connection)
         params = dispatch_params(self._ctx.pool, self._ctx.retention, requests)
-        with conn.cursor(row_factory=dict_row) as cursor:
+        with on_the_pools_database(conn), conn.cursor(row_factory=dict_row) as cursor:
             row = cursor.execute(DISPATCH, params).fetchone()
         return _refusals(requests, row)
 
@@ -107,9 +122,10 @@ class PgCaller(PgPart):
         """`dispatch_each` in the transaction of an AsyncConnection (after `ready`)."""
         conn = async_connection(connection)
         params = dispatch_params(self._ctx.pool, self._ctx.retention, requests)
-        async with conn.cursor(row_factory=dict_row) as cursor:
-            await cursor.execute(DISPATCH, params)
-            row = await cursor.fetchone()
+        with on_the_pools_database(conn):
+            async with conn.cursor(row_factory=dict_row) as cursor:
+                await cursor.execute(DISPATCH, params)
+                row = await cursor.fetchone()
         return _refusals(requests, row)
 
     async def record_on_async(self, connection: Any, key: str) -> JobRecord:

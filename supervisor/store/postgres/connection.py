@@ -16,7 +16,7 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from supervisor.errors import ConfigError
-from supervisor.redaction import redact_url
+from supervisor.redaction import redact_in, redact_url
 
 SCHEMES = ("postgresql", "postgres")
 # The pool logs each failed attempt to connect; the store says it once, as a store failure.
@@ -38,7 +38,7 @@ def conninfo(url: str) -> str:
     try:
         given = conninfo_to_dict(url)
     except psycopg.ProgrammingError as exc:
-        first = " ".join(str(exc).split())
+        first = redact_in(" ".join(str(exc).split()), url)
         raise ConfigError(f"store URL {redact_url(url)!r}: {first}") from None
     missing = {name: value for name, value in DEFAULTS.items() if name not in given}
     return make_conninfo(url, **missing)

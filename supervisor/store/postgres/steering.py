@@ -29,7 +29,7 @@ class PgSteering(PgPart):
                 await history.note(tx, key, "stopping", "stop")
             await tx.run("request_stop", key=key)
             if state == "pending":
-                return await leases.finish(tx, key, "stopped", "stopped before it ran")
+                return await leases.finish(tx, key, "stopped", "stopped while pending")
             await events.to_holder(tx, await tx.value("job_holder", key=key), "s", key)
             return state
 

@@ -31,7 +31,7 @@ class SqliteSteering(SqlitePart):
             tx.run("request_stop", key=key)
             leases.emit(tx, "stop", key)
             if state == "pending":
-                return leases.finish(tx, key, "stopped", "stopped before it ran")
+                return leases.finish(tx, key, "stopped", "stopped while pending")
             return state
 
         return await self._ctx.db.write(work)

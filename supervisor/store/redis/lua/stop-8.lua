@@ -28,7 +28,7 @@ if state == 'pending' then
                 queues = {[ARGV[4]] = KEYS[6]}, reserved = {[ARGV[5]] = KEYS[7]},
                 now = store_now(), retention = tonumber(ARGV[2])}
   redis.call('HSET', job, 'stop_requested', 1)
-  finish(pool, job, notes, key, 'stopped', 'stopped before it ran')
+  finish(pool, job, notes, key, 'stopped', 'stopped while pending')
   return {OK, 'stopped'}
 end
 if state == 'running' then
