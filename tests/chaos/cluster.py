@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -215,6 +216,9 @@ payload = {{ledger = "{ledger}", seconds = 0.05}}
         if self.sentinel is not None:
             self.sentinel.remove()
         if self.postgres is not None:
+            # The server's own log stays with the run's files (it goes with its data).
+            with contextlib.suppress(OSError):
+                shutil.copy(self.postgres.log, self.directory / "postgres.log")
             self.postgres.remove()
 
 

@@ -1,21 +1,23 @@
 """The PostgreSQL store makes its own schema `poolsup`, once, whatever number of
 supervisors start together on a fresh database; it refuses a schema written by a newer
-poolsup; several pools share the database.  (Version 1 is the first shipped: the next
-version adds its migration test from it here.)"""
+poolsup; several pools share the database; each shipped version migrates to the next
+(postgres_schema_vN.sql: the schema as version N shipped it)."""
 
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import anyio
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
 from supervisor.errors import ConfigError
 from supervisor.store import opened_store
 from supervisor.store.postgres.schema import SCHEMA_VERSION
 from tests.helpers.postgres_server import PostgresServer
-from tests.store.support import new_job
+from tests.store.support import HANDLER, new_job
 
 pytestmark = pytest.mark.anyio
 
@@ -61,3 +63,40 @@ async def test_a_schema_of_a_newer_poolsup_is_refused_in_one_line(
         with pytest.raises(ConfigError) as caught:
             await store.pause(["h"])
     assert "newer poolsup" in caught.value.message and "\n" not in caught.value.message
+
+
+async def test_a_database_of_the_shipped_schema_1_migrates_to_2_and_keeps_its_jobs(
+    postgres_server: PostgresServer,
+) -> None:
+    """Schema 1 (tests/store/postgres_schema_v1.sql, as shipped) -> 2: the functions are
+    made again (dispatch_jobs forgets an earlier record's leftovers only when there was
+    one); every job, its history and its notes stay."""
+    url = fresh_database(postgres_server)
+    with psycopg.connect(url) as conn:
+        conn.execute((Path(__file__).parent / "postgres_schema_v1.sql").read_bytes())
+        conn.execute("INSERT INTO poolsup.schema_version (version) VALUES (1)")
+        conn.execute("INSERT INTO poolsup.counters (pool) VALUES ('p')")
+        codes = conn.execute(
+            "SELECT poolsup.dispatch_jobs('p', 86400, %s)",
+            [Jsonb([{"key": "old", "handler": HANDLER, "payload": "{}", "max_attempts": 1}])],
+        ).fetchone()
+        assert codes == ([1],)
+
+    async with opened_store(url, "p") as store:
+        await store.notify("old", b'{"n": 1}')
+        assert [event.event for event in (await store.job("old")).events] == ["dispatched"]
+        await store.dispatch(new_job("new"))
+        batch = await store.claim("s", [HANDLER], 2, 10.0, 3)
+        assert sorted(job.key for job in batch.jobs) == ["new", "old"]
+        old = next(job for job in batch.jobs if job.key == "old")
+        assert old.has_notes
+        await store.complete(old.lease, b"1")
+        await store.dispatch(new_job("old"))  # again: its history starts anew
+        assert [event.event for event in (await store.job("old")).events] == ["dispatched"]
+
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT version FROM poolsup.schema_version").fetchall() == [
+            (SCHEMA_VERSION,)]
+        body = conn.execute("SELECT pg_get_functiondef('poolsup.dispatch_jobs'::regproc)"
+                            ).fetchone()
+        assert body is not None and "v_found" in body[0]  # version 2's

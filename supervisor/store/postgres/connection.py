@@ -6,24 +6,22 @@ is never shown: errors name the server by its redacted URL."""
 
 from __future__ import annotations
 
-import logging
-import time
-from typing import Any
+import contextlib
+from collections import deque
+from collections.abc import AsyncIterator
 
+import anyio
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
-from psycopg_pool import AsyncConnectionPool
 
 from supervisor.errors import ConfigError
 from supervisor.redaction import redact_in, redact_url
 
 SCHEMES = ("postgresql", "postgres")
-# The pool logs each failed attempt to connect; the store says it once, as a store failure.
-logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 CONNECT_TIMEOUT = 5  # seconds (libpq's connect_timeout), unless the URL says otherwise
 POOL_SIZE = 4  # connections a store object may hold at once
-POOL_WAIT = 2.0  # seconds a call waits for a connection before the store counts as failing
 DEFAULTS = {"connect_timeout": str(CONNECT_TIMEOUT), "application_name": "poolsup"}
 
 
@@ -44,23 +42,38 @@ def conninfo(url: str) -> str:
     return make_conninfo(url, **missing)
 
 
-async def why_not(conninfo: str) -> str:
-    """Why a connection cannot be made now, in one line (the pool only says that it
-    got none in time): refused, a wrong password, an unknown database, ..."""
-    try:
-        conn = await psycopg.AsyncConnection.connect(conninfo)
-    except psycopg.Error as exc:
-        return " ".join(str(exc).split()) or type(exc).__name__
-    await conn.close()
-    return f"no connection free within {POOL_WAIT:g} s"
+class Connections:
+    """The store's connections: up to POOL_SIZE at once, idle ones kept for the next
+    call, a new one made at once when none is idle.  No background reconnection with a
+    backoff of its own (psycopg_pool's grew to seconds after an outage, so that calls
+    failed with "no connection" for a while after the server was back, and a chaos run's
+    drain failed for it): each call that needs a connection makes it, and the store's
+    callers pace their retries.  A connection comes back to the idle ones only when it is
+    open and outside a transaction."""
 
+    def __init__(self, conninfo: str) -> None:
+        self._conninfo = conninfo
+        self._idle: deque[psycopg.AsyncConnection[DictRow]] = deque()
+        self._slots = anyio.Semaphore(POOL_SIZE)
+        self._closed = False
 
-def connection_pool(url: str) -> AsyncConnectionPool[psycopg.AsyncConnection[DictRow]]:
-    """A pool that connects in the background: a store that cannot be reached now is
-    opened all the same, and its calls fail (StoreUnavailable) until it answers."""
-    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-        conninfo(url), min_size=1, max_size=POOL_SIZE, open=False,
-        kwargs={"row_factory": dict_row, "autocommit": False},
-        timeout=POOL_WAIT, reconnect_timeout=float(365 * 86400),
-        name=f"poolsup-{time.monotonic_ns()}")
-    return pool
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[psycopg.AsyncConnection[DictRow]]:
+        async with self._slots:
+            conn = self._idle.pop() if self._idle else await psycopg.AsyncConnection.connect(
+                self._conninfo, autocommit=False, row_factory=dict_row)
+            try:
+                yield conn
+            finally:
+                if (self._closed or conn.closed
+                        or conn.info.transaction_status != TransactionStatus.IDLE):
+                    with anyio.CancelScope(shield=True), contextlib.suppress(psycopg.Error):
+                        await conn.close()
+                else:
+                    self._idle.append(conn)
+
+    async def close(self) -> None:
+        self._closed = True
+        while self._idle:
+            with contextlib.suppress(psycopg.Error):
+                await self._idle.pop().close()

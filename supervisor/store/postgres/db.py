@@ -1,5 +1,6 @@
-"""The PostgreSQL store's connections: a psycopg 3 `AsyncConnectionPool`, one short
-transaction per call, on the event loop (no thread, no blocking call).
+"""The PostgreSQL store's transactions: psycopg 3 async connections (connection.py
+`Connections`), one short transaction per call, on the event loop (no thread, no
+blocking call).
 
 A write first takes the pool's transaction-scoped advisory lock, then reads the
 database's clock: every write of a pool is one step after another, as SQLite's `BEGIN
@@ -7,9 +8,9 @@ IMMEDIATE` makes them, and store times follow that order.  Pools sharing a datab
 never wait for each other.  (Why one lock per pool, and what skips it: the dispatch,
 docs/stores.md "PostgreSQL".)  Reads take no lock and see one snapshot (REPEATABLE READ).
 
-Driver errors, a pool that hands out no connection, and a call the server leaves
-unanswered for STORE_TIMEOUT seconds become `StoreUnavailable` here, in one line that
-names the server with its password hidden.
+Driver errors (a connection refused, a password refused, ...) and a call the server
+leaves unanswered for STORE_TIMEOUT seconds become `StoreUnavailable` here, in one line
+that names the server with its password hidden.
 """
 
 from __future__ import annotations
@@ -22,10 +23,9 @@ import anyio
 import psycopg
 from psycopg import AsyncConnection, AsyncCursor, IsolationLevel
 from psycopg.rows import DictRow
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from supervisor.errors import StoreUnavailable
-from supervisor.store.postgres.connection import POOL_SIZE, why_not
+from supervisor.store.postgres.connection import POOL_SIZE, Connections
 from supervisor.store.postgres.schema import ensure_schema, load_queries
 
 _T = TypeVar("_T")
@@ -81,10 +81,8 @@ class StaleConnection(Exception):
 
 
 class PgDatabase:
-    def __init__(self, pool: AsyncConnectionPool[Connection], name: str, where: str,
-                 conninfo: str) -> None:
+    def __init__(self, pool: Connections, name: str, where: str) -> None:
         self._pool = pool
-        self._conninfo = conninfo
         self._name = name
         self._where = where  # the server, as errors name it (password hidden)
         self._closed = False
@@ -123,9 +121,6 @@ class PgDatabase:
         except TimeoutError as exc:
             raise StoreUnavailable(
                 f"{self._where}: no answer within {STORE_TIMEOUT:g} s") from exc
-        except PoolTimeout as exc:
-            reason = await why_not(self._conninfo)
-            raise StoreUnavailable(f"{self._where}: {reason}") from exc
         except psycopg.Error as exc:
             raise self.unavailable(exc) from exc
 
@@ -137,22 +132,31 @@ class PgDatabase:
             await conn.set_isolation_level(
                 IsolationLevel.READ_COMMITTED if writes else IsolationLevel.REPEATABLE_READ)
             try:
-                try:
-                    if not self._ready:
+                # Pipelined: a statement whose answer the work does not read (a history
+                # event, a NOTIFY) goes out with the next one instead of a round trip.
+                # (The schema's scripts, several statements each, cannot be.)
+                if not self._ready:
+                    try:
                         await self._prepare(conn, writes)
-                    now = await self._begin(conn, pool_lock, writes)
-                except psycopg.OperationalError as exc:
-                    # Nothing ran yet; the connection is dropped, not given back.
-                    with anyio.CancelScope(shield=True):
-                        await conn.close()
-                    raise StaleConnection(exc) from exc
-                result = await work(Tx(conn, self._name, now))
+                    except psycopg.OperationalError as exc:
+                        raise StaleConnection(exc) from exc
+                async with conn.pipeline():
+                    try:
+                        now = await self._begin(conn, pool_lock, writes)
+                    except psycopg.OperationalError as exc:
+                        raise StaleConnection(exc) from exc
+                    result = await work(Tx(conn, self._name, now))
+                    await conn.commit()
+            except StaleConnection:
+                # Nothing ran yet; the connection is dropped, not given back.
+                with anyio.CancelScope(shield=True):
+                    await conn.close()
+                raise
             except BaseException:
                 if not conn.closed:
                     with anyio.CancelScope(shield=True), contextlib.suppress(psycopg.Error):
                         await conn.rollback()
                 raise
-            await conn.commit()
             self._ready = self._ready or writes
             return result
 

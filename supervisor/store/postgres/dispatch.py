@@ -126,10 +126,10 @@ class PgDispatch(PgPart):
     async def record_tick_outcome(self, fired: FiredTick, outcome: str, detail: bytes, *,
                                   end: bool = False) -> bool:
         async def work(tx: Tx) -> bool:
-            done = await tx.run("record_tick_outcome", name=fired.schedule, tick=fired.tick,
+            done = await tx.row("record_tick_outcome", name=fired.schedule, tick=fired.tick,
                                 owner=fired.owner, outcome=outcome, detail=detail.decode(),
                                 end=end)
-            return done.rowcount > 0
+            return done is not None
 
         return await self._ctx.db.write(work)
 

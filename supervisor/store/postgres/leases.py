@@ -200,9 +200,9 @@ async def complete(tx: Tx, completion: Completion) -> bool:
     lost: True, and nothing changes."""
     lease = completion.lease
     await history.note(tx, lease.key, "succeeded", lease=lease)
-    completed = await tx.run("complete_job", key=lease.key, owner=lease.owner,
+    completed = await tx.row("complete_job", key=lease.key, owner=lease.owner,
                              token=lease.token, result=completion.result)
-    if completed.rowcount == 0:
+    if completed is None:
         return await tx.row("succeeded_under", key=lease.key, owner=lease.owner,
                             token=lease.token) is not None
     await tx.run("drop_notes", key=lease.key)
@@ -322,9 +322,9 @@ class PgLeases(PgPart):
 
     async def save_checkpoint(self, lease: Lease, value: bytes) -> None:
         async def work(tx: Tx) -> None:
-            saved = await tx.run("save_checkpoint", key=lease.key, owner=lease.owner,
+            saved = await tx.row("save_checkpoint", key=lease.key, owner=lease.owner,
                                  token=lease.token, checkpoint=value)
-            if saved.rowcount == 0:
+            if saved is None:
                 raise stale(lease)
 
         await self._ctx.db.write(work)

@@ -1,6 +1,7 @@
-"""The PostgreSQL store's schema and statements: the tables of `sql/schema.sql` in the
-schema `poolsup`, their version in `poolsup.schema_version`, the migrations from each
-shipped version to the next, and the named SQL statements of `sql/queries.sql`.
+"""The PostgreSQL store's schema and statements: the tables of `sql/schema.sql` and the
+functions of `sql/functions.sql` in the schema `poolsup`, their version in
+`poolsup.schema_version`, the migrations from each shipped version to the next, and the
+named SQL statements of `sql/queries.sql`.
 
 The supervisor (and any command) creates or migrates the schema itself, at its first
 transaction, under a transaction-scoped advisory lock (SCHEMA_LOCK) that every starter
@@ -20,11 +21,15 @@ from psycopg.rows import DictRow
 
 from supervisor.errors import ConfigError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SCHEMA_LOCK = "poolsup schema"
-# The statements that take a database at version N to N + 1 (none yet: version 1 is the
-# first shipped).
-MIGRATIONS: Mapping[int, str] = {}
+# The statements that take the tables of a database at version N to N + 1; the functions
+# (sql/functions.sql) are made again after every migration.
+MIGRATIONS: Mapping[int, str] = {
+    # 2: poolsup.dispatch_jobs forgets what an earlier record of a key left (its events,
+    # output, notes) only when there was one: functions only.
+    1: "SELECT 1",
+}
 
 _NAME_MARKER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
@@ -41,6 +46,10 @@ def load_queries() -> dict[str, str]:
 
 def schema_sql() -> str:
     return _sql_file("schema.sql")
+
+
+def functions_sql() -> str:
+    return _sql_file("functions.sql")
 
 
 async def schema_version(conn: AsyncConnection[DictRow]) -> int:
@@ -69,6 +78,7 @@ async def ensure_schema(conn: AsyncConnection[DictRow], where: str) -> None:
     else:
         for step in range(version, SCHEMA_VERSION):
             await conn.execute(MIGRATIONS[step].encode())
+    await conn.execute(functions_sql().encode())
     await conn.execute("DELETE FROM poolsup.schema_version")
     await conn.execute("INSERT INTO poolsup.schema_version (version) VALUES (%s)",
                        [SCHEMA_VERSION])

@@ -24,7 +24,7 @@ from supervisor.store.policy import NO_LOCK_DELAY_ENV
 from supervisor.store.postgres import events
 from supervisor.store.postgres.caller import PgCaller
 from supervisor.store.postgres.claim import PgClaim
-from supervisor.store.postgres.connection import connection_pool, conninfo, where
+from supervisor.store.postgres.connection import Connections, conninfo, where
 from supervisor.store.postgres.context import PgContext
 from supervisor.store.postgres.db import STORE_TIMEOUT, PgDatabase, Tx
 from supervisor.store.postgres.debug import PgDebug
@@ -60,9 +60,9 @@ class PgStore(PgDispatch, PgClaim, PgLeases, PgSteering, PgNotes, PgOutput, PgRe
     @classmethod
     async def open(cls, url: str, pool: str, retention: float = 86400.0) -> PgStore:
         info = conninfo(url)
-        connections = connection_pool(url)
-        await connections.open(wait=False)
-        return cls(PgDatabase(connections, pool, where(url), info), pool, retention, info)
+        # Nothing connects yet: a store that cannot be reached now is opened all the same,
+        # and its calls fail (StoreUnavailable) until it answers.
+        return cls(PgDatabase(Connections(info), pool, where(url)), pool, retention, info)
 
     @property
     def retention(self) -> float:

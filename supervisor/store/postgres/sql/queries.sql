@@ -277,7 +277,8 @@ UPDATE poolsup.jobs SET state = 'succeeded', result = %(result)s, error = NULL,
     finished_at = %(now)s, due = NULL, lease_deadline = NULL, pid = NULL, rss_bytes = NULL,
     cpu_percent = NULL
 WHERE pool = %(pool)s AND key = %(key)s AND state = 'running' AND supervisor = %(owner)s
-    AND token = %(token)s;
+    AND token = %(token)s
+RETURNING 1 AS done;
 
 -- name: succeeded_under
 SELECT 1 FROM poolsup.jobs WHERE pool = %(pool)s AND key = %(key)s AND state = 'succeeded'
@@ -286,7 +287,8 @@ SELECT 1 FROM poolsup.jobs WHERE pool = %(pool)s AND key = %(key)s AND state = '
 -- name: save_checkpoint
 UPDATE poolsup.jobs SET checkpoint = %(checkpoint)s, checkpoint_at = %(now)s
 WHERE pool = %(pool)s AND key = %(key)s AND state = 'running' AND supervisor = %(owner)s
-    AND token = %(token)s;
+    AND token = %(token)s
+RETURNING 1 AS done;
 
 -- name: finish_job
 UPDATE poolsup.jobs SET state = %(state)s, error = %(error)s, finished_at = %(now)s,
@@ -430,7 +432,8 @@ UPDATE poolsup.schedules SET outcome = %(outcome)s, detail = %(detail)s,
     ended_at = CASE WHEN %(end)s THEN %(now)s ELSE ended_at END,
     ended_tick = CASE WHEN %(end)s THEN %(tick)s ELSE ended_tick END
 WHERE pool = %(pool)s AND name = %(name)s AND last_tick = %(tick)s
-    AND fired_by = %(owner)s AND outcome = 'fired';
+    AND fired_by = %(owner)s AND outcome = 'fired'
+RETURNING 1 AS done;
 
 -- name: all_schedules
 SELECT * FROM poolsup.schedules WHERE pool = %(pool)s ORDER BY name;
