@@ -82,6 +82,11 @@ class Store(Protocol):
         as below.  If request.not_before > store time: nothing changes, "early".
         If the schedule's last fired tick >= request.tick: nothing changes, "taken"
         (unless it is request.tick and its outcome is RELEASED: it fires again).
+        If request.basis (the last tick its `missed` was counted from, None: never fired)
+        is not the record's last tick (both absent: equal; compared as numbers): nothing
+        changes, "stale" (another supervisor fired a tick since the caller read the
+        record; the caller decides again from the returned last_tick).  A request without
+        a basis (UNCHECKED, a caller from before it) is not checked.
         Otherwise record the tick as fired (last_tick, fingerprint, fired_by = owner,
         fired_at = store time, fires + 1, missed + request.missed) and:
         with a dispatch request: create the job as `dispatch` would, outcome "dispatched";

@@ -3,6 +3,7 @@ schedules and events, as frozen values (the Store protocol is in base.py)."""
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -361,6 +362,16 @@ class Membership:
     members: tuple[SupervisorStatus, ...]
 
 
+class Unchecked(enum.Enum):
+    """A `TickRequest` that names no basis for its `missed` (a caller from before the
+    basis): the store adds its `missed` unchecked."""
+
+    UNCHECKED = "unchecked"
+
+
+UNCHECKED = Unchecked.UNCHECKED
+
+
 @dataclass(frozen=True, kw_only=True)
 class TickRequest:
     """One supervisor's attempt to fire a schedule's tick (see `Store.fire_tick`)."""
@@ -372,6 +383,21 @@ class TickRequest:
     owner: str  # the firing supervisor's id
     missed: int = 0  # ticks since the last fired one that nobody fired
     dispatch: DispatchRequest | None = None  # a handler schedule's job for this tick
+    # The last fired tick `missed` was counted from, as the caller read it (None: never
+    # fired): the store fires only while its record's last tick is still this one, else
+    # answers "stale" (see `Store.fire_tick`).
+    basis: float | Unchecked | None = UNCHECKED
+
+
+def basis_moved(request: TickRequest, last_tick: float | None) -> bool:
+    """Whether the schedule's last fired tick is no longer the one the request's
+    `missed` was counted from (both None: the same; compared as numbers)."""
+    basis = request.basis
+    if basis is UNCHECKED:
+        return False
+    if basis is None or last_tick is None:
+        return basis is not last_tick
+    return float(basis) != float(last_tick)
 
 
 # The outcomes of `fire_tick` that fired the tick (the others changed nothing).
@@ -394,7 +420,8 @@ class FiredTick:
 
 @dataclass(frozen=True, kw_only=True)
 class TickResult:
-    outcome: str  # "dispatched" | "skipped" | "fired" | "taken" | "early" | "ended"
+    # "dispatched" | "skipped" | "fired" | "taken" | "stale" | "early" | "ended"
+    outcome: str
     store_time: float
     last_tick: float | None  # the schedule's last fired tick after the call
 

@@ -11,11 +11,14 @@ from supervisor.errors import StaleTick
 from supervisor.store.base import Store
 from supervisor.store.records import (
     FIRING_OUTCOMES,
+    RELEASED,
+    UNCHECKED,
     DispatchRequest,
     FiredTick,
     ScheduleRecord,
     TickRequest,
     TickResult,
+    Unchecked,
 )
 from tests.store.conftest import Connect
 from tests.store.support import HANDLER, claim, claim_one, new_job
@@ -34,6 +37,7 @@ def tick_request(
     not_before: float | None = None,
     missed: int = 0,
     fingerprint: str = "fp-1",
+    basis: float | Unchecked | None = UNCHECKED,
 ) -> TickRequest:
     dispatch = None
     if key is not None:
@@ -42,7 +46,7 @@ def tick_request(
     return TickRequest(schedule=schedule, tick=tick,
                        not_before=tick if not_before is None else not_before,
                        fingerprint=fingerprint, owner=owner, missed=missed,
-                       dispatch=dispatch)
+                       dispatch=dispatch, basis=basis)
 
 
 async def record_of(store: Store, name: str) -> ScheduleRecord:
@@ -157,6 +161,66 @@ async def test_missed_ticks_accumulate(store: Store) -> None:
 
     record = await record_of(store, "nightly")
     assert (record.fires, record.missed) == (3, 10)
+
+
+async def test_a_request_counted_from_a_stale_last_tick_is_refused(store: Store) -> None:
+    """Two supervisors read last_tick = TICK (every 60 s); one fires TICK + 540 counting
+    8 missed, the other, deciding TICK + 600 from its stale read, would count them again."""
+    assert (await store.fire_tick(tick_request(TICK, basis=None))).outcome == "fired"
+    first = await store.fire_tick(tick_request(TICK + 540, owner="sup-a", missed=8,
+                                               basis=TICK))
+    assert first.outcome == "fired"
+
+    stale = await store.fire_tick(tick_request(TICK + 600, owner="sup-b", missed=9,
+                                               basis=TICK, key="late"))
+    assert (stale.outcome, stale.last_tick) == ("stale", TICK + 540)
+    record = await record_of(store, "nightly")
+    assert (record.last_tick, record.fired_by, record.fires, record.missed) == (
+        TICK + 540, "sup-a", 2, 8)
+    assert await store.live_among(["late"]) == set()
+
+    again = await store.fire_tick(tick_request(TICK + 600, owner="sup-b", missed=0,
+                                               basis=stale.last_tick))
+    assert again.outcome == "fired"
+    record = await record_of(store, "nightly")
+    assert (record.last_tick, record.fires, record.missed) == (TICK + 600, 3, 8)
+    assert record.fires + record.missed == 11  # TICK .. TICK + 600, every 60 s
+
+
+async def test_a_basis_of_never_fired_is_stale_once_a_tick_fired(store: Store) -> None:
+    assert (await store.fire_tick(tick_request(TICK, basis=None))).outcome == "fired"
+    stale = await store.fire_tick(tick_request(TICK + 60, missed=0, basis=None))
+    assert (stale.outcome, stale.last_tick) == ("stale", TICK)
+    assert (await store.fire_tick(tick_request(TICK + 60, basis=TICK))).outcome == "fired"
+
+
+async def test_a_basis_compares_as_a_number(store: Store) -> None:
+    await store.fire_tick(tick_request(TICK))
+    result = await store.fire_tick(tick_request(TICK + 120, missed=1, basis=int(TICK)))
+    assert result.outcome == "fired"
+    assert (await record_of(store, "nightly")).missed == 1
+
+
+async def test_a_request_without_a_basis_adds_missed_as_before(store: Store) -> None:
+    """Callers from before the basis (a rolling upgrade) are not checked."""
+    await store.fire_tick(tick_request(TICK + 540, missed=8))
+    await store.fire_tick(tick_request(TICK + 600, missed=9))
+    record = await record_of(store, "nightly")
+    assert (record.fires, record.missed) == (2, 17)
+
+
+async def test_a_released_tick_counted_from_a_stale_basis_is_refused(store: Store) -> None:
+    await store.fire_tick(tick_request(TICK))
+    await store.fire_tick(tick_request(TICK + 180, owner="sup-a", missed=2, basis=TICK))
+    assert await store.record_tick_outcome(fired(TICK + 180), RELEASED, b'{"error": "x"}')
+
+    stale = await store.fire_tick(tick_request(TICK + 180, owner="sup-b", missed=2,
+                                               basis=TICK))
+    assert (stale.outcome, stale.last_tick) == ("stale", TICK + 180)
+    again = await store.fire_tick(tick_request(TICK + 180, owner="sup-b", basis=TICK + 180))
+    assert again.outcome == "fired"
+    record = await record_of(store, "nightly")
+    assert (record.fired_by, record.fires, record.missed) == ("sup-b", 3, 2)
 
 
 def fired(tick: float = TICK, owner: str = "sup-a") -> FiredTick:

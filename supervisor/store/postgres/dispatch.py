@@ -25,6 +25,7 @@ from supervisor.store.records import (
     ScheduleRecord,
     TickRequest,
     TickResult,
+    basis_moved,
 )
 from supervisor.store.refusals import ADDED, refusal
 
@@ -105,6 +106,8 @@ class PgDispatch(PgPart):
             refire = row is not None and row["outcome"] == RELEASED and last_tick == request.tick
             if last_tick is not None and last_tick >= request.tick and not refire:
                 return TickResult(outcome="taken", store_time=tx.now, last_tick=last_tick)
+            if basis_moved(request, last_tick):  # `missed` was counted from an old read
+                return TickResult(outcome="stale", store_time=tx.now, last_tick=last_tick)
             if ended:  # its definition changed: it starts again
                 await tx.run("restart_schedule", name=request.schedule)
             outcome, detail = "fired", None

@@ -24,12 +24,14 @@ from supervisor.errors import DispatchRefused, StoreError
 from supervisor.store.records import (
     FIRING_OUTCOMES,
     LIVE_STATES,
+    UNCHECKED,
     DispatchRequest,
     FiredTick,
     ScheduleBook,
     ScheduleRecord,
     TickRequest,
     TickResult,
+    Unchecked,
 )
 from supervisor.store.redis.connection import translated_errors
 from supervisor.store.redis.context import RedisPart
@@ -42,6 +44,13 @@ PRUNE_BATCH = 500
 
 def _ms_or_blank(value: float | None) -> ScriptArg:
     return "" if value is None else milliseconds(value)
+
+
+def _basis_arg(basis: float | Unchecked | None) -> str:
+    """fire-tick's ARGV 15: '' unchecked, '-' never fired, else the tick."""
+    if basis is UNCHECKED:
+        return ""
+    return "-" if basis is None else repr(float(basis))
 
 
 def guard_args(fired: FiredTick | None) -> tuple[str, str]:
@@ -96,7 +105,8 @@ class RedisDispatch(RedisPart):
              request.fingerprint, request.owner, request.missed, k.channel,
              *(("", "", "", 0, "", "", "") if job is None else (
                  job.key, job.handler, job.payload, job.max_attempts,
-                 _ms_or_blank(job.run_at), job_schedule, orjson.dumps(job.key)))],
+                 _ms_or_blank(job.run_at), job_schedule, orjson.dumps(job.key))),
+             _basis_arg(request.basis)],
             subject=request.schedule,
         )
         result = TickResult(outcome=outcome.decode(), store_time=seconds(now),

@@ -28,6 +28,7 @@ from supervisor.store.records import (
     ScheduleRecord,
     TickRequest,
     TickResult,
+    basis_moved,
 )
 from supervisor.store.refusals import (
     ADDED,
@@ -136,6 +137,8 @@ class SqliteDispatch(SqlitePart):
             refire = row is not None and row["outcome"] == RELEASED and last_tick == request.tick
             if last_tick is not None and last_tick >= request.tick and not refire:
                 return TickResult(outcome="taken", store_time=tx.now, last_tick=last_tick)
+            if basis_moved(request, last_tick):  # `missed` was counted from an old read
+                return TickResult(outcome="stale", store_time=tx.now, last_tick=last_tick)
             if ended:  # its definition changed: it starts again
                 tx.run("restart_schedule", name=request.schedule)
             outcome, detail = "fired", None

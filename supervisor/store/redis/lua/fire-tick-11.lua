@@ -2,7 +2,9 @@
 -- and its definition (fingerprint) is the one that ended it (another clears the end);
 -- refused ("early") before not_before by the
 -- store's clock, and ("taken") when the schedule's last fired tick is this one or later
--- (unless it is this one, "released": given back unapplied, it fires again);
+-- (unless it is this one, "released": given back unapplied, it fires again), and
+-- ("stale") when the last fired tick is no longer the basis its missed count was
+-- counted from (another supervisor fired a tick since the caller's read);
 -- otherwise the tick is recorded as fired and, for a handler schedule, its job created
 -- as dispatch does ("dispatched"), or left as it is if its key is live ("skipped").
 -- A producer's tick ("fired") creates nothing: its caller runs the producer next.
@@ -17,7 +19,8 @@
 -- ARGV: 1 schedule name, 2 tick (epoch seconds), 3 not_before (ms), 4 fingerprint,
 --       5 owner, 6 missed, 7 events channel, 8 job key ('' for none), 9 handler,
 --       10 payload, 11 max_attempts, 12 run_at (ms, or ''), 13 job's schedule,
---       14 detail (the job key as JSON text)
+--       14 detail (the job key as JSON text), 15 basis: the last fired tick missed was
+--       counted from ('-': never fired; '' or absent: unchecked, a caller from before it)
 -- Returns: {OK, outcome, store time (ms), last fired tick after the call or false}
 
 local record = KEYS[1]
@@ -34,6 +37,14 @@ end
 local refire = fired[2] == 'released' and last and tonumber(last) == tonumber(ARGV[2])
 if last and tonumber(last) >= tonumber(ARGV[2]) and not refire then
   return {OK, 'taken', fmt(now), last}
+end
+local basis = ARGV[15] or ''
+if basis ~= '' then
+  local counted = basis ~= '-' and tonumber(basis)
+  local current = last and tonumber(last)
+  if counted ~= current then
+    return {OK, 'stale', fmt(now), last or false}
+  end
 end
 
 refuse_when_full(KEYS[3])
