@@ -105,6 +105,18 @@ def decide_tick(
     return Wait(until=upcoming + jitter_offset(name, upcoming, jitter))
 
 
+def decide_again(
+    cadence: Cadence, *, name: str, jitter: float, refused: float, last_tick: float | None,
+    now: float,
+) -> Fire | Wait:
+    """`decide_tick` once the store refused tick `refused` as stale (`Store.fire_tick`):
+    another supervisor fired `last_tick` after this one read the record, so its missed
+    ticks are counted again from there, not twice.  The store answers "stale" rather
+    than "taken" for the refused tick itself only while it is given back (RELEASED)."""
+    return decide_tick(cadence, name=name, jitter=jitter, last_tick=last_tick, now=now,
+                       released=last_tick is not None and last_tick == refused)
+
+
 class Standing(enum.Enum):
     """Where a schedule stands after its producer may have ended it."""
 

@@ -33,6 +33,7 @@ from supervisor.core.ticks import (
     Fire,
     Standing,
     Wait,
+    decide_again,
     decide_tick,
     fingerprint,
     standing,
@@ -63,6 +64,9 @@ MAX_WAIT = 10.0
 MIN_WAIT = 0.01
 EARLY_RETRY = 0.05  # our estimate of the store's clock ran ahead of it
 OUTCOME_TRIES = 3
+# Decisions again at once after a "stale" refusal (another supervisor fired a tick
+# since the read); past them, the next round reads the record again.
+STALE_TRIES = 3
 # A producer cancelled mid-plan has this long to give its tick back.
 RELEASE_GRACE = 5.0
 # A producer's tick still without an outcome this long after its producer's timeout
@@ -145,9 +149,10 @@ class Scheduler:
                     outcome=record.outcome, fired_at=record.fired_at, timeout=schedule.timeout,
                     grace=ABANDON_GRACE, now=now):
                 record = await self._give_back_abandoned(record)
+            basis = record.last_tick if record else None
             decision = decide_tick(
                 schedule.cadence, name=schedule.name, jitter=schedule.jitter,
-                last_tick=record.last_tick if record else None,
+                last_tick=basis,
                 released=record is not None and record.outcome == RELEASED, now=now,
                 restarted=state is Standing.RESTARTED)
             if isinstance(decision, Wait):
@@ -159,8 +164,22 @@ class Scheduler:
                 wait = min(wait, after.until - now)
             if schedule.name in self._producing:
                 continue  # our producer of an earlier tick still runs; another may fire it
-            result = await self._fire(schedule, decision)
-            if result.outcome == "early":
+            result = await self._fire(schedule, decision, basis)
+            for _ in range(STALE_TRIES):
+                if result.outcome != "stale":
+                    break
+                # Another supervisor fired a tick since our read: decide again at once
+                # from it, so the tick still fires, with the missed ticks counted once.
+                basis = result.last_tick
+                again = decide_again(schedule.cadence, name=schedule.name,
+                                     jitter=schedule.jitter, refused=decision.tick,
+                                     last_tick=basis, now=result.store_time)
+                if isinstance(again, Wait):
+                    wait = min(wait, again.until - now)
+                    break
+                decision = again
+                result = await self._fire(schedule, decision, basis)
+            if result.outcome in ("early", "stale"):
                 wait = min(wait, EARLY_RETRY)
             elif result.outcome == "fired":
                 self._producing.add(schedule.name)
@@ -183,7 +202,10 @@ class Scheduler:
         metrics.schedule_ticks.labels(record.name, RELEASED).inc()
         return replace(record, outcome=RELEASED)
 
-    async def _fire(self, schedule: ScheduleConfig, decision: Fire) -> TickResult:
+    async def _fire(self, schedule: ScheduleConfig, decision: Fire,
+                    basis: float | None) -> TickResult:
+        """Ask the store to fire the decided tick; `basis`: the last tick its missed
+        ticks were counted from."""
         dispatch = None
         if schedule.handler is not None:
             handler = self.handlers.get(schedule.handler)
@@ -202,6 +224,7 @@ class Scheduler:
             owner=self._owner,
             missed=decision.missed,
             dispatch=dispatch,
+            basis=basis,
         ))
         if result.outcome in ("dispatched", "skipped", "fired"):
             metrics.schedule_ticks.labels(schedule.name, result.outcome).inc()

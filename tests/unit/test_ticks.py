@@ -17,6 +17,7 @@ from supervisor.core.ticks import (
     Fire,
     Wait,
     count_between,
+    decide_again,
     decide_tick,
     fingerprint,
     jitter_offset,
@@ -41,6 +42,27 @@ def test_every_fires_the_latest_tick_once_and_then_waits_for_the_next() -> None:
 def test_ticks_missed_while_no_supervisor_ran_are_counted_not_replayed() -> None:
     decision = decide_tick(Every(60), name="s", jitter=0, last_tick=0.0, now=600.5)
     assert decision == Fire(tick=600.0, not_before=600.0, missed=9)
+
+
+def test_a_stale_decision_is_decided_again_from_the_tick_the_store_returned() -> None:
+    """Two supervisors read last_tick 0 (every 300 s); one fired 2700 counting 8 missed
+    ticks; the other, at 3000, counted 9 from its stale read and was refused."""
+    every = Every(300)
+    stale = decide_tick(every, name="s", jitter=0, last_tick=0.0, now=3000.0)
+    assert stale == Fire(tick=3000.0, not_before=3000.0, missed=9)
+    again = decide_again(every, name="s", jitter=0, refused=3000.0, last_tick=2700.0,
+                         now=3001.0)
+    assert again == Fire(tick=3000.0, not_before=3000.0, missed=0)
+    assert 3 + 8 + again.missed == 11  # fired 0, 2700, 3000; missed 300 .. 2400
+
+
+def test_a_stale_decision_for_a_released_tick_fires_it_again() -> None:
+    """The store answers "stale" rather than "taken" for the refused tick itself only
+    when it was given back: it fires again, counting nothing missed."""
+    every = Every(300)
+    again = decide_again(every, name="s", jitter=0, refused=900.0, last_tick=900.0,
+                         now=1000.0)
+    assert again == Fire(tick=900.0, not_before=900.0, missed=0)
 
 
 def test_a_new_schedule_fires_a_fresh_tick_but_not_an_old_one() -> None:
