@@ -101,14 +101,15 @@ def _lane(rng: random.Random, seconds: float, kinds: list[str], lease_ttl: float
             "freeze_group": rng.uniform(lease_ttl + 0.5, 3 * lease_ttl),
             "freeze_redis": rng.uniform(0.5, 2 * lease_ttl),
             "restart_redis": rng.uniform(0.2, 2.0),
-            "freeze_postgres": rng.uniform(0.5, 2 * lease_ttl),
-            "restart_postgres": rng.uniform(0.2, 2.0),
-            "refuse_postgres": rng.uniform(1.0, 4.0),
             "redis_oom": rng.uniform(1.0, 4.0),
             "redis_readonly": rng.uniform(1.0, 4.0),
             "lose_writes": rng.uniform(0.5, 2.0),  # the replica cut off before the kill
             "join_leave": rng.uniform(4.0, 12.0),
         }.get(kind, 0.0)
+        if kind in POSTGRES_FAULTS:  # drawn apart: the other stores' seeds plan as before
+            low, high = {"freeze_postgres": (0.5, 2 * lease_ttl), "restart_postgres": (0.2, 2.0),
+                         "refuse_postgres": (1.0, 4.0)}[kind]
+            duration = rng.uniform(low, high)
         faults.append(Fault(round(at, 3), kind, target, round(duration, 3), lane))
         at += duration + rng.uniform(2.0, 8.0)
     return faults
