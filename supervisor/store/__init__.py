@@ -63,7 +63,7 @@ def _postgres_module(url: str) -> Any:
     try:
         return importlib.import_module("supervisor.store.postgres.store")
     except ModuleNotFoundError as exc:
-        if exc.name is None or exc.name.partition(".")[0] not in ("psycopg", "psycopg_pool"):
+        if exc.name is None or exc.name.partition(".")[0] != "psycopg":
             raise
         raise ConfigError(
             f"store URL {redact_url(url)!r}: the PostgreSQL store needs the postgres extra "
