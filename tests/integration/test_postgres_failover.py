@@ -11,6 +11,7 @@ with `target_session_attrs=read-write`, so they follow the promotion on their ow
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import time
 from collections.abc import Iterator
@@ -114,7 +115,8 @@ def test_guarantee_12_a_promotion_that_loses_a_claim_runs_no_job_twice(
         wait_for(lambda: replayed(primary, standby), 10, message="the dispatch to replicate")
         frozen = server_processes(standby)
         for process in frozen:
-            process.send_signal(signal.SIGSTOP)
+            with contextlib.suppress(psutil.NoSuchProcess):  # a backend that just ended
+                process.send_signal(signal.SIGSTOP)
         # Ended, and waited for: nothing more of the primary's WAL reaches the standby.
         primary.psql("SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_replication")
         record = wait_for(lambda: (r := client.job("lost"))["state"] == "running"
@@ -126,7 +128,8 @@ def test_guarantee_12_a_promotion_that_loses_a_claim_runs_no_job_twice(
         primary.stop("immediate")
         stopped_at = time.monotonic()
         for process in frozen:
-            process.send_signal(signal.SIGCONT)
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.send_signal(signal.SIGCONT)
         standby.promote()
         # The new primary lacks the claim: the job is pending there while its child runs.
         assert standby.psql(f"SELECT state FROM poolsup.jobs WHERE pool = '{pool_name}' "
