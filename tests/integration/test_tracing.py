@@ -128,7 +128,7 @@ def test_a_drain_ends_the_attempts_span_and_shows_in_it(
     pool: Pool, receiver: OtlpReceiver,
 ) -> None:
     config = pool.config({"sleeper": {"path": "traced.py", "function": "traced_sleeps"}},
-                         stop_grace=5)
+                         stop_grace=5, drain_timeout=1)
     supervisor = pool.start(config, env=receiver.environment())
     client = pool.client()
     with dispatching_span():
