@@ -43,9 +43,6 @@ class Stopped(BaseException):
 
 
 _WAKE_UP = object()
-# The supervisor writes a stop's reason on the socket just ahead of its SIGTERM, which is
-# handled at once in the handler's thread while the reader thread still reads the reason.
-REASON_WAIT = 0.2
 
 
 class Inbox:
@@ -95,7 +92,7 @@ class Inbox:
             return None
         if self._stop_reason is None and not self._reason_awaited:
             self._reason_awaited = True  # a SIGTERM that came alone waits once
-            self._stop.wait(REASON_WAIT)
+            self._stop.wait(protocol.STOP_REASON_WAIT)  # the reason may trail its SIGTERM
         return self._stop_reason or "stop"
 
     def request_stop(self, reason: str | None = None) -> None:

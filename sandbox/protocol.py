@@ -124,6 +124,11 @@ MSG_END_SCHEDULE = "end_schedule"
 # -- the fork server channel: supervisor -> fork server ("op")
 
 
+# How long a stop's reason may take to go ahead of its SIGTERM: the supervisor waits this
+# long to write it (unless a note holds the socket), and a job whose SIGTERM came first
+# waits this long, once, for the reason.
+STOP_REASON_WAIT = 0.2
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Spawn:
     op: str = OP_SPAWN

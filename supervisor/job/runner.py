@@ -55,7 +55,6 @@ if TYPE_CHECKING:
 
 RESULT_READ_GRACE = 2.0
 FLUSH_TIMEOUT = 1.0  # for checkpoints and note acks still in flight at the end
-STOP_MESSAGE_WAIT = 0.2  # the stop's reason ahead of SIGTERM, unless a note holds the socket
 # A job whose child could not be started waits this long before it may be claimed
 # again (here or elsewhere), so that a failing spawn cannot loop claim-release-claim.
 SPAWN_RETRY_DELAY = 1.0
@@ -349,7 +348,7 @@ async def _stop(job: RunningJob, child: Child, writer: ControlWriter, stop_grace
         reason = job.stop_reason.value if job.stop_reason else StopReason.USER.value
         # The reason reaches the handler before its SIGTERM unless a note it does not
         # read holds the socket; then SIGTERM goes first, a moment later.
-        with anyio.move_on_after(STOP_MESSAGE_WAIT):
+        with anyio.move_on_after(protocol.STOP_REASON_WAIT):
             await writer.stop(reason).wait()
         await fork_server.signal(child.job_id, signal.SIGTERM)
         with anyio.move_on_after(stop_grace) as grace:
