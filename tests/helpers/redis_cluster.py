@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import time
 
-from tests.helpers.redis_server import RedisServer, free_port
+from tests.helpers.redis_server import RedisServer
 
 START_TIMEOUT = 30.0
 NODE_TIMEOUT_MS = 2000
@@ -18,13 +18,11 @@ class RedisClusterNodes:
 
     def __init__(self, size: int = 3, *, replicas: int = 0,
                  node_timeout_ms: int = NODE_TIMEOUT_MS) -> None:
-        # The cluster bus port is set apart: its default, port + 10000, may be past 65535.
         self.replicas = replicas
         self.nodes = [
             RedisServer(args=("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                               "--cluster-node-timeout", str(node_timeout_ms),
-                              "--cluster-port", str(free_port()),
-                              "--repl-diskless-sync-delay", "0"))
+                              "--repl-diskless-sync-delay", "0"), cluster_bus=True)
             for _ in range(size * (1 + replicas))
         ]
 

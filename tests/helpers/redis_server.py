@@ -79,8 +79,11 @@ class RedisServer:
     def __init__(
         self, port: int | None = None, *, password: str | None = None,
         username: str | None = None, tls: TlsFiles | None = None, args: Sequence[str] = (),
+        cluster_bus: bool = False,
     ) -> None:
         self.port = port or free_port()
+        # A cluster node's bus port is set apart: its default, port + 10000, may be past 65535.
+        self.cluster_port = free_port() if cluster_bus else None
         # A port picked here may be taken by another test's process before the server
         # binds it: its first start then tries another (a restart keeps its port).
         self._port_picked = port is None
@@ -135,6 +138,8 @@ class RedisServer:
                 self.stop()
                 if exited and self._port_picked and not self._started and tries > 1:
                     self.port = free_port()
+                    if self.cluster_port is not None:
+                        self.cluster_port = free_port()
                     return self.start(tries=tries - 1)
                 raise RuntimeError(f"redis-server did not start on port {self.port}")
             time.sleep(0.02)
@@ -142,12 +147,13 @@ class RedisServer:
         return self
 
     def _listen_args(self) -> list[str]:
+        bus = [] if self.cluster_port is None else ["--cluster-port", str(self.cluster_port)]
         if self.tls is None:
-            return ["--port", str(self.port)]
+            return ["--port", str(self.port), *bus]
         return ["--port", "0", "--tls-port", str(self.port),
                 "--tls-cert-file", str(self.tls.server_cert),
                 "--tls-key-file", str(self.tls.server_key),
-                "--tls-ca-cert-file", str(self.tls.ca), "--tls-auth-clients", "yes"]
+                "--tls-ca-cert-file", str(self.tls.ca), "--tls-auth-clients", "yes", *bus]
 
     def pause(self) -> None:
         """Freeze the server (SIGSTOP): connections stay open and nothing answers."""

@@ -54,10 +54,12 @@ def test_metrics_show_the_jobs_that_ran(pool: Pool) -> None:
         # which may be after a client already reads the job finished (a claim carries it).
         samples = scrape(port)
         counted = samples.get(succeeded, 0) + samples.get(failed, 0) >= 4
+        # A renewal's lag is observed when it is sent, its result when the store answers.
         timed = samples.get(("poolsup_renewal_lag_seconds_count", ()), 0)
-        return samples if counted and timed else {}
+        renewed = samples.get(("poolsup_lease_renewals_total", (("result", "ok"),)), 0)
+        return samples if counted and timed and renewed else {}
 
-    samples = wait_for(seen, 10, message="a timed renewal and the 4 outcomes in the metrics")
+    samples = wait_for(seen, 10, message="a renewal answered and the 4 outcomes in the metrics")
     assert samples[("poolsup_claims_total", ())] == 4
     assert samples[succeeded] == 3
     assert samples[failed] == 1

@@ -29,6 +29,10 @@ if not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):
                 allow_module_level=True)
 
 from selenium import webdriver  # noqa: E402
+from selenium.common.exceptions import (  # noqa: E402
+    NoSuchElementException,
+    StaleElementReferenceException,
+)
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
@@ -59,7 +63,17 @@ def browser(dashboard: Dashboard) -> Iterator[Any]:
 
 
 def _until(driver: Any, what: str, check: Any) -> Any:
-    return WebDriverWait(driver, WAIT).until(lambda d: check(d), message=what)
+    # The live refresh replaces rows: an element found a moment ago may be gone when read.
+    wait = WebDriverWait(driver, WAIT, ignored_exceptions=(NoSuchElementException,
+                                                          StaleElementReferenceException))
+    return wait.until(lambda d: check(d), message=what)
+
+
+def _text(driver: Any, element_id: str) -> str:
+    """The element's text, read again if the live refresh replaced it while it was read."""
+    found: tuple[str] = _until(driver, f"#{element_id}'s text",
+                               lambda d: (d.find_element(By.ID, element_id).text,))
+    return found[0]
 
 
 def _severe_console_entries(driver: Any) -> list[dict[str, Any]]:
@@ -94,11 +108,11 @@ def test_the_overview_shows_running_and_failed_jobs_live(
     browser.get(f"{dashboard.url}/")
     _until(browser, "three running jobs",
            lambda d: {"render-1", "render-2", "render-3"} <= set(_row_keys(d, "tr.running-job")))
-    failed = browser.find_element(By.CSS_SELECTOR, 'tr.failed-job[data-key="import-7"]')
-    assert "disk full: /srv/media" in failed.text
+    _until(browser, "import-7's error", lambda d: "disk full: /srv/media" in d.find_element(
+        By.CSS_SELECTOR, 'tr.failed-job[data-key="import-7"]').text)
     for section in ("store", "supervisors", "running", "failed", "pauses", "schedules"):
         assert browser.find_element(By.ID, section).is_displayed(), section
-    assert "web-sup-1" in browser.find_element(By.ID, "supervisors").text
+    assert "web-sup-1" in _text(browser, "supervisors")
 
     _mark_page(browser)
     client.dispatch("render-4", {"frame": 4}, handler="worker")
@@ -117,7 +131,7 @@ def test_stop_on_the_job_page_is_followed_live_to_stopped(
     client.notify("render-9", {"priority": "high"})
 
     browser.get(f"{dashboard.url}/jobs/render-9")
-    assert browser.find_element(By.ID, "job-state").text == "running"
+    assert _text(browser, "job-state") == "running"
     for section in ("payload", "events", "checkpoint", "output", "notify"):
         assert browser.find_element(By.ID, section).is_displayed(), section
     if hasattr(AsyncClient, "logs"):  # poolsup logs: the run's output, live
@@ -127,8 +141,8 @@ def test_stop_on_the_job_page_is_followed_live_to_stopped(
 
     browser.find_element(By.ID, "stop-button").click()
     _until(browser, "the stop's note", lambda d: d.find_elements(By.ID, "note"))
-    assert "stop requested" in browser.find_element(By.ID, "note").text
-    assert browser.find_element(By.ID, "job-state").text == "running"  # it stops slowly
+    assert "stop requested" in _text(browser, "note")
+    assert _text(browser, "job-state") == "running"  # it stops slowly
     _mark_page(browser)
     _until(browser, "the job to show stopped",
            lambda d: d.find_element(By.ID, "job-state").text == "stopped")
@@ -146,9 +160,9 @@ def test_a_failed_jobs_page_shows_its_error(browser: Any, dashboard: Dashboard,
                     handler="broken")
     wait_state(client, "import-9", "failed")
     browser.get(f"{dashboard.url}/jobs/import-9")
-    error = browser.find_element(By.ID, "job-error").text
+    error = _text(browser, "job-error")
     assert "<img src=x onerror=alert(1)> no such file" in error
-    assert browser.find_element(By.ID, "job-state").text == "failed"
+    assert _text(browser, "job-state") == "failed"
     assert not browser.find_elements(By.CSS_SELECTOR, "#error img")
     assert _severe_console_entries(browser) == []
 
