@@ -100,3 +100,31 @@ async def test_a_database_of_the_shipped_schema_1_migrates_to_2_and_keeps_its_jo
         body = conn.execute("SELECT pg_get_functiondef('poolsup.dispatch_jobs'::regproc)"
                             ).fetchone()
         assert body is not None and "v_found" in body[0]  # version 2's
+
+
+async def test_a_database_of_schema_2_migrates_to_3_and_its_jobs_start_and_complete(
+    postgres_server: PostgresServer,
+) -> None:
+    """Schema 2 (tests/store/postgres_schema_v2.sql) -> 3: a claim starts its jobs and a
+    completion ends one in one function each; a job dispatched under 2 runs under 3,
+    with the same history."""
+    url = fresh_database(postgres_server)
+    with psycopg.connect(url) as conn:
+        conn.execute((Path(__file__).parent / "postgres_schema_v2.sql").read_bytes())
+        conn.execute("INSERT INTO poolsup.schema_version (version) VALUES (2)")
+        conn.execute("INSERT INTO poolsup.counters (pool) VALUES ('p')")
+        conn.execute("SELECT poolsup.dispatch_jobs('p', 86400, %s)", [Jsonb(
+            [{"key": "old", "handler": HANDLER, "payload": "{}", "max_attempts": 1}])])
+
+    async with opened_store(url, "p") as store:
+        (job,) = (await store.claim("s", [HANDLER], 1, 10.0, 3)).jobs
+        assert (job.key, job.attempt) == ("old", 1)
+        await store.complete(job.lease, b"1")
+        record = await store.job("old")
+        assert record.state == "succeeded"
+        assert [(event.event, event.token) for event in record.events] == [
+            ("dispatched", None), ("started", job.token), ("succeeded", job.token)]
+
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT version FROM poolsup.schema_version").fetchall() == [
+            (SCHEMA_VERSION,)]

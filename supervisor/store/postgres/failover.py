@@ -10,20 +10,21 @@ the token counter jumps past every token of the old primary."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from supervisor.core.failover import Epoch, EpochStep, step_epoch
 from supervisor.store.postgres.db import Tx
 
 
-async def step(tx: Tx, lease_ttl: float) -> EpochStep:
-    """The pool's epoch after a claim with `lease_ttl` in this transaction, written."""
-    master = str(await tx.value("primary_identity"))
-    row = await tx.row("epoch")
-    recorded = None if row is None or row["master"] is None else Epoch(
-        master=row["master"], number=row["number"], seen_at=row["seen_at"],
-        max_ttl=row["max_ttl"])
-    has_leases = row is not None and row["token"] > 0
-    stepped = step_epoch(recorded, master, has_leases=has_leases, lease_ttl=lease_ttl,
-                         now=tx.now)
+async def step(tx: Tx, lease_ttl: float, context: Mapping[str, Any]) -> EpochStep:
+    """The pool's epoch after a claim with `lease_ttl` in this transaction, written;
+    `context` is the claim's (sql/queries.sql claim_context)."""
+    recorded = None if context["master"] is None else Epoch(
+        master=context["master"], number=context["number"], seen_at=context["seen_at"],
+        max_ttl=context["max_ttl"])
+    stepped = step_epoch(recorded, str(context["primary_identity"]),
+                         has_leases=context["token"] > 0, lease_ttl=lease_ttl, now=tx.now)
     if stepped.epoch != recorded:
         epoch = stepped.epoch
         await tx.run("save_epoch", master=epoch.master, number=epoch.number,

@@ -24,6 +24,7 @@ from supervisor.errors import StaleToken
 from supervisor.store.policy import (
     GROUP_SCAN,
     HEALTH_GAP,
+    HISTORY_LIMIT,
     JUDGE_AFTER_GAP,
     LOSSES_RESET_TTLS,
     MIN_CLAIM_GAP,
@@ -48,13 +49,12 @@ from supervisor.store.records import (
 )
 
 
-async def note_claim(tx: Tx) -> WriteGap | None:
+async def note_claim(tx: Tx, last: Mapping[str, Any]) -> WriteGap | None:
     """Note that a claim runs now; the last gap between the pool's claims, this one's
-    if it ends one."""
-    last = await tx.row("claim_gap")
-    gap = write_gap(None if last is None else last["last_claim"], tx.now, min_gap=MIN_CLAIM_GAP)
+    if it ends one (`last`: the claim's context, sql/queries.sql claim_context)."""
+    gap = write_gap(last["last_claim"], tx.now, min_gap=MIN_CLAIM_GAP)
     await tx.run("note_claim", gap_start=gap and gap.start, gap_end=gap and gap.end)
-    if gap is None and last is not None and last["gap_start"] is not None:
+    if gap is None and last["gap_start"] is not None:
         gap = WriteGap(last["gap_start"], last["gap_end"])
     return gap
 
@@ -108,24 +108,24 @@ async def claim(tx: Tx, owner: str, handlers: Sequence[str], count: int, lease_t
     """A claim's recoveries and starts (Store.claim), with the time until the next due
     job or free rate slot of these handlers; a claim that leaves room waits for jobs.
     After a change of primary, nothing starts until the hold ends (failover.py)."""
-    epoch = await failover.step(tx, lease_ttl)
+    context = await tx.row("claim_context")
+    assert context is not None, "the pool's counter row is made before its first write"
+    epoch = await failover.step(tx, lease_ttl, context)
     hold_until = epoch.epoch.hold_until
     held = lock_delay and epoch.held(tx.now)
     if held:
         count = 0
-    gap = await note_claim(tx)
+    gap = await note_claim(tx, context)
     recoveries, left = await recover_expired_leases(tx, max_lease_losses, failing, gap,
                                                     lease_ttl, hold_until)
-    serves = await pg_limits.served(tx, handlers)
+    serves = pg_limits.served(context["paused"], handlers)
     jobs = await start_due_jobs(tx, owner, serves, count, lease_ttl, limits)
-    if count > len(jobs) and serves:
-        await tx.run("wait_for_jobs", owner=owner, handlers=list(serves))
-    elif count > 0:
-        # Full: it waits no more, and passes on the work it left behind.
-        await tx.run("stop_waiting", owner=owner)
-        for row in await tx.rows("handlers_with_due_jobs", handlers=list(serves)):
-            await events.wake_one(tx, row["handler"])
-    next_due = await tx.value("next_due", handlers=list(handlers))
+    # Room left: it waits for jobs.  Full: it waits no more, and passes on the work it
+    # left behind.
+    room_left = count > len(jobs) and bool(serves)
+    next_due = await tx.value("after_claim", owner=owner, serves=list(serves),
+                              handlers=list(handlers), waits=room_left,
+                              passes_on=not room_left and count > 0)
     waits = [next_due - tx.now] if next_due is not None else []
     if (slot := await pg_limits.next_slot_in(tx, limits, serves)) is not None:
         waits.append(slot)
@@ -145,8 +145,7 @@ async def start_due_jobs(tx: Tx, owner: str, handlers: Sequence[str], count: int
     wanted = list(handlers)
     limited = any(not limits.get(handler, Limits()).unlimited for handler in handlers)
     scan = count + (GROUP_SCAN if limited else 0)
-    rows = await tx.rows("reserved_keys", owner=owner, handlers=wanted, count=scan)
-    rows += await tx.rows("claimable_keys", handlers=wanted, count=scan)
+    rows = await tx.rows("due_keys", owner=owner, handlers=wanted, count=scan)
     expired_at = {row["key"]: row["lease_expired_at"] for row in rows}
     due = list({row["key"]: Due(row["key"], row["handler"], row["job_group"])
                 for row in rows}.values())
@@ -155,14 +154,9 @@ async def start_due_jobs(tx: Tx, owner: str, handlers: Sequence[str], count: int
     if not chosen:
         return ()
     await pg_limits.note_starts(tx, limits, [job.handler for job in chosen])
-    first_token = await tx.value("take_tokens", n=len(chosen)) - len(chosen) + 1
-    started = []
-    for token, job in enumerate(chosen, start=first_token):
-        row: Any = await tx.row("start_attempt", key=job.key, owner=owner, token=token,
-                                lease_ttl=lease_ttl)
-        await history.note(tx, job.key, "started", f"attempt {row['attempts']}")
-        started.append(claimed_job(row, owner, expired_at[job.key]))
-    return tuple(started)
+    rows = await tx.rows("start_jobs", keys=[job.key for job in chosen], owner=owner,
+                         lease_ttl=lease_ttl, keep=HISTORY_LIMIT)
+    return tuple(claimed_job(row, owner, expired_at[row["key"]]) for row in rows)
 
 
 async def held_job(tx: Tx, lease: Lease) -> Any:
@@ -199,15 +193,9 @@ async def complete(tx: Tx, completion: Completion) -> bool:
     succeeded under this very lease was completed by an earlier try whose reply was
     lost: True, and nothing changes."""
     lease = completion.lease
-    await history.note(tx, lease.key, "succeeded", lease=lease)
-    completed = await tx.row("complete_job", key=lease.key, owner=lease.owner,
-                             token=lease.token, result=completion.result)
-    if completed is None:
-        return await tx.row("succeeded_under", key=lease.key, owner=lease.owner,
-                            token=lease.token) is not None
-    await tx.run("drop_notes", key=lease.key)
-    await events.ended(tx, lease.key)
-    return True
+    return bool(await tx.value("complete_job", key=lease.key, owner=lease.owner,
+                               token=lease.token, result=completion.result,
+                               keep=HISTORY_LIMIT))
 
 
 class PgLeases(PgPart):

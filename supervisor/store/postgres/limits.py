@@ -22,10 +22,10 @@ async def starts_within(tx: Tx, handler: str, period: float) -> tuple[float, lis
     return tx.now, [at for at in starts if at > tx.now - period]
 
 
-async def served(tx: Tx, handlers: Sequence[str]) -> list[str]:
+def served(paused_names: Sequence[str], handlers: Sequence[str]) -> list[str]:
     """The handlers a claim serves: none while the pool is paused, else those not
     paused."""
-    names = await paused(tx)
+    names = Paused.of(paused_names)
     if names.pool:
         return []
     return [handler for handler in handlers if handler not in names.handlers]

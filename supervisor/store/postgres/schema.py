@@ -21,7 +21,7 @@ from psycopg.rows import DictRow
 
 from supervisor.errors import ConfigError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SCHEMA_LOCK = "poolsup schema"
 # The statements that take the tables of a database at version N to N + 1; the functions
 # (sql/functions.sql) are made again after every migration.
@@ -29,6 +29,9 @@ MIGRATIONS: Mapping[int, str] = {
     # 2: poolsup.dispatch_jobs forgets what an earlier record of a key left (its events,
     # output, notes) only when there was one: functions only.
     1: "SELECT 1",
+    # 3: a claim starts its jobs, ends, and a completion ends one, in one function each
+    # (start_jobs, after_claim, complete_job, note_event): functions only.
+    2: "SELECT 1",
 }
 
 _NAME_MARKER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)

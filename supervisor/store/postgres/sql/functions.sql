@@ -125,3 +125,109 @@ BEGIN
     END LOOP;
     RETURN v_codes;
 END $$;
+
+-- A step of the job's history (postgres/history.py): the event, then the job's events
+-- before its newest `p_keep` dropped.
+CREATE OR REPLACE FUNCTION poolsup.note_event(p_pool text, p_key text, p_at double precision,
+                                              p_event text, p_supervisor text, p_token bigint,
+                                              p_detail text, p_keep integer) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO poolsup.job_events (pool, key, at, event, supervisor, token, detail)
+    VALUES (p_pool, p_key, p_at, p_event, p_supervisor, p_token, p_detail);
+    DELETE FROM poolsup.job_events WHERE pool = p_pool AND key = p_key AND id <= (
+        SELECT id FROM poolsup.job_events WHERE pool = p_pool AND key = p_key
+        ORDER BY id DESC LIMIT 1 OFFSET p_keep);
+END $$;
+
+-- running -> succeeded with the result, if the lease (owner, token) still holds the job:
+-- its history notes it, its notes are dropped, and its end is announced.  False if the
+-- lease is stale, unless the job succeeded under this very lease (an earlier try whose
+-- answer was lost: nothing changes).
+CREATE OR REPLACE FUNCTION poolsup.complete_job(p_pool text, p_key text, p_owner text,
+                                                p_token bigint, p_result bytea,
+                                                p_now double precision, p_keep integer)
+RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE poolsup.jobs SET state = 'succeeded', result = p_result, error = NULL,
+        finished_at = p_now, due = NULL, lease_deadline = NULL, pid = NULL,
+        rss_bytes = NULL, cpu_percent = NULL
+    WHERE pool = p_pool AND key = p_key AND state = 'running' AND supervisor = p_owner
+        AND token = p_token;
+    IF NOT FOUND THEN
+        RETURN EXISTS (SELECT 1 FROM poolsup.jobs WHERE pool = p_pool AND key = p_key
+                       AND state = 'succeeded' AND supervisor = p_owner AND token = p_token);
+    END IF;
+    PERFORM poolsup.note_event(p_pool, p_key, p_now, 'succeeded', p_owner, p_token, NULL,
+                               p_keep);
+    DELETE FROM poolsup.notes WHERE pool = p_pool AND key = p_key;
+    PERFORM pg_notify(poolsup.channel(p_pool, E'end\n' || p_key), 'e');
+    RETURN true;
+END $$;
+
+-- pending -> running under `p_owner`, for each of `p_keys` in order, with the next
+-- tokens of the pool's counter; each start noted in the job's history.  The rows a
+-- claim hands its supervisor.
+CREATE OR REPLACE FUNCTION poolsup.start_jobs(p_pool text, p_keys text[], p_owner text,
+                                              p_lease_ttl double precision,
+                                              p_now double precision, p_keep integer)
+RETURNS TABLE (o_key text, o_handler text, o_payload bytea, o_token bigint,
+               o_attempts integer, o_max_attempts integer, o_lease_deadline double precision,
+               o_checkpoint bytea, o_traceparent text, o_tracestate text,
+               o_has_notes boolean)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_token bigint;
+    v_key text;
+BEGIN
+    UPDATE poolsup.counters SET token = token + cardinality(p_keys) WHERE pool = p_pool
+    RETURNING token - cardinality(p_keys) INTO v_token;
+    FOREACH v_key IN ARRAY p_keys LOOP
+        v_token := v_token + 1;
+        UPDATE poolsup.jobs SET state = 'running', supervisor = p_owner, token = v_token,
+            attempts = attempts + 1, started_at = p_now, lease_deadline = p_now + p_lease_ttl,
+            due = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL,
+            lease_expired_at = NULL, reserved_for = NULL, reserved_until = NULL,
+            moved_from = NULL
+        WHERE pool = p_pool AND key = v_key AND state = 'pending'
+        RETURNING key, handler, payload, token, attempts, max_attempts, lease_deadline,
+            checkpoint, traceparent, tracestate
+        INTO o_key, o_handler, o_payload, o_token, o_attempts, o_max_attempts,
+            o_lease_deadline, o_checkpoint, o_traceparent, o_tracestate;
+        CONTINUE WHEN NOT FOUND;
+        o_has_notes := EXISTS (SELECT 1 FROM poolsup.notes WHERE pool = p_pool AND key = v_key);
+        PERFORM poolsup.note_event(p_pool, v_key, p_now, 'started', p_owner, v_token,
+                                   'attempt ' || o_attempts, p_keep);
+        RETURN NEXT;
+    END LOOP;
+END $$;
+
+-- The end of a claim (postgres/leases.py claim): with `p_waits` (it left its supervisor
+-- room), `p_owner` waits for jobs of `p_serves`; with `p_passes_on` (it is full), it
+-- waits no more and wakes one waiting supervisor for each of `p_serves` that has due
+-- jobs left.  Returns the next due time of `p_handlers`' pending jobs, if any.
+CREATE OR REPLACE FUNCTION poolsup.after_claim(p_pool text, p_owner text, p_serves text[],
+                                               p_handlers text[], p_waits boolean,
+                                               p_passes_on boolean, p_now double precision)
+RETURNS double precision
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_waits THEN
+        INSERT INTO poolsup.waiting (pool, handler, supervisor)
+        SELECT p_pool, h, p_owner FROM unnest(p_serves) AS h
+        WHERE NOT EXISTS (SELECT 1 FROM poolsup.waiting w
+                          WHERE w.pool = p_pool AND w.handler = h AND w.supervisor = p_owner);
+    ELSIF p_passes_on THEN
+        DELETE FROM poolsup.waiting WHERE ctid IN (
+            SELECT ctid FROM poolsup.waiting WHERE pool = p_pool AND supervisor = p_owner
+            FOR UPDATE SKIP LOCKED);
+        PERFORM poolsup.wake_one(p_pool, h) FROM unnest(p_serves) AS h
+        WHERE EXISTS (SELECT 1 FROM poolsup.jobs
+                      WHERE pool = p_pool AND state = 'pending' AND handler = h
+                          AND due <= p_now);
+    END IF;
+    RETURN (SELECT min(due) FROM poolsup.jobs
+            WHERE pool = p_pool AND state = 'pending' AND due > p_now
+                AND handler = ANY(p_handlers));
+END $$;

@@ -7,26 +7,25 @@
 -- name: ensure_counters
 INSERT INTO poolsup.counters (pool) VALUES (%(pool)s) ON CONFLICT DO NOTHING;
 
--- name: take_tokens
--- Reserves %(n)s tokens; returns the last one.
-UPDATE poolsup.counters SET token = token + %(n)s WHERE pool = %(pool)s RETURNING token;
-
 -- name: raise_tokens
 -- Tokens keep growing across a change of primary that lost the last writes: the
 -- counter jumps to at least %(floor)s.
 UPDATE poolsup.counters SET token = greatest(token, %(floor)s) WHERE pool = %(pool)s;
 
--- name: primary_identity
--- The primary this transaction runs on: its system identifier (another cluster) and
+-- name: claim_context
+-- What a claim reads before it decides (postgres/leases.py claim), in one statement:
+-- the primary this transaction runs on, as its system identifier (another cluster) and
 -- its timeline (a promotion, or a restore, starts a new one; the timeline of the
--- current WAL file, which changes at once, unlike pg_control_checkpoint's).
+-- current WAL file, which changes at once, unlike pg_control_checkpoint's); the pool's
+-- epoch record (NULL columns if none) and token counter (postgres/failover.py); the
+-- pool's last claim and write gap (note_claim); the paused names.
 SELECT (SELECT system_identifier FROM pg_control_system())::text || ':'
-    || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) AS master;
-
--- name: epoch
--- The pool's epoch record (NULL columns if none), and its token counter.
-SELECT e.master, e.number, e.seen_at, e.max_ttl, c.token
+        || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) AS primary_identity,
+    e.master, e.number, e.seen_at, e.max_ttl, c.token,
+    g.last_claim, g.gap_start, g.gap_end,
+    ARRAY(SELECT name FROM poolsup.paused p WHERE p.pool = %(pool)s) AS paused
 FROM poolsup.counters c LEFT JOIN poolsup.epochs e ON e.pool = c.pool
+    LEFT JOIN poolsup.claim_gaps g ON g.pool = c.pool
 WHERE c.pool = %(pool)s;
 
 -- name: save_epoch
@@ -153,9 +152,6 @@ SELECT at FROM poolsup.starts WHERE pool = %(pool)s AND handler = %(handler)s OR
 -- name: note_start
 INSERT INTO poolsup.starts (pool, handler, at) VALUES (%(pool)s, %(handler)s, %(now)s);
 
--- name: claim_gap
-SELECT last_claim, gap_start, gap_end FROM poolsup.claim_gaps WHERE pool = %(pool)s;
-
 -- name: note_claim
 INSERT INTO poolsup.claim_gaps (pool, last_claim, gap_start, gap_end)
 VALUES (%(pool)s, %(now)s, %(gap_start)s::double precision, %(gap_end)s::double precision)
@@ -191,20 +187,21 @@ UPDATE poolsup.jobs SET state = 'pending', lease_losses = %(losses)s,
     lease_deadline = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
 WHERE pool = %(pool)s AND key = %(key)s;
 
--- name: reserved_keys
--- The jobs released for %(owner)s (moves) whose reservation has not run out.
-SELECT key, handler, job_group, lease_expired_at FROM poolsup.jobs
-WHERE pool = %(pool)s AND state = 'pending' AND reserved_for = %(owner)s
-    AND reserved_until > %(now)s AND handler = ANY(%(handlers)s::text[])
-ORDER BY reserved_until, seq
-LIMIT %(count)s
-FOR UPDATE SKIP LOCKED;
-
--- name: claimable_keys
--- Per handler on its own index, so that a backlog of other handlers' jobs is never
--- scanned; rows another transaction holds are skipped.
-SELECT key, handler, job_group, lease_expired_at, priority, due, seq FROM (
-    SELECT h.handler AS wanted, j.* FROM unnest(%(handlers)s::text[]) AS h(handler)
+-- name: due_keys
+-- The keys a claim may start, in order: first those released for %(owner)s (moves) whose
+-- reservation has not run out, then the due ones, per handler on its own index (so
+-- that a backlog of other handlers' jobs is never scanned), highest priority first and
+-- oldest first within one.  Rows another transaction holds are skipped.
+WITH reserved AS (
+    SELECT key, handler, job_group, lease_expired_at, reserved_until, seq
+    FROM poolsup.jobs
+    WHERE pool = %(pool)s AND state = 'pending' AND reserved_for = %(owner)s
+        AND reserved_until > %(now)s AND handler = ANY(%(handlers)s::text[])
+    ORDER BY reserved_until, seq
+    LIMIT %(count)s
+    FOR UPDATE SKIP LOCKED
+), due AS (
+    SELECT j.* FROM unnest(%(handlers)s::text[]) AS h(handler)
     CROSS JOIN LATERAL (
         SELECT key, handler, job_group, lease_expired_at, priority, due, seq
         FROM poolsup.jobs
@@ -212,37 +209,32 @@ SELECT key, handler, job_group, lease_expired_at, priority, due, seq FROM (
             AND due <= %(now)s
         ORDER BY priority DESC, due, seq
         LIMIT %(count)s
-        FOR UPDATE SKIP LOCKED) AS j) AS found
-ORDER BY priority DESC, due, seq
-LIMIT %(count)s;
+        FOR UPDATE SKIP LOCKED) AS j
+    ORDER BY priority DESC, due, seq
+    LIMIT %(count)s
+)
+SELECT key, handler, job_group, lease_expired_at FROM (
+    SELECT 0 AS part, reserved_until AS until, 0 AS priority,
+        NULL::double precision AS due, seq, key, handler, job_group, lease_expired_at
+    FROM reserved
+    UNION ALL
+    SELECT 1, NULL, priority, due, seq, key, handler, job_group, lease_expired_at
+    FROM due) AS found
+ORDER BY part, until, priority DESC, due, seq;
+-- name: start_jobs
+-- pending -> running for each of %(keys)s (sql/functions.sql start_jobs).
+SELECT o_key AS key, o_handler AS handler, o_payload AS payload, o_token AS token,
+    o_attempts AS attempts, o_max_attempts AS max_attempts,
+    o_lease_deadline AS lease_deadline, o_checkpoint AS checkpoint,
+    o_traceparent AS traceparent, o_tracestate AS tracestate, o_has_notes AS has_notes
+FROM poolsup.start_jobs(%(pool)s, %(keys)s::text[], %(owner)s, %(lease_ttl)s, %(now)s,
+                        %(keep)s);
 
--- name: start_attempt
-UPDATE poolsup.jobs SET state = 'running', supervisor = %(owner)s, token = %(token)s,
-    attempts = attempts + 1, started_at = %(now)s, lease_deadline = %(now)s + %(lease_ttl)s,
-    due = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL, lease_expired_at = NULL,
-    reserved_for = NULL, reserved_until = NULL, moved_from = NULL
-WHERE pool = %(pool)s AND key = %(key)s AND state = 'pending'
-RETURNING key, handler, payload, token, attempts, max_attempts, lease_deadline, checkpoint,
-    traceparent, tracestate,
-    EXISTS (SELECT 1 FROM poolsup.notes n WHERE n.pool = %(pool)s AND n.key = %(key)s)
-        AS has_notes;
-
--- name: next_due
-SELECT min(due) FROM poolsup.jobs
-WHERE pool = %(pool)s AND state = 'pending' AND due > %(now)s
-    AND handler = ANY(%(handlers)s::text[]);
-
--- name: wait_for_jobs
--- A claim that left its supervisor room: it waits for jobs of these handlers.
-INSERT INTO poolsup.waiting (pool, handler, supervisor)
-SELECT %(pool)s, h, %(owner)s FROM unnest(%(handlers)s::text[]) AS h
-WHERE NOT EXISTS (SELECT 1 FROM poolsup.waiting w
-                  WHERE w.pool = %(pool)s AND w.handler = h AND w.supervisor = %(owner)s);
-
--- name: handlers_with_due_jobs
-SELECT h AS handler FROM unnest(%(handlers)s::text[]) AS h
-WHERE EXISTS (SELECT 1 FROM poolsup.jobs
-              WHERE pool = %(pool)s AND state = 'pending' AND handler = h AND due <= %(now)s);
+-- name: after_claim
+-- What a claim leaves behind (sql/functions.sql after_claim); the next due time of
+-- %(handlers)s.
+SELECT poolsup.after_claim(%(pool)s, %(owner)s, %(serves)s::text[], %(handlers)s::text[],
+                           %(waits)s, %(passes_on)s, %(now)s) AS next_due;
 
 -- name: stop_waiting
 DELETE FROM poolsup.waiting WHERE ctid IN (
@@ -273,16 +265,9 @@ WHERE pool = %(pool)s AND key = %(key)s AND state = 'running' AND supervisor = %
     AND token = %(token)s;
 
 -- name: complete_job
-UPDATE poolsup.jobs SET state = 'succeeded', result = %(result)s, error = NULL,
-    finished_at = %(now)s, due = NULL, lease_deadline = NULL, pid = NULL, rss_bytes = NULL,
-    cpu_percent = NULL
-WHERE pool = %(pool)s AND key = %(key)s AND state = 'running' AND supervisor = %(owner)s
-    AND token = %(token)s
-RETURNING 1 AS done;
-
--- name: succeeded_under
-SELECT 1 FROM poolsup.jobs WHERE pool = %(pool)s AND key = %(key)s AND state = 'succeeded'
-    AND supervisor = %(owner)s AND token = %(token)s;
+-- running -> succeeded (sql/functions.sql complete_job).
+SELECT poolsup.complete_job(%(pool)s, %(key)s, %(owner)s, %(token)s, %(result)s, %(now)s,
+                            %(keep)s) AS done;
 
 -- name: save_checkpoint
 UPDATE poolsup.jobs SET checkpoint = %(checkpoint)s, checkpoint_at = %(now)s
@@ -450,24 +435,15 @@ DELETE FROM poolsup.stacks_answers WHERE pool = %(pool)s AND at < %(cutoff)s;
 SELECT answer FROM poolsup.stacks_answers WHERE pool = %(pool)s AND request = %(request)s;
 
 -- name: note_job_event
--- A step of the job's history (postgres/history.py), naming the supervisor and token of
--- its run while it runs; with an %(owner)s, only while its lease (%(token)s) holds the
--- job.  The job keeps its newest %(keep)s events: those before are dropped in the same
--- statement (which sees the events as they were before it).
-WITH noted AS (
-    INSERT INTO poolsup.job_events (pool, key, at, event, supervisor, token, detail)
-    SELECT %(pool)s, %(key)s, %(now)s, %(event)s,
-        CASE WHEN state = 'running' THEN supervisor END,
-        CASE WHEN state = 'running' THEN token END, %(detail)s
-    FROM poolsup.jobs WHERE pool = %(pool)s AND key = %(key)s
-        AND (%(owner)s::text IS NULL OR (state = 'running' AND supervisor = %(owner)s::text
-                                         AND token = %(token)s::bigint))
-    RETURNING id
-)
-DELETE FROM poolsup.job_events WHERE pool = %(pool)s AND key = %(key)s
-    AND EXISTS (SELECT 1 FROM noted) AND id <= (
-        SELECT id FROM poolsup.job_events WHERE pool = %(pool)s AND key = %(key)s
-        ORDER BY id DESC LIMIT 1 OFFSET %(keep)s - 1);
+-- A step of the job's history (postgres/history.py; sql/functions.sql note_event),
+-- naming the supervisor and token of its run while it runs; with an %(owner)s, only
+-- while its lease (%(token)s) holds the job.
+SELECT poolsup.note_event(%(pool)s, %(key)s, %(now)s, %(event)s,
+    CASE WHEN state = 'running' THEN supervisor END, CASE WHEN state = 'running' THEN token END,
+    %(detail)s, %(keep)s)
+FROM poolsup.jobs WHERE pool = %(pool)s AND key = %(key)s
+    AND (%(owner)s::text IS NULL OR (state = 'running' AND supervisor = %(owner)s::text
+                                     AND token = %(token)s::bigint));
 
 -- name: forget_job_events
 DELETE FROM poolsup.job_events WHERE pool = %(pool)s AND key = %(key)s;
