@@ -70,6 +70,32 @@ BEGIN
     END IF;
     FOR v_job IN SELECT value FROM jsonb_array_elements(p_jobs) LOOP
         v_key := v_job->>'key';
+        v_run_at := (v_job->>'run_at')::double precision;
+        v_due := greatest(v_now, coalesce(v_run_at, v_now));
+        v_added := 0;
+        IF v_max_pending IS NULL OR v_pending < v_max_pending THEN
+            -- Most keys are new: added at once, and only a key that has a row is looked at.
+            INSERT INTO poolsup.jobs (pool, key, handler, state, max_attempts, payload,
+                created_at, due, run_at, schedule, priority, job_group, traceparent,
+                tracestate)
+            VALUES (p_pool, v_key, v_job->>'handler', 'pending',
+                (v_job->>'max_attempts')::integer, convert_to(v_job->>'payload', 'UTF8'),
+                v_now, v_due, v_run_at, v_job->>'schedule',
+                coalesce((v_job->>'priority')::integer, 0), v_job->>'group',
+                v_job->>'traceparent', v_job->>'tracestate')
+            ON CONFLICT (pool, key) DO NOTHING;
+            GET DIAGNOSTICS v_added = ROW_COUNT;
+        END IF;
+        IF v_added = 1 THEN
+            INSERT INTO poolsup.job_events (pool, key, at, event, detail)
+            VALUES (p_pool, v_key, v_now, 'dispatched', v_job->>'schedule');
+            v_pending := v_pending + 1;
+            IF v_due <= v_now THEN
+                PERFORM poolsup.wake_one(p_pool, v_job->>'handler');
+            END IF;
+            v_codes := v_codes || 1;
+            CONTINUE;
+        END IF;
         v_state := NULL;
         v_finished := NULL;
         SELECT state, finished_at INTO v_state, v_finished FROM poolsup.jobs
@@ -92,8 +118,6 @@ BEGIN
                 DELETE FROM poolsup.jobs
                 WHERE pool = p_pool AND key = v_key AND state NOT IN ('pending', 'running');
             END IF;
-            v_run_at := (v_job->>'run_at')::double precision;
-            v_due := greatest(v_now, coalesce(v_run_at, v_now));
             INSERT INTO poolsup.jobs (pool, key, handler, state, max_attempts, payload,
                 created_at, due, run_at, schedule, priority, job_group, traceparent,
                 tracestate)
@@ -206,7 +230,8 @@ END $$;
 -- The end of a claim (postgres/leases.py claim): with `p_waits` (it left its supervisor
 -- room), `p_owner` waits for jobs of `p_serves`; with `p_passes_on` (it is full), it
 -- waits no more and wakes one waiting supervisor for each of `p_serves` that has due
--- jobs left.  Returns the next due time of `p_handlers`' pending jobs, if any.
+-- jobs left (whether one waits is looked at first: in a backlog, none does).  Returns
+-- the next due time of `p_handlers`' pending jobs, if any.
 CREATE OR REPLACE FUNCTION poolsup.after_claim(p_pool text, p_owner text, p_serves text[],
                                                p_handlers text[], p_waits boolean,
                                                p_passes_on boolean, p_now double precision)
@@ -223,9 +248,10 @@ BEGIN
             SELECT ctid FROM poolsup.waiting WHERE pool = p_pool AND supervisor = p_owner
             FOR UPDATE SKIP LOCKED);
         PERFORM poolsup.wake_one(p_pool, h) FROM unnest(p_serves) AS h
-        WHERE EXISTS (SELECT 1 FROM poolsup.jobs
-                      WHERE pool = p_pool AND state = 'pending' AND handler = h
-                          AND due <= p_now);
+        WHERE EXISTS (SELECT 1 FROM poolsup.waiting w WHERE w.pool = p_pool AND w.handler = h)
+            AND EXISTS (SELECT 1 FROM poolsup.jobs
+                        WHERE pool = p_pool AND state = 'pending' AND handler = h
+                            AND due <= p_now);
     END IF;
     RETURN (SELECT min(due) FROM poolsup.jobs
             WHERE pool = p_pool AND state = 'pending' AND due > p_now
