@@ -26,14 +26,30 @@ def status(config: Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=60)
 
 
-def one_line(done: subprocess.CompletedProcess[str], *needles: str) -> str:
-    assert done.returncode == 1, (done.returncode, done.stdout, done.stderr)
+def one_line(done: subprocess.CompletedProcess[str], *needles: str, code: int = 1) -> str:
+    assert done.returncode == code, (done.returncode, done.stdout, done.stderr)
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     for needle in needles:
         assert needle in lines[0], lines[0]
     assert "s3cret" not in done.stderr and "s3cret" not in done.stdout
     return lines[0]
+
+
+def test_an_option_value_libpq_refuses_is_a_configuration_error_for_every_command(
+    tmp_path: Path, pool_name: str
+) -> None:
+    """`sslmode=bogus` is refused by libpq before it reaches any server: exit 2 and one
+    line naming the option, from a command and from the supervisor alike (which would
+    otherwise retry it forever as a store outage)."""
+    url = f"postgresql://u:s3cret@127.0.0.1:{free_port()}/pool?sslmode=bogus"
+    config = write_pool(tmp_path, store=url, pool=pool_name, handlers=LEDGER)
+    line = one_line(status(config), 'invalid sslmode value: "bogus"', code=2)
+    assert line.startswith("poolsup: store URL 'postgresql://u:***@127.0.0.1:"), line
+    run = subprocess.run([sys.executable, "-m", "supervisor.cli", "run", "-c", str(config)],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2, (run.returncode, run.stderr)
+    assert 'invalid sslmode value: "bogus"' in run.stderr and "s3cret" not in run.stderr
 
 
 @pytest.fixture

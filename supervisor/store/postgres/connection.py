@@ -42,6 +42,17 @@ def conninfo(url: str) -> str:
     return make_conninfo(url, **missing)
 
 
+def refused_option(exc: psycopg.Error, url: str) -> ConfigError | None:
+    """A connection option's value that libpq (or psycopg) refuses before it reaches
+    any server (`sslmode=bogus`, `port=x`, ...), as a `ConfigError`; None for any other
+    error."""
+    text = " ".join(str(exc).split())
+    if text.startswith("connection is bad: invalid ") or text.startswith("bad value for "):
+        message = redact_in(text.removeprefix("connection is bad: "), url)
+        return ConfigError(f"store URL {redact_url(url)!r}: {message}")
+    return None
+
+
 class Connections:
     """The store's connections: up to POOL_SIZE at once, idle ones kept for the next
     call, a new one made at once when none is idle.  No background reconnection with a
@@ -51,8 +62,9 @@ class Connections:
     callers pace their retries.  A connection comes back to the idle ones only when it is
     open and outside a transaction."""
 
-    def __init__(self, conninfo: str) -> None:
+    def __init__(self, conninfo: str, url: str) -> None:
         self._conninfo = conninfo
+        self._url = url
         self._idle: deque[psycopg.AsyncConnection[DictRow]] = deque()
         self._slots = anyio.Semaphore(POOL_SIZE)
         self._closed = False
@@ -60,8 +72,7 @@ class Connections:
     @contextlib.asynccontextmanager
     async def connection(self) -> AsyncIterator[psycopg.AsyncConnection[DictRow]]:
         async with self._slots:
-            conn = self._idle.pop() if self._idle else await psycopg.AsyncConnection.connect(
-                self._conninfo, autocommit=False, row_factory=dict_row)
+            conn = self._idle.pop() if self._idle else await self._connect()
             try:
                 yield conn
             finally:
@@ -71,6 +82,15 @@ class Connections:
                         await conn.close()
                 else:
                     self._idle.append(conn)
+
+    async def _connect(self) -> psycopg.AsyncConnection[DictRow]:
+        try:
+            return await psycopg.AsyncConnection.connect(self._conninfo, autocommit=False,
+                                                         row_factory=dict_row)
+        except psycopg.Error as exc:
+            if (refused := refused_option(exc, self._url)) is not None:
+                raise refused from None
+            raise
 
     async def close(self) -> None:
         self._closed = True

@@ -62,7 +62,7 @@ class PgStore(PgDispatch, PgClaim, PgLeases, PgSteering, PgNotes, PgOutput, PgRe
         info = conninfo(url)
         # Nothing connects yet: a store that cannot be reached now is opened all the same,
         # and its calls fail (StoreUnavailable) until it answers.
-        return cls(PgDatabase(Connections(info), pool, where(url)), pool, retention, info)
+        return cls(PgDatabase(Connections(info, url), pool, where(url)), pool, retention, info)
 
     @property
     def retention(self) -> float:
