@@ -213,3 +213,24 @@ async def test_a_connection_on_another_database_is_a_usage_error_in_one_line(
             await psycopg.AsyncConnection.connect(other) as aconn:
         with pytest.raises(UsageError, match="pool's database"):
             await aclient.dispatch("elsewhere", {}, handler="echo", connection=aconn)
+
+
+def test_a_connection_on_another_database_with_its_own_poolsup_schema_writes_nothing(
+    served_pool: str, postgres_url: str
+) -> None:
+    # Another database of the same server whose own poolsup schema was made (another
+    # application's pool): the job would land where no supervisor of this pool looks.
+    name = f"other_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    other = urlsplit(postgres_url)._replace(path=f"/{name}").geturl()
+    with Client(other, pool=served_pool) as theirs:
+        theirs.pause(["nothing"])  # makes the poolsup schema in that database
+    with Client(postgres_url, pool=served_pool) as client, psycopg.connect(other) as conn:
+        with pytest.raises(UsageError, match="pool's database") as raised:
+            client.dispatch("astray", {}, handler="echo", connection=conn)
+        assert "\n" not in str(raised.value) and repr(name) in str(raised.value)
+        conn.commit()
+        assert conn.execute("SELECT count(*) FROM poolsup.jobs").fetchone() == (0,)
+        with pytest.raises(JobNotFound):
+            client.job("astray")

@@ -77,8 +77,16 @@ def on_the_pools_database(
                          "schema; the connection must be on the pool's database") from None
 
 
-def _refusals(requests: Sequence[DispatchRequest], row: Any) -> list[DispatchRefused | None]:
+def _refusals(requests: Sequence[DispatchRequest], row: Any, pools: tuple[str, str],
+              conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any],
+              ) -> list[DispatchRefused | None]:
     codes, max_pending = row["codes"], row["max_pending"]
+    if codes is None:
+        here = f"{conn.info.host}:{conn.info.port}"
+        same_server = row["sysid"] == pools[1]
+        raise UsageError(f"connection=: it is on the database {row['dbname']!r} of "
+                         f"{here}{'' if same_server else ' (another cluster)'}, not on the "
+                         f"pool's database {pools[0]!r}; nothing was written")
     return [refusal(request, code, max_pending)
             for request, code in zip(requests, codes, strict=True)]
 
@@ -92,21 +100,34 @@ def _record(row: Any, events: list[Any]) -> JobRecord:
 class PgCaller(PgPart):
     """The store's side of `connection=`."""
 
-    async def ready(self) -> None:
-        """The schema is there (made or migrated by the store's first transaction)."""
-        async def work(tx: Tx) -> None:
-            await tx.value("ping")
+    _database: tuple[str, str] | None = None  # the pool's: (name, system identifier)
 
-        await self._ctx.db.write(work, pool_lock=False)
+    async def ready(self) -> None:
+        """The schema is there (made or migrated by the store's first transaction), and
+        which database is the pool's is known."""
+        async def work(tx: Tx) -> tuple[str, str]:
+            row = await tx.row("database_identity")
+            assert row is not None
+            return row["dbname"], row["sysid"]
+
+        if self._database is None:
+            self._database = await self._ctx.db.write(work, pool_lock=False)
+
+    def _params(self, requests: Sequence[DispatchRequest]) -> dict[str, Any]:
+        assert self._database is not None, "ready() comes first"
+        dbname, sysid = self._database
+        return {**dispatch_params(self._ctx.pool, self._ctx.retention, requests),
+                "dbname": dbname, "sysid": sysid}
 
     def dispatch_on(self, connection: Any, requests: Sequence[DispatchRequest],
                     ) -> list[DispatchRefused | None]:
         """`dispatch_each` in the transaction of a blocking connection (after `ready`)."""
         conn = sync_connection(connection)
-        params = dispatch_params(self._ctx.pool, self._ctx.retention, requests)
+        params = self._params(requests)
         with on_the_pools_database(conn), conn.cursor(row_factory=dict_row) as cursor:
             row = cursor.execute(DISPATCH, params).fetchone()
-        return _refusals(requests, row)
+        assert self._database is not None
+        return _refusals(requests, row, self._database, conn)
 
     def record_on(self, connection: Any, key: str) -> JobRecord:
         """The job's record as the caller's transaction sees it."""
@@ -121,12 +142,13 @@ class PgCaller(PgPart):
                                 ) -> list[DispatchRefused | None]:
         """`dispatch_each` in the transaction of an AsyncConnection (after `ready`)."""
         conn = async_connection(connection)
-        params = dispatch_params(self._ctx.pool, self._ctx.retention, requests)
+        params = self._params(requests)
         with on_the_pools_database(conn):
             async with conn.cursor(row_factory=dict_row) as cursor:
                 await cursor.execute(DISPATCH, params)
                 row = await cursor.fetchone()
-        return _refusals(requests, row)
+        assert self._database is not None
+        return _refusals(requests, row, self._database, conn)
 
     async def record_on_async(self, connection: Any, key: str) -> JobRecord:
         conn = async_connection(connection)

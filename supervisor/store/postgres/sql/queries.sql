@@ -63,10 +63,20 @@ SELECT 1;
 -- name: dispatch_jobs
 SELECT poolsup.dispatch_jobs(%(pool)s, %(retention)s, %(jobs)s, %(limit_pending)s);
 
+-- name: database_identity
+-- Which database this is: its name, and its cluster's system identifier.
+SELECT current_database() AS dbname,
+    (SELECT system_identifier FROM pg_control_system())::text AS sysid;
+
 -- name: caller_dispatch
--- dispatch(..., connection=conn): on the caller's connection (postgres/caller.py).
-SELECT poolsup.dispatch_jobs(%(pool)s, %(retention)s, %(jobs)s) AS codes,
-    (SELECT max_pending FROM poolsup.pool_settings WHERE pool = %(pool)s) AS max_pending;
+-- dispatch(..., connection=conn): on the caller's connection (postgres/caller.py), only
+-- if it is on the pool's database (%(dbname)s of the cluster %(sysid)s); else NULL codes.
+SELECT CASE WHEN here.dbname = %(dbname)s AND here.sysid = %(sysid)s
+            THEN poolsup.dispatch_jobs(%(pool)s, %(retention)s, %(jobs)s) END AS codes,
+    (SELECT max_pending FROM poolsup.pool_settings WHERE pool = %(pool)s) AS max_pending,
+    here.dbname, here.sysid
+FROM (SELECT current_database() AS dbname,
+          (SELECT system_identifier FROM pg_control_system())::text AS sysid) AS here;
 
 -- name: caller_record
 SELECT * FROM poolsup.jobs WHERE pool = %(pool)s AND key = %(key)s;
