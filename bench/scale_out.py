@@ -2,8 +2,8 @@
 1 and of 16 idle supervisors, each on a fresh private redis-server (or, with `--store
 postgres`, a fresh PostgreSQL server: tests/helpers/postgres_server.py, fsync off).
 
-    python bench/scale_out.py [--store redis|postgres] [--jobs 1000] [--supervisors 1,16]
-                              [--capacity 4] [--idle-seconds 5]
+    python bench/scale_out.py [--store redis|postgres|redis,postgres] [--jobs 1000]
+                              [--supervisors 1,16] [--capacity 4] [--idle-seconds 5]
 
 For each pool size: start the supervisors (capacity `--capacity`, the no-op handler of
 handlers/noop.py, default settings otherwise; the job history is always kept), wait until
@@ -25,9 +25,14 @@ among them but are counted on their own row.  This script's own commands are lef
 INFO, CONFIG and the ZCARD polls of the wait for the jobs to succeed.
 
 On PostgreSQL the server's CPU is that of the postmaster and every backend (psutil; the
-backends that exited meanwhile through the postmaster's children times), "commands" are
-the database's transactions (pg_stat_database xact_commit + xact_rollback; this script's
-own reads left out) and "script calls" its statements are not counted (0).
+backends that exited meanwhile through the postmaster's children times); "commands" are
+the statements clients sent (pg_stat_statements, top level: counted at once, where
+pg_stat_database's transaction counts reach the shared view up to 10 s late), and
+"script calls" the transactions among them (each BEGIN; a statement run on its own, as
+LISTEN, is its own transaction and not counted).  This script's own statements are left
+out.
+
+    python bench/scale_out.py --store redis,postgres   # both, in one run, side by side
 """
 
 from __future__ import annotations
@@ -122,14 +127,18 @@ def wait_until(predicate, timeout: float, what: str) -> None:  # type: ignore[no
 
 
 class PostgresReader:
-    """The PostgreSQL server's CPU and transactions, and the pool's succeeded jobs."""
+    """The PostgreSQL server's CPU, its clients' statements and transactions
+    (pg_stat_statements), and the pool's succeeded jobs."""
+
+    OWN_MARK = "/* scale_out */"  # this script's statements carry it, and are left out
 
     def __init__(self, server: PostgresServer, pool: str) -> None:
         self._postmaster = psutil.Process(
             int((server.data / "postmaster.pid").read_text().split()[0]))
         self._conn = psycopg.connect(server.url, autocommit=True)
+        self._conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
         self._pool = pool
-        self.own = 0  # this script's transactions
+        self.own = 0  # kept for the Redis reader's interface: own statements are left out
 
     def cpu(self) -> float:
         times = self._postmaster.cpu_times()
@@ -142,16 +151,18 @@ class PostgresReader:
 
     def read(self) -> Reading:
         row = self._conn.execute(
-            "SELECT xact_commit + xact_rollback FROM pg_stat_database "
-            "WHERE datname = current_database()").fetchone()
-        self.own += 2  # this read, and pg_stat's snapshot is per transaction
+            f"{self.OWN_MARK} SELECT coalesce(sum(calls), 0), coalesce(sum(calls) FILTER ("
+            "WHERE query ILIKE 'BEGIN%%'), 0) FROM pg_stat_statements WHERE toplevel "
+            "AND query NOT LIKE %s AND query NOT ILIKE 'CREATE EXTENSION%%'",
+            [f"{self.OWN_MARK}%"]).fetchone()
+        statements, transactions = (int(value) for value in row) if row else (0, 0)
         return Reading(time.monotonic(), self.cpu(),
-                       {"xact": int(row[0]) if row else 0})
+                       {"statements": statements, "eval": transactions})
 
     def succeeded(self) -> int:
-        self.own += 1
-        row = self._conn.execute("SELECT count(*) FROM poolsup.jobs WHERE pool = %s AND "
-                                 "state = 'succeeded'", [self._pool]).fetchone()
+        row = self._conn.execute(f"{self.OWN_MARK} SELECT count(*) FROM poolsup.jobs "
+                                 "WHERE pool = %s AND state = 'succeeded'",
+                                 [self._pool]).fetchone()
         return int(row[0]) if row else 0
 
     def close(self) -> None:
@@ -169,7 +180,8 @@ def store_server(kind: str, pool: str) -> Iterator[tuple[str, Any, Any]]:
             finally:
                 raw.close()
         return
-    server = PostgresServer().start()
+    server = PostgresServer(settings={"shared_preload_libraries": "pg_stat_statements",
+                                      "pg_stat_statements.track": "top"}).start()
     reader = PostgresReader(server, pool)
     try:
         yield server.url, None, reader
@@ -178,10 +190,10 @@ def store_server(kind: str, pool: str) -> Iterator[tuple[str, Any, Any]]:
         server.remove()
 
 
-def measure(size: int, args: argparse.Namespace) -> Outcome:
+def measure(store: str, size: int, args: argparse.Namespace) -> Outcome:
     directory = Path(tempfile.mkdtemp(prefix="poolsup-scale-out-"))
     pool = f"bench-{uuid.uuid4().hex[:8]}"
-    with store_server(args.store, pool) as (url, server, raw), \
+    with store_server(store, pool) as (url, server, raw), \
             contextlib.ExitStack() as stack:
         for n in range(size):
             stack.enter_context(supervisor(directory, url, pool, handlers=HANDLERS,
@@ -220,10 +232,9 @@ def measure(size: int, args: argparse.Namespace) -> Outcome:
         host_busy = psutil.cpu_percent() / 100
         producer_cpu = (time.process_time() - producer_began) / args.jobs
         wait_until(all_succeeded, 300, f"{args.jobs} jobs to succeed")
-        own_before = raw.own if isinstance(raw, PostgresReader) else 0
         end = read(server, raw)
         if isinstance(raw, PostgresReader):
-            polls = raw.own - own_before + 2  # the polls and the reads in the window
+            polls = 0  # its own statements are left out by the reader
         active = cost(start, end, own_commands=polls).minus(idle)
         counts = client.status()["counts"]
         if counts["succeeded"] != args.jobs:
@@ -244,24 +255,28 @@ def measure(size: int, args: argparse.Namespace) -> Outcome:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--store", choices=("redis", "postgres"), default="redis")
+    parser.add_argument("--store", default="redis",
+                        help="redis, postgres, or both comma-separated (default redis)")
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--supervisors", default="1,16",
                         help="pool sizes, comma-separated (default 1,16)")
     parser.add_argument("--capacity", type=int, default=4)
     parser.add_argument("--idle-seconds", type=float, default=5.0)
     args = parser.parse_args()
+    stores = args.store.split(",")
+    if not set(stores) <= {"redis", "postgres"}:
+        parser.error(f"--store: redis, postgres, or both (got {args.store!r})")
     sizes = [int(size) for size in args.supervisors.split(",")]
-    outcomes = [measure(size, args) for size in sizes]
+    runs = [(store, measure(store, size, args)) for store in stores for size in sizes]
+    outcomes = [outcome for _, outcome in runs]
 
-    server = "PostgreSQL" if args.store == "postgres" else "Redis"
-    names = [f"{o.supervisors} supervisor{'s' if o.supervisors != 1 else ''}" for o in outcomes]
+    names = [f"{'PostgreSQL' if store == 'postgres' else 'Redis'}, {o.supervisors} "
+             f"sup{'s' if o.supervisors != 1 else ''}" for store, o in runs]
     rows = [
-        (f"{server} CPU ms per job", [f"{1000 * o.per_job.cpu:.3f}" for o in outcomes]),
-        ("PostgreSQL transactions per job" if args.store == "postgres" else
-         "Redis commands per job (in scripts too)",
+        ("the server's CPU ms per job", [f"{1000 * o.per_job.cpu:.3f}" for o in outcomes]),
+        ("commands per job (Redis: in scripts too; PostgreSQL: statements)",
          [f"{o.per_job.commands:.1f}" for o in outcomes]),
-        ("script calls per job (eval/evalsha/fcall)",
+        ("script calls per job (Redis: eval/evalsha/fcall; PostgreSQL: transactions)",
          [f"{o.per_job.scripts:.2f}" for o in outcomes]),
         ("one-by-one dispatch, jobs/s", [f"{o.dispatch_rate:.0f}" for o in outcomes]),
         ("  the same with the handler paused (no job runs)",
@@ -270,10 +285,10 @@ def main() -> None:
                                                    for o in outcomes]),
         ("  the host's cores busy while it dispatched", [f"{100 * o.host_busy:.0f}%"
                                                          for o in outcomes]),
-        (f"idle pool: {server} CPU %", [f"{100 * o.idle.cpu / o.idle.seconds:.2f}"
-                                    for o in outcomes]),
-        ("idle pool: transactions/s" if args.store == "postgres" else "idle pool: commands/s",
-         [f"{o.idle.commands / o.idle.seconds:.1f}" for o in outcomes]),
+        ("idle pool: the server's CPU %", [f"{100 * o.idle.cpu / o.idle.seconds:.2f}"
+                                           for o in outcomes]),
+        ("idle pool: commands/s", [f"{o.idle.commands / o.idle.seconds:.1f}"
+                                   for o in outcomes]),
         ("idle pool: script calls/s", [f"{o.idle.scripts / o.idle.seconds:.1f}"
                                        for o in outcomes]),
         ("active window s", [f"{o.per_job.seconds:.1f}" for o in outcomes]),
@@ -287,11 +302,13 @@ def main() -> None:
     for label, values in rows:
         print(label.ljust(width) + "  " + "  ".join(value.rjust(w) for value, w in zip(
             values, columns, strict=True)))
-    if len(outcomes) > 1:
-        first, last = outcomes[0], outcomes[-1]
-        print(f"dispatch rate {last.supervisors}/{first.supervisors}: "
-              f"{last.dispatch_rate / first.dispatch_rate:.2f}x; with the handler paused "
-              f"{last.paused_rate / first.paused_rate:.2f}x", flush=True)
+    for store in stores:
+        mine = [o for kind, o in runs if kind == store]
+        if len(mine) > 1:
+            first, last = mine[0], mine[-1]
+            print(f"{store}: dispatch rate {last.supervisors}/{first.supervisors}: "
+                  f"{last.dispatch_rate / first.dispatch_rate:.2f}x; with the handler paused "
+                  f"{last.paused_rate / first.paused_rate:.2f}x", flush=True)
 
 
 if __name__ == "__main__":

@@ -128,3 +128,38 @@ async def test_a_database_of_schema_2_migrates_to_3_and_its_jobs_start_and_compl
     with psycopg.connect(url) as conn:
         assert conn.execute("SELECT version FROM poolsup.schema_version").fetchall() == [
             (SCHEMA_VERSION,)]
+
+
+async def test_a_fresh_pools_claims_analyze_its_tables_so_a_keys_lookup_uses_the_key(
+    postgres_server: PostgresServer,
+) -> None:
+    """A fresh pool's first minutes, before autovacuum first analyzes poolsup.jobs (here
+    it never does): without statistics the planner rated an index that holds `pool` as
+    good as the primary key (pool, key), and each lookup of one job walked every row of
+    the pool (`Rows Removed by Filter`).  The claims analyze the tables once (statistics.py)."""
+    url = fresh_database(postgres_server)
+    async with opened_store(url, "p") as store:
+        await store.dispatch(new_job("first"))
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("ALTER TABLE poolsup.jobs SET (autovacuum_enabled = false)")
+            for index in range(500):
+                await store.dispatch(new_job(f"k{index}"))
+
+            def analyzed() -> bool:
+                row = conn.execute("SELECT last_analyze FROM pg_stat_user_tables "
+                                   "WHERE relid = 'poolsup.jobs'::regclass").fetchone()
+                return row is not None and row[0] is not None
+
+            deadline = anyio.current_time() + 20
+            while not analyzed() and anyio.current_time() < deadline:
+                await store.claim("s", [HANDLER], 1, 30.0, 3)
+                await anyio.sleep(0.05)
+            assert analyzed()
+            for lookup in (
+                "SELECT * FROM poolsup.jobs WHERE pool = 'p' AND key = 'k7' "
+                "AND (finished_at IS NULL OR finished_at >= 0)",
+                "SELECT 1 FROM poolsup.jobs WHERE pool = 'p' AND key = 'k7' "
+                "AND state = 'pending'",
+            ):
+                plan = "\n".join(row[0] for row in conn.execute(f"EXPLAIN {lookup}"))
+                assert "jobs_pkey" in plan, plan

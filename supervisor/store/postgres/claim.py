@@ -5,13 +5,15 @@ PgStore: postgres/context.py), as sqlite/claim.py."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Mapping, Sequence
 
 from supervisor.core.lease_losses import failing_window
 from supervisor.core.limits import Limits
+from supervisor.errors import StoreFailure
 from supervisor.store.policy import MIN_FAILING_SPAN, claim_deadline
-from supervisor.store.postgres import leases
+from supervisor.store.postgres import leases, statistics
 from supervisor.store.postgres.context import PgPart
 from supervisor.store.postgres.db import Tx
 from supervisor.store.records import ClaimBatch, Completion
@@ -23,6 +25,8 @@ DROP_EVERY = 1.0
 
 class PgClaim(PgPart):
     _dropped_at = float("-inf")  # store time of this store's last drop
+    _statistics_at = float("-inf")  # store time it last looked at the tables' statistics
+    _analyzed = False  # it saw poolsup.jobs analyzed (postgres/statistics.py)
 
     async def claim(self, owner: str, handlers: Sequence[str], count: int, lease_ttl: float,
                     max_lease_losses: int, completing: Sequence[Completion] = (),
@@ -52,4 +56,8 @@ class PgClaim(PgPart):
 
         batch = await ctx.witnessed(sent_at, ctx.db.write(work))
         ctx.witness.answered(sent_at, store_time, reported=True, hold=lease_ttl)
+        if not self._analyzed and store_time - self._statistics_at >= statistics.CHECK_EVERY:
+            self._statistics_at = store_time
+            with contextlib.suppress(StoreFailure):  # the claim is made: it is answered
+                self._analyzed = await ctx.db.write(statistics.analyzed, pool_lock=False)
         return batch

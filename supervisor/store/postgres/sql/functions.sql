@@ -231,7 +231,7 @@ END $$;
 -- room), `p_owner` waits for jobs of `p_serves`; with `p_passes_on` (it is full), it
 -- waits no more and wakes one waiting supervisor for each of `p_serves` that has due
 -- jobs left (whether one waits is looked at first: in a backlog, none does).  Returns
--- the next due time of `p_handlers`' pending jobs, if any.
+-- the next due time of `p_handlers`' pending jobs, if any, for a claim that waits.
 CREATE OR REPLACE FUNCTION poolsup.after_claim(p_pool text, p_owner text, p_serves text[],
                                                p_handlers text[], p_waits boolean,
                                                p_passes_on boolean, p_now double precision)
@@ -252,6 +252,9 @@ BEGIN
             AND EXISTS (SELECT 1 FROM poolsup.jobs
                         WHERE pool = p_pool AND state = 'pending' AND handler = h
                             AND due <= p_now);
+    END IF;
+    IF NOT p_waits THEN
+        RETURN NULL;  -- full: it claims again as its jobs end (a scan of the backlog saved)
     END IF;
     RETURN (SELECT min(due) FROM poolsup.jobs
             WHERE pool = p_pool AND state = 'pending' AND due > p_now

@@ -39,6 +39,16 @@ ON CONFLICT (pool) DO UPDATE SET master = excluded.master, number = excluded.num
 SELECT least(coalesce(min(due), %(now)s), %(now)s) - 1 FROM poolsup.jobs
 WHERE pool = %(pool)s AND state = 'pending';
 
+-- name: jobs_statistics
+-- Whether poolsup.jobs was ever analyzed, and how many of its rows changed since
+-- (postgres/statistics.py).
+SELECT last_analyze IS NOT NULL OR last_autoanalyze IS NOT NULL AS analyzed,
+    n_mod_since_analyze AS changed
+FROM pg_stat_user_tables WHERE relid = 'poolsup.jobs'::regclass;
+
+-- name: analyze_tables
+ANALYZE poolsup.jobs, poolsup.job_events;
+
 -- name: drop_expired_records
 -- Records past retention, with what goes with them.  A row another transaction holds
 -- (a caller's open dispatch of the key) is skipped, never waited for.
