@@ -23,11 +23,10 @@ from psycopg.rows import dict_row
 from supervisor.errors import DispatchRefused, UsageError
 from supervisor.store.postgres.context import PgPart
 from supervisor.store.postgres.db import Tx
-from supervisor.store.postgres.dispatch import dispatch_params
+from supervisor.store.postgres.dispatch import dispatch_params, refusals
 from supervisor.store.postgres.records import job_record
 from supervisor.store.postgres.schema import load_queries
 from supervisor.store.records import DispatchRequest, JobEvent, JobRecord
-from supervisor.store.refusals import refusal
 
 QUERIES = load_queries()
 DISPATCH, RECORD, EVENTS = (QUERIES[name] for name in (
@@ -87,8 +86,7 @@ def _refusals(requests: Sequence[DispatchRequest], row: Any, pools: tuple[str, s
         raise UsageError(f"connection=: it is on the database {row['dbname']!r} of "
                          f"{here}{'' if same_server else ' (another cluster)'}, not on the "
                          f"pool's database {pools[0]!r}; nothing was written")
-    return [refusal(request, code, max_pending)
-            for request, code in zip(requests, codes, strict=True)]
+    return refusals(requests, codes, max_pending)
 
 
 def _record(row: Any, events: list[Any]) -> JobRecord:

@@ -7,6 +7,7 @@ is never shown: errors name the server by its redacted URL."""
 from __future__ import annotations
 
 import contextlib
+import select
 from collections import deque
 from collections.abc import AsyncIterator
 
@@ -53,6 +54,12 @@ def refused_option(exc: psycopg.Error, url: str) -> ConfigError | None:
     return None
 
 
+def _readable(fd: int) -> bool:
+    poller = select.poll()  # not select.select: a supervisor's descriptors pass 1024
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
+
+
 class Connections:
     """The store's connections: up to POOL_SIZE at once, idle ones kept for the next
     call, a new one made at once when none is idle.  No background reconnection with a
@@ -72,7 +79,7 @@ class Connections:
     @contextlib.asynccontextmanager
     async def connection(self) -> AsyncIterator[psycopg.AsyncConnection[DictRow]]:
         async with self._slots:
-            conn = self._idle.pop() if self._idle else await self._connect()
+            conn = await self._idle_open() or await self._connect()
             try:
                 yield conn
             finally:
@@ -82,6 +89,19 @@ class Connections:
                         await conn.close()
                 else:
                     self._idle.append(conn)
+
+    async def _idle_open(self) -> psycopg.AsyncConnection[DictRow] | None:
+        """An idle connection the server did not close meanwhile.  An idle connection has
+        nothing to read unless the server ended it (a restart's FATAL, or the end of the
+        stream): such a one is closed here, before any statement goes on it, so that no
+        statement has to be tried again on another."""
+        while self._idle:
+            conn = self._idle.pop()
+            if not _readable(conn.fileno()):
+                return conn
+            with anyio.CancelScope(shield=True), contextlib.suppress(psycopg.Error):
+                await conn.close()
+        return None
 
     async def _connect(self) -> psycopg.AsyncConnection[DictRow]:
         try:

@@ -32,6 +32,8 @@ _T = TypeVar("_T")
 STORE_TIMEOUT = 5.0  # seconds a transaction may take before the store counts as failing
 
 Connection = AsyncConnection[DictRow]
+STANDBY = ("is a read-only standby (pg_is_in_recovery()); claims, renewals and every write "
+           "go to the primary only")
 
 
 class Tx:
@@ -104,6 +106,43 @@ class PgDatabase:
     async def read(self, work: Work[_T]) -> _T:
         """Run `work` in one read transaction (one snapshot), without the pool's lock."""
         return await self._transaction(work, writes=False, pool_lock=False)
+
+    async def read_one(self, query: str, **params: Any) -> list[DictRow]:
+        """The rows of one read statement (a name of sql/queries.sql; the pool bound in),
+        run on its own: one snapshot, one round trip, no BEGIN or COMMIT."""
+        return await self._one(query, params, writes=False)
+
+    async def write_one(self, query: str, **params: Any) -> list[DictRow]:
+        """As `read_one`, for a write that needs neither the pool's lock nor the
+        transaction's store time (a dispatch: its function reads the clock itself); a
+        standby refuses it (the primary only takes writes)."""
+        return await self._one(query, params, writes=True)
+
+    async def _one(self, query: str, params: dict[str, Any], *, writes: bool) -> list[DictRow]:
+        if not self._ready:  # the schema is made or checked first, in a transaction
+            return await self._transaction(lambda tx: tx.rows(query, **params),
+                                           writes=writes, pool_lock=False)
+        if self._closed:
+            raise StoreUnavailable(f"{self._where}: the store is closed")
+        statement = load_queries()[query]
+        try:
+            with anyio.fail_after(STORE_TIMEOUT):
+                async with self._pool.connection() as conn:
+                    await conn.set_autocommit(True)
+                    try:
+                        cursor = await conn.execute(statement, {"pool": self._name, **params})
+                        return await cursor.fetchall()
+                    finally:
+                        if not conn.closed:
+                            with anyio.CancelScope(shield=True):
+                                await conn.set_autocommit(False)
+        except TimeoutError as exc:
+            raise StoreUnavailable(
+                f"{self._where}: no answer within {STORE_TIMEOUT:g} s") from exc
+        except psycopg.errors.ReadOnlySqlTransaction as exc:
+            raise StoreUnavailable(f"{self._where}: {STANDBY}") from exc
+        except psycopg.Error as exc:
+            raise self.unavailable(exc) from exc
 
     async def _transaction(self, work: Work[_T], *, writes: bool, pool_lock: bool) -> _T:
         if self._closed:
@@ -187,9 +226,7 @@ class PgDatabase:
 
     def _refuse_standby(self, row: DictRow | None) -> None:
         if row is not None and row["standby"]:
-            raise StoreUnavailable(
-                f"{self._where}: is a read-only standby (pg_is_in_recovery()); claims, "
-                "renewals and every write go to the primary only")
+            raise StoreUnavailable(f"{self._where}: {STANDBY}")
 
     def unavailable(self, exc: BaseException) -> StoreUnavailable:
         return StoreUnavailable(f"{self._where}: {describe(exc)}")

@@ -52,10 +52,19 @@ async def admit_jobs(tx: Tx, retention: float, requests: Sequence[DispatchReques
     not (store/refusals.py).  A tick's job is not held to max_pending."""
     codes = await tx.value("dispatch_jobs", **dispatch_params(tx.pool, retention, requests),
                            limit_pending=limit_pending)
-    refused = [code != ADDED for code in codes]
-    max_pending = await tx.value("max_pending") if any(refused) else None
-    return [refusal(request, code, max_pending) for request, code in zip(requests, codes,
-                                                                         strict=True)]
+    max_pending = await tx.value("max_pending") if any_refused(codes) else None
+    return refusals(requests, codes, max_pending)
+
+
+def any_refused(codes: Sequence[int]) -> bool:
+    return any(code != ADDED for code in codes)
+
+
+def refusals(requests: Sequence[DispatchRequest], codes: Sequence[int],
+             max_pending: int | None) -> list[DispatchRefused | None]:
+    """Per request, None where poolsup.dispatch_jobs added it, else why not."""
+    return [refusal(request, code, max_pending)
+            for request, code in zip(requests, codes, strict=True)]
 
 
 async def check_current(tx: Tx, fired: FiredTick | None) -> None:
@@ -86,12 +95,22 @@ class PgDispatch(PgPart):
         if not requests:
             return []
 
+        if fired is None:  # one statement on its own: no pool lock, no store time needed
+            db = self._ctx.db
+            (row,) = await db.write_one("dispatch_jobs", limit_pending=True,
+                                        **dispatch_params(self._ctx.pool, self._ctx.retention,
+                                                          requests))
+            codes = row["dispatch_jobs"]
+            max_pending = None
+            if any_refused(codes):
+                rows = await db.read_one("max_pending")
+                max_pending = rows[0]["max_pending"] if rows else None
+            return refusals(requests, codes, max_pending)
+
         async def work(tx: Tx) -> list[DispatchRefused | None]:
             await check_current(tx, fired)
             return await admit_jobs(tx, self._ctx.retention, requests)
 
-        if fired is None:
-            return await self._ctx.db.write(work, pool_lock=False)
         return await self._ctx.db.write(work)
 
     async def fire_tick(self, request: TickRequest) -> TickResult:

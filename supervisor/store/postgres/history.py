@@ -35,15 +35,21 @@ async def note_pid(tx: Tx, lease: Lease, pid: int | None) -> None:
                      pid=pid)
 
 
-async def of_job(tx: Tx, key: str) -> tuple[JobEvent, ...]:
-    return tuple(_event(row) for row in await tx.rows("job_events", key=key))
-
-
 async def of_jobs(tx: Tx, keys: Sequence[str]) -> dict[str, tuple[JobEvent, ...]]:
     found: dict[str, list[JobEvent]] = {}
     for row in await tx.rows("jobs_events", keys=list(keys)):
         found.setdefault(row["key"], []).append(_event(row))
     return {key: tuple(events) for key, events in found.items()}
+
+
+def from_arrays(row: Any) -> tuple[JobEvent, ...]:
+    """The events of a row that carries them as arrays (sql/queries.sql job_with_events)."""
+    if row["event_at"] is None:
+        return ()
+    return tuple(JobEvent(at=at, event=event, supervisor=supervisor, token=token, detail=detail)
+                 for at, event, supervisor, token, detail in zip(
+                     row["event_at"], row["event_name"], row["event_supervisor"],
+                     row["event_token"], row["event_detail"], strict=True))
 
 
 def _event(row: Any) -> JobEvent:

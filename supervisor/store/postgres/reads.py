@@ -21,13 +21,11 @@ from supervisor.store.records import JobRecord, JobState, Membership, PoolSnapsh
 
 class PgReads(PgPart):
     async def job(self, key: str) -> JobRecord:
-        async def work(tx: Tx) -> JobRecord:
-            row = await tx.row("job_record", key=key, cutoff=self._ctx.cutoff(tx))
-            if row is None:
-                raise JobNotFound(f"no job has the key {key!r}")
-            return job_record(row, await history.of_job(tx, key))
-
-        return await self._ctx.db.read(work)
+        rows = await self._ctx.db.read_one("job_with_events", key=key,
+                                           retention=self._ctx.retention)
+        if not rows:
+            raise JobNotFound(f"no job has the key {key!r}")
+        return job_record(rows[0], history.from_arrays(rows[0]))
 
     async def jobs(self, state: JobState | None = None) -> list[JobRecord]:
         async def work(tx: Tx) -> list[JobRecord]:

@@ -96,10 +96,18 @@ SELECT state FROM poolsup.jobs
 WHERE pool = %(pool)s AND key = %(key)s
   AND (finished_at IS NULL OR finished_at >= %(cutoff)s);
 
--- name: job_record
-SELECT * FROM poolsup.jobs
-WHERE pool = %(pool)s AND key = %(key)s
-  AND (finished_at IS NULL OR finished_at >= %(cutoff)s);
+-- name: job_with_events
+-- A job's record and its history (as arrays, oldest first), in one statement: one
+-- snapshot without a transaction of its own (postgres/reads.py job).
+SELECT j.*, e.at AS event_at, e.event AS event_name, e.supervisor AS event_supervisor,
+    e.token AS event_token, e.detail AS event_detail
+FROM poolsup.jobs j CROSS JOIN LATERAL (
+    SELECT array_agg(at ORDER BY id) AS at, array_agg(event ORDER BY id) AS event,
+        array_agg(supervisor ORDER BY id) AS supervisor,
+        array_agg(token ORDER BY id) AS token, array_agg(detail ORDER BY id) AS detail
+    FROM poolsup.job_events WHERE pool = j.pool AND key = j.key) AS e
+WHERE j.pool = %(pool)s AND j.key = %(key)s
+  AND (j.finished_at IS NULL OR j.finished_at >= poolsup.now() - %(retention)s);
 
 -- name: all_jobs
 SELECT * FROM poolsup.jobs WHERE pool = %(pool)s ORDER BY created_at, seq;
