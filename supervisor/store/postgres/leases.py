@@ -9,6 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from psycopg import AsyncCursor
+from psycopg.rows import DictRow
+
 from supervisor.core.failover import ended_by_failover
 from supervisor.core.lease_losses import (
     FailingWindow,
@@ -59,14 +62,14 @@ async def note_claim(tx: Tx, last: Mapping[str, Any]) -> WriteGap | None:
     return gap
 
 
-async def recover_expired_leases(tx: Tx, max_lease_losses: int, failing: FailingWindow | None,
-                                 gap: WriteGap | None, lease_ttl: float,
-                                 hold_until: float | None = None,
+async def recover_expired_leases(tx: Tx, expired: Sequence[Any], max_lease_losses: int,
+                                 failing: FailingWindow | None, gap: WriteGap | None,
+                                 lease_ttl: float, hold_until: float | None = None,
                                  ) -> tuple[list[LeaseRecovery], int]:
-    """Recover every lease that ran out (as sqlite/leases.py); what each recovery did,
-    and how many leases were left to a witness.  A lease that ended before the hold of a
-    change of primary (`hold_until`) counts no loss (core/failover.py)."""
-    expired = await tx.rows("expired_leases", limit=RECOVER_BATCH)
+    """Recover every lease that ran out (`expired`: sql/queries.sql expired_leases; as
+    sqlite/leases.py); what each recovery did, and how many leases were left to a
+    witness.  A lease that ended before the hold of a change of primary (`hold_until`)
+    counts no loss (core/failover.py)."""
     judged = [row for row in expired
               if not judged_later(row["lease_deadline"], failing, gap, tx.now,
                                   ttl=lease_ttl, defer=JUDGE_AFTER_GAP)]
@@ -108,7 +111,11 @@ async def claim(tx: Tx, owner: str, handlers: Sequence[str], count: int, lease_t
     """A claim's recoveries and starts (Store.claim), with the time until the next due
     job or free rate slot of these handlers; a claim that leaves room waits for jobs.
     After a change of primary, nothing starts until the hold ends (failover.py)."""
-    context = await tx.row("claim_context")
+    # Both reads go out together: one round trip.
+    context_read = await tx.run("claim_context")
+    expired_read = await tx.run("expired_leases", limit=RECOVER_BATCH)
+    context = await context_read.fetchone()
+    expired = await expired_read.fetchall()
     assert context is not None, "the pool's counter row is made before its first write"
     epoch = await failover.step(tx, lease_ttl, context)
     hold_until = epoch.epoch.hold_until
@@ -116,8 +123,8 @@ async def claim(tx: Tx, owner: str, handlers: Sequence[str], count: int, lease_t
     if held:
         count = 0
     gap = await note_claim(tx, context)
-    recoveries, left = await recover_expired_leases(tx, max_lease_losses, failing, gap,
-                                                    lease_ttl, hold_until)
+    recoveries, left = await recover_expired_leases(tx, expired, max_lease_losses, failing,
+                                                    gap, lease_ttl, hold_until)
     serves = pg_limits.served(context["paused"], handlers)
     jobs = await start_due_jobs(tx, owner, serves, count, lease_ttl, limits)
     # Room left: it waits for jobs.  Full: it waits no more, and passes on the work it
@@ -143,20 +150,20 @@ async def start_due_jobs(tx: Tx, owner: str, handlers: Sequence[str], count: int
     if count <= 0 or not handlers:
         return ()
     wanted = list(handlers)
-    limited = any(not limits.get(handler, Limits()).unlimited for handler in handlers)
-    scan = count + (GROUP_SCAN if limited else 0)
-    rows = await tx.rows("due_keys", owner=owner, handlers=wanted, count=scan)
-    expired_at = {row["key"]: row["lease_expired_at"] for row in rows}
+    if all(limits.get(handler, Limits()).unlimited for handler in handlers):
+        rows = await tx.rows("start_due", owner=owner, handlers=wanted, count=count,
+                             lease_ttl=lease_ttl, keep=HISTORY_LIMIT)
+        return tuple(claimed_job(row, owner) for row in rows)
+    rows = await tx.rows("due_keys", owner=owner, handlers=wanted, count=count + GROUP_SCAN)
     due = list({row["key"]: Due(row["key"], row["handler"], row["job_group"])
                 for row in rows}.values())
-    chosen = startable(due, count, limits, await pg_limits.usage(tx, limits), tx.now) \
-        if limited else due[:count]
+    chosen = startable(due, count, limits, await pg_limits.usage(tx, limits), tx.now)
     if not chosen:
         return ()
     await pg_limits.note_starts(tx, limits, [job.handler for job in chosen])
     rows = await tx.rows("start_jobs", keys=[job.key for job in chosen], owner=owner,
                          lease_ttl=lease_ttl, keep=HISTORY_LIMIT)
-    return tuple(claimed_job(row, owner, expired_at[row["key"]]) for row in rows)
+    return tuple(claimed_job(row, owner) for row in rows)
 
 
 async def held_job(tx: Tx, lease: Lease) -> Any:
@@ -179,23 +186,33 @@ def stale(lease: Lease) -> StaleToken:
                       "holds the lease")
 
 
-def claimed_job(row: Any, owner: str, expired_at: float | None) -> ClaimedJob:
+def claimed_job(row: Any, owner: str) -> ClaimedJob:
     return ClaimedJob(key=row["key"], handler=row["handler"], payload=bytes(row["payload"]),
                       token=row["token"], attempt=row["attempts"],
                       max_attempts=row["max_attempts"], lease_deadline=row["lease_deadline"],
                       owner=owner, has_notes=bool(row["has_notes"]),
-                      checkpoint=blob(row["checkpoint"]), lease_expired_at=expired_at,
+                      checkpoint=blob(row["checkpoint"]),
+                      lease_expired_at=row["lease_expired_at"],
                       traceparent=row["traceparent"], tracestate=row["tracestate"])
 
 
-async def complete(tx: Tx, completion: Completion) -> bool:
-    """running -> succeeded with the result; False if the lease is stale.  A job that
-    succeeded under this very lease was completed by an earlier try whose reply was
-    lost: True, and nothing changes."""
+async def send_completion(tx: Tx, completion: Completion) -> AsyncCursor[DictRow]:
+    """running -> succeeded with the result (sql/functions.sql complete_job); its answer
+    is read by `completed`."""
     lease = completion.lease
-    return bool(await tx.value("complete_job", key=lease.key, owner=lease.owner,
-                               token=lease.token, result=completion.result,
-                               keep=HISTORY_LIMIT))
+    return await tx.run("complete_job", key=lease.key, owner=lease.owner, token=lease.token,
+                        result=completion.result, keep=HISTORY_LIMIT)
+
+
+async def completed(answer: AsyncCursor[DictRow]) -> bool:
+    """False if the lease was stale.  A job that succeeded under this very lease was
+    completed by an earlier try whose reply was lost: True, and nothing changed."""
+    row = await answer.fetchone()
+    return row is not None and bool(row["done"])
+
+
+async def complete(tx: Tx, completion: Completion) -> bool:
+    return await completed(await send_completion(tx, completion))
 
 
 class PgLeases(PgPart):

@@ -190,16 +190,58 @@ BEGIN
     RETURN true;
 END $$;
 
+-- The keys a claim may start, in order: first those released for `p_owner` (moves)
+-- whose reservation has not run out, then the due ones, per handler on its own index (so
+-- that a backlog of other handlers' jobs is never scanned), highest priority first and
+-- oldest first within one; up to `p_count` of each.  Rows another transaction holds are
+-- skipped; those returned are locked.
+CREATE OR REPLACE FUNCTION poolsup.due_keys(p_pool text, p_owner text, p_handlers text[],
+                                            p_count integer, p_now double precision)
+RETURNS TABLE (o_key text, o_handler text, o_job_group text)
+LANGUAGE plpgsql AS $$  -- not LANGUAGE sql: a SQL function's query is planned at each call
+BEGIN
+    RETURN QUERY
+        WITH reserved AS (
+            SELECT key, handler, job_group, reserved_until, seq
+            FROM poolsup.jobs
+            WHERE pool = p_pool AND state = 'pending' AND reserved_for = p_owner
+                AND reserved_until > p_now AND handler = ANY(p_handlers)
+            ORDER BY reserved_until, seq
+            LIMIT p_count
+            FOR UPDATE SKIP LOCKED
+        ), due AS (
+            SELECT j.* FROM unnest(p_handlers) AS h(handler)
+            CROSS JOIN LATERAL (
+                SELECT key, handler, job_group, priority, due, seq
+                FROM poolsup.jobs
+                WHERE pool = p_pool AND state = 'pending' AND handler = h.handler
+                    AND due <= p_now
+                ORDER BY priority DESC, due, seq
+                LIMIT p_count
+                FOR UPDATE SKIP LOCKED) AS j
+            ORDER BY priority DESC, due, seq
+            LIMIT p_count
+        )
+        SELECT key, handler, job_group FROM (
+            SELECT 0 AS part, reserved_until AS until, 0 AS priority,
+                NULL::double precision AS due, seq, key, handler, job_group
+            FROM reserved
+            UNION ALL
+            SELECT 1, NULL, priority, due, seq, key, handler, job_group
+            FROM due) AS found
+        ORDER BY part, until, priority DESC, due, seq;
+END $$;
+
 -- pending -> running under `p_owner`, for each of `p_keys` in order, with the next
 -- tokens of the pool's counter; each start noted in the job's history.  The rows a
--- claim hands its supervisor.
+-- claim hands its supervisor, with when each one's last lease had expired.
 CREATE OR REPLACE FUNCTION poolsup.start_jobs(p_pool text, p_keys text[], p_owner text,
                                               p_lease_ttl double precision,
                                               p_now double precision, p_keep integer)
 RETURNS TABLE (o_key text, o_handler text, o_payload bytea, o_token bigint,
                o_attempts integer, o_max_attempts integer, o_lease_deadline double precision,
                o_checkpoint bytea, o_traceparent text, o_tracestate text,
-               o_has_notes boolean)
+               o_has_notes boolean, o_lease_expired_at double precision)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_token bigint;
@@ -209,6 +251,8 @@ BEGIN
     RETURNING token - cardinality(p_keys) INTO v_token;
     FOREACH v_key IN ARRAY p_keys LOOP
         v_token := v_token + 1;
+        SELECT lease_expired_at INTO o_lease_expired_at FROM poolsup.jobs
+        WHERE pool = p_pool AND key = v_key;
         UPDATE poolsup.jobs SET state = 'running', supervisor = p_owner, token = v_token,
             attempts = attempts + 1, started_at = p_now, lease_deadline = p_now + p_lease_ttl,
             due = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL,

@@ -216,45 +216,31 @@ UPDATE poolsup.jobs SET state = 'pending', lease_losses = %(losses)s,
 WHERE pool = %(pool)s AND key = %(key)s;
 
 -- name: due_keys
--- The keys a claim may start, in order: first those released for %(owner)s (moves) whose
--- reservation has not run out, then the due ones, per handler on its own index (so
--- that a backlog of other handlers' jobs is never scanned), highest priority first and
--- oldest first within one.  Rows another transaction holds are skipped.
-WITH reserved AS (
-    SELECT key, handler, job_group, lease_expired_at, reserved_until, seq
-    FROM poolsup.jobs
-    WHERE pool = %(pool)s AND state = 'pending' AND reserved_for = %(owner)s
-        AND reserved_until > %(now)s AND handler = ANY(%(handlers)s::text[])
-    ORDER BY reserved_until, seq
-    LIMIT %(count)s
-    FOR UPDATE SKIP LOCKED
-), due AS (
-    SELECT j.* FROM unnest(%(handlers)s::text[]) AS h(handler)
-    CROSS JOIN LATERAL (
-        SELECT key, handler, job_group, lease_expired_at, priority, due, seq
-        FROM poolsup.jobs
-        WHERE pool = %(pool)s AND state = 'pending' AND handler = h.handler
-            AND due <= %(now)s
-        ORDER BY priority DESC, due, seq
-        LIMIT %(count)s
-        FOR UPDATE SKIP LOCKED) AS j
-    ORDER BY priority DESC, due, seq
-    LIMIT %(count)s
-)
-SELECT key, handler, job_group, lease_expired_at FROM (
-    SELECT 0 AS part, reserved_until AS until, 0 AS priority,
-        NULL::double precision AS due, seq, key, handler, job_group, lease_expired_at
-    FROM reserved
-    UNION ALL
-    SELECT 1, NULL, priority, due, seq, key, handler, job_group, lease_expired_at
-    FROM due) AS found
-ORDER BY part, until, priority DESC, due, seq;
+-- The keys a claim may start, in order (sql/functions.sql due_keys).
+SELECT o_key AS key, o_handler AS handler, o_job_group AS job_group
+FROM poolsup.due_keys(%(pool)s, %(owner)s, %(handlers)s::text[], %(count)s, %(now)s);
+
+-- name: start_due
+-- The first %(count)s keys a claim may start, started (sql/functions.sql due_keys and
+-- start_jobs): a claim without limits to weigh decides nothing between the two.
+SELECT o_key AS key, o_handler AS handler, o_payload AS payload, o_token AS token,
+    o_attempts AS attempts, o_max_attempts AS max_attempts,
+    o_lease_deadline AS lease_deadline, o_checkpoint AS checkpoint,
+    o_traceparent AS traceparent, o_tracestate AS tracestate, o_has_notes AS has_notes,
+    o_lease_expired_at AS lease_expired_at
+FROM poolsup.start_jobs(%(pool)s, ARRAY(
+        SELECT d.o_key FROM poolsup.due_keys(%(pool)s, %(owner)s, %(handlers)s::text[],
+                                             %(count)s, %(now)s) WITH ORDINALITY AS d
+        ORDER BY d.ordinality LIMIT %(count)s),
+    %(owner)s, %(lease_ttl)s, %(now)s, %(keep)s);
+
 -- name: start_jobs
 -- pending -> running for each of %(keys)s (sql/functions.sql start_jobs).
 SELECT o_key AS key, o_handler AS handler, o_payload AS payload, o_token AS token,
     o_attempts AS attempts, o_max_attempts AS max_attempts,
     o_lease_deadline AS lease_deadline, o_checkpoint AS checkpoint,
-    o_traceparent AS traceparent, o_tracestate AS tracestate, o_has_notes AS has_notes
+    o_traceparent AS traceparent, o_tracestate AS tracestate, o_has_notes AS has_notes,
+    o_lease_expired_at AS lease_expired_at
 FROM poolsup.start_jobs(%(pool)s, %(keys)s::text[], %(owner)s, %(lease_ttl)s, %(now)s,
                         %(keep)s);
 
