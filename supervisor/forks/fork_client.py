@@ -267,19 +267,22 @@ class ForkServerClient:
         ancillary = []
         if fds:
             ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
+        if not self._send_lock.locked() and self._sent(data, ancillary):
+            return  # no writer was waiting for room: sent without the lock (some 30 calls)
         async with self._send_lock:  # one writer at a time: anyio allows one waiter
-            await self._send_packet(data, ancillary)
-
-    async def _send_packet(self, data: bytes, ancillary: list[Any]) -> None:
-        while True:
-            try:
-                self._sock.sendmsg([data], ancillary)
-                return
-            except BlockingIOError:
+            while not self._sent(data, ancillary):
                 await anyio.wait_writable(self._sock)
-            except OSError as error:
-                self.alive = False
-                raise ForkServerDied(f"fork server unreachable: {error}") from error
+
+    def _sent(self, data: bytes, ancillary: list[Any]) -> bool:
+        """Whether the packet went out (False: the socket is full, nothing was sent)."""
+        try:
+            self._sock.sendmsg([data], ancillary)
+            return True
+        except BlockingIOError:
+            return False
+        except OSError as error:
+            self.alive = False
+            raise ForkServerDied(f"fork server unreachable: {error}") from error
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         """Read the fork server's events until it exits.  The event loop calls back when

@@ -7,8 +7,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import anyio
-
+from supervisor.doorbell import Latch
 from supervisor.errors import StaleToken, StoreFailure, StoreUnavailable
 from supervisor.store.records import Completion, Lease
 
@@ -22,7 +21,7 @@ class PendingResult:
     """A result handed over, until the claim that carried it answers."""
 
     completion: Completion
-    answered: anyio.Event = field(default_factory=anyio.Event)
+    answered: Latch = field(default_factory=Latch)
     stored: bool = False
     failure: StoreFailure | None = None
 
