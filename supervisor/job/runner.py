@@ -58,6 +58,7 @@ FLUSH_TIMEOUT = 1.0  # for checkpoints and note acks still in flight at the end
 # A job whose child could not be started waits this long before it may be claimed
 # again (here or elsewhere), so that a failing spawn cannot loop claim-release-claim.
 SPAWN_RETRY_DELAY = 1.0
+RUNNER_IDLE = 1.0  # how long the task of a job that ended waits to run the next one
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,6 +105,8 @@ class JobStarter:
         self._lease_ttl = lease_ttl
         self._draining = draining
         self.outcomes_left_to_recovery = 0  # during the drain
+        self._idle: list[asyncio.Future[RunningJob | None]] = []  # tasks waiting for a job
+        self._stopped = False
 
     def start(self, claimed: ClaimedJob, claim_sent_at: float) -> None:
         handler = self.handlers.get(claimed.handler)
@@ -122,7 +125,55 @@ class JobStarter:
         if admission is Admission.STALE:
             JobLog(log, job.key, job.token).warning("ignored an outdated claim")
             return
-        self._group.start_soon(self._run, job, name=f"job {claimed.key}")
+        self._hand_over(job)
+
+    def _hand_over(self, job: RunningJob) -> None:
+        """Run `job` in the task of a job that ended, if one waits for the next, else in
+        a task of its own (starting one costs some sixty calls)."""
+        while self._idle:
+            waiter = self._idle.pop()
+            if not waiter.done():  # else cancelled meanwhile
+                waiter.set_result(job)
+                return
+        self._group.start_soon(self._runs, job, name="job")
+
+    async def _runs(self, job: RunningJob | None) -> None:
+        """Jobs one after another in this task, each as if in a task of its own; the
+        task ends once no job came for RUNNER_IDLE seconds."""
+        while job is not None:
+            await self._run(job)
+            job = await self._next_job()
+
+    def stop(self) -> None:
+        """No more jobs come (the drain): the tasks waiting for one end now, so that the
+        jobs' task group ends with the last job."""
+        self._stopped = True
+        idle, self._idle = self._idle, []
+        for waiter in idle:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def _next_job(self) -> RunningJob | None:
+        if self._stopped:
+            return None
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[RunningJob | None] = loop.create_future()
+        self._idle.append(waiter)
+        timer = loop.call_later(RUNNER_IDLE, self._idle_over, waiter)
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled() and (job := waiter.result()):
+                self._services.registry.remove(job)  # handed over as the task was cancelled
+            raise
+        finally:
+            timer.cancel()
+
+    def _idle_over(self, waiter: asyncio.Future[RunningJob | None]) -> None:
+        with suppress(ValueError):
+            self._idle.remove(waiter)
+        if not waiter.done():
+            waiter.set_result(None)
 
     async def _hand_back(self, claimed: ClaimedJob) -> None:
         job_log = JobLog(log, claimed.key, claimed.token)
