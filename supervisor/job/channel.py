@@ -63,10 +63,12 @@ class SocketFeed:
     """A child's socket read without a task of its own: the event loop calls back when
     the socket is readable, and what arrived goes to `feed`."""
 
-    def __init__(self, sock: socket.socket, feed: Callable[[bytes], None]) -> None:
+    def __init__(self, sock: socket.socket, feed: Callable[[bytes], None],
+                 ended: Callable[[], None] | None = None) -> None:
         self._socket = sock
         self._fd = sock.fileno()
         self._feed = feed
+        self._ended = ended  # called once it closes
         self._loop = asyncio.get_running_loop()
         self.closed = Latch()
         self._feeds = _Feeds.of(self._loop)
@@ -100,6 +102,8 @@ class SocketFeed:
         if not self.closed.is_set():
             self._feeds.remove(self._fd)
             self.closed.set()
+            if self._ended is not None:
+                self._ended()
 
     async def drained(self, grace: float) -> None:
         """Until the child's end of the socket is closed, or `grace` seconds passed (a

@@ -33,6 +33,7 @@ from supervisor.core.outcome import (
     StopReason,
     decide_outcome,
 )
+from supervisor.doorbell import Doorbell
 from supervisor.errors import PoolsupError, StaleToken, StoreFailure
 from supervisor.forks.fork_client import Child, ForkServerDied
 from supervisor.forks.fork_servers import ForkServers
@@ -300,55 +301,50 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices,
     This is the job's one task: its sockets are read by event-loop callbacks
     (`SocketFeed`), its timeout is a timer, and it waits on the job's `wake` for a stop
     or a note; the stop, the notes and the checkpoints start a task of their own only
-    while one is under way."""
+    while one is under way, in a task group made for a job that starts one."""
 
     output = OutputPump(job.key, token=job.token)
     timeout = job.handler.timeout
     timer = (asyncio.get_running_loop().call_later(timeout, job.request_stop,
                                                    StopReason.TIMEOUT)
              if timeout > 0 else None)
-    async with anyio.create_task_group() as group:
-        tasks = _Tasks(group)  # most jobs start none: then nothing is cancelled at the end
-        # The one writer of the child's control socket: notes and the stop.
-        writer = ControlWriter(child.control, start=tasks.start)
-        # Notes and checkpoints start tasks of their own when the first comes.
-        courier = NoteCourier(job, services.store, writer.send, services.note_failures,
-                              start=tasks.start)
-        checkpoints = CheckpointKeeper(job, services.store, services.outcome_failures,
-                                       max_bytes=services.settings.max_checkpoint,
-                                       start=tasks.start)
-        reader = ControlReader(max_result=services.settings.max_result,
-                               on_ack=courier.acknowledged, on_checkpoint=checkpoints.offer,
-                               on_stacks=job.stack_requests.answered,
-                               on_spans=None if span is None else span.take_child_spans)
-        control = SocketFeed(child.control_socket, reader.feed)
-        kept = None
-        if services.settings.max_log > 0:
-            kept = OutputKeeper(job, services.store, services.output_failures,
-                                max_bytes=services.settings.max_log, start=tasks.start)
-        output_feed = SocketFeed(child.output_socket, output.feed if kept is None
-                                 else _both(output.feed, kept.feed))
-        try:
-            stopping = False
-            while not child.exited.is_set():
-                if not stopping and job.stop_wanted.is_set():
-                    stopping = True
-                    tasks.start(partial(_stop, job, child, writer,
-                                        services.settings.stop_grace))
-                courier.check()
-                await job.wake.wait()
-            # The child wrote its result before exiting; let the socket drain, even if a
-            # grandchild still holds it open (then give up after the grace).
-            await control.drained(RESULT_READ_GRACE)
-        finally:
-            if timer is not None:
-                timer.cancel()
-            control.close()
-            output_feed.close()
-            if kept is not None:
-                kept.close()
-        if tasks.started:
-            group.cancel_scope.cancel()
+    tasks = _Tasks(job.wake)
+    # The one writer of the child's control socket: notes and the stop.
+    writer = ControlWriter(child.control, start=tasks.start)
+    # Notes and checkpoints start tasks of their own when the first comes.
+    courier = NoteCourier(job, services.store, writer.send, services.note_failures,
+                          start=tasks.start)
+    checkpoints = CheckpointKeeper(job, services.store, services.outcome_failures,
+                                   max_bytes=services.settings.max_checkpoint,
+                                   start=tasks.start)
+    reader = ControlReader(max_result=services.settings.max_result,
+                           on_ack=courier.acknowledged, on_checkpoint=checkpoints.offer,
+                           on_stacks=job.stack_requests.answered,
+                           on_spans=None if span is None else span.take_child_spans)
+    control = SocketFeed(child.control_socket, reader.feed, ended=job.wake.ring)
+    kept = None
+    if services.settings.max_log > 0:
+        kept = OutputKeeper(job, services.store, services.output_failures,
+                            max_bytes=services.settings.max_log, start=tasks.start)
+    output_feed = SocketFeed(child.output_socket, output.feed if kept is None
+                             else _both(output.feed, kept.feed))
+    watch = _Watch(job, child, control, tasks, courier,
+                   stop=partial(_stop, job, child, writer, services.settings.stop_grace))
+    try:
+        await watch.until_drained()
+        if tasks.wanted:  # most jobs start none: no task group to make and cancel
+            async with anyio.create_task_group() as group:
+                tasks.run_in(group)
+                await watch.until_drained()
+                group.cancel_scope.cancel()
+    finally:
+        if timer is not None:
+            timer.cancel()
+        watch.close()
+        control.close()
+        output_feed.close()
+        if kept is not None:
+            kept.close()
     output.flush()
     if kept is not None:
         await kept.finish()  # before the outcome, so that `logs` after the end is whole
@@ -365,16 +361,71 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices,
     return exit_report, "\n\n".join(part for part in details if part)
 
 
-class _Tasks:
-    """The job's task group, as its pieces start tasks in it: whether any was started."""
+class _Watch:
+    """The job's wait: for a stop or a note while its child runs, then for its control
+    socket to drain (the child wrote its result before exiting), even if a grandchild
+    still holds it open (then it gives up after RESULT_READ_GRACE): one wait on the job's
+    `wake`, which the child's exit, the socket's end, a stop and a note ring."""
 
-    def __init__(self, group: anyio.abc.TaskGroup) -> None:
-        self._group = group
-        self.started = False
+    def __init__(self, job: RunningJob, child: Child, control: SocketFeed, tasks: _Tasks,
+                 courier: NoteCourier, stop: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        self._job = job
+        self._child = child
+        self._control = control
+        self._tasks = tasks
+        self._courier = courier
+        self._stop: Callable[[], Coroutine[Any, Any, None]] | None = stop
+        self._grace: asyncio.TimerHandle | None = None
+
+    async def until_drained(self) -> None:
+        """Until the child exited and its control socket drained, or until a task is
+        wanted and the job has no task group yet (`_Tasks.wanted`)."""
+        job, child, control = self._job, self._child, self._control
+        while True:
+            if not child.exited.is_set():
+                if self._stop is not None and job.stop_wanted.is_set():
+                    stop, self._stop = self._stop, None
+                    self._tasks.start(stop)
+                self._courier.check()
+            elif control.closed.is_set():
+                return
+            elif self._grace is None:
+                self._grace = asyncio.get_running_loop().call_later(RESULT_READ_GRACE,
+                                                                    control.close)
+            if self._tasks.wanted:
+                return
+            await job.wake.wait()
+
+    def close(self) -> None:
+        if self._grace is not None:
+            self._grace.cancel()
+
+
+class _Tasks:
+    """The job's tasks, as its pieces start them: kept until the job has a task group
+    (`run_in`), which a job that starts none never makes.  Whether any was started."""
+
+    def __init__(self, wake: Doorbell) -> None:
+        self._wake = wake  # rung when a task is wanted, so that the job makes its group
+        self._group: anyio.abc.TaskGroup | None = None
+        self._wanted: list[Callable[[], Coroutine[Any, Any, None]]] = []
+
+    @property
+    def wanted(self) -> bool:
+        return bool(self._wanted)
 
     def start(self, task: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        self.started = True
-        self._group.start_soon(task)
+        if self._group is None:
+            self._wanted.append(task)
+            self._wake.ring()
+        else:
+            self._group.start_soon(task)
+
+    def run_in(self, group: anyio.abc.TaskGroup) -> None:
+        self._group = group
+        wanted, self._wanted = self._wanted, []
+        for task in wanted:
+            group.start_soon(task)
 
 
 def _both(first: Callable[[bytes], None], second: Callable[[bytes], None]
