@@ -99,6 +99,21 @@ class Child:
         if self.wake is not None:
             self.wake.ring()
 
+    def failed(self, error: str) -> None:
+        """The fork server could not start it: it ends here."""
+        self.spawn_error = error
+        self.spawned.set()
+        self.exited.set()
+        if self.wake is not None:
+            self.wake.ring()
+
+    @property
+    def never_started(self) -> bool:
+        """It was not started: the fork server could not, or was stopped first (not a
+        death, after which a child not reported may have run)."""
+        return (self.pid is None and self.spawn_error is not None
+                and (self.status is None or self.status.fork_server_died is None))
+
     def close(self) -> None:
         """Close its two sockets, at once (the streams' `aclose` would each yield to the
         event loop, twice per job, for nothing to wait for)."""
@@ -178,6 +193,29 @@ class ForkServerClient:
         once it was, a fork server that dies before reporting the child returns it
         as exited (`ExitStatus.fork_server_died`): it may have run.  `wake` rings when
         the child exits."""
+        child, unsent = await self._send_spawn(job_id, handler, fence_deadline,
+                                               first_message=first_message, key=key, wake=wake)
+        return await self._reported(child, unsent)
+
+    async def start(
+        self, job_id: str, handler: str, fence_deadline: float, *, first_message: bytes,
+        key: str | None = None, wake: Doorbell | None = None,
+    ) -> Child:
+        """`spawn`, without waiting for the fork server's report when the first message
+        went whole: the child then exits at once if it could not be started
+        (`Child.never_started`, and `wake` rings), and its pid comes with the report."""
+        child, unsent = await self._send_spawn(job_id, handler, fence_deadline,
+                                               first_message=first_message, key=key, wake=wake)
+        if unsent:  # the rest is written once the child reads: only if it runs
+            return await self._reported(child, unsent)
+        return child
+
+    async def _send_spawn(
+        self, job_id: str, handler: str, fence_deadline: float, *, first_message: bytes,
+        key: str | None, wake: Doorbell | None,
+    ) -> tuple[Child, bytes]:
+        """The child the spawn was sent for, and what of `first_message` did not fit in
+        its socket."""
         await self.wait_ready()
         key = job_id if key is None else key
         await self._referee.before_fork(key)
@@ -215,11 +253,16 @@ class ForkServerClient:
         finally:
             control_child.close()
             output_child.close()
+        return child, unsent
+
+    async def _reported(self, child: Child, unsent: bytes) -> Child:
+        """`child` once the fork server reported it, and the rest of its first message
+        written; PoolsupError if it could not be started."""
         await child.spawned.wait()
         if child.status is not None and child.status.fork_server_died is not None:
             return child  # it died with the fork server before it was reported
         if child.spawn_error is not None:
-            self._children.pop(job_id, None)
+            self._children.pop(child.job_id, None)
             child.close()
             raise PoolsupError(f"could not start a child: {child.spawn_error}")
         if unsent:
@@ -350,8 +393,8 @@ class ForkServerClient:
             child.pid = event.pid
             child.spawned.set()
         elif isinstance(event, protocol.SpawnFailed):
-            child.spawn_error = event.error
-            child.spawned.set()
+            self._children.pop(child.job_id, None)
+            child.failed(event.error)
         else:
             status = ExitStatus(
                 code=event.code,

@@ -251,22 +251,24 @@ async def _run_attempt(job: RunningJob, services: JobServices, span: AttemptSpan
         trace=None if span is None else span.child_context(),
     )
     try:
-        child = await job.fork_server.spawn(
+        # Not waiting for the fork server's report: a child it could not start exits at
+        # once, and the job's one wait below sees that too.
+        child = await job.fork_server.start(
             job.job_id, claimed.handler, job.fence_at, first_message=protocol.encode_line(start),
             key=job.key, wake=job.wake,
         )
     except PoolsupError as error:  # nothing of the job ran
-        job.log.error("%s", error)
-        release = Release(f"could not start: {error}", delay=SPAWN_RETRY_DELAY)
-        return await _settle(job, release, services, span)
+        return await _not_started(job, error, services, span)
     job.attach(child)
     services.child_started()
+    job.log.debug("started %s attempt %d", claimed.handler, claimed.attempt)
+    exit_report, details = await _supervise(job, child, services, span)
+    if child.never_started:
+        return await _not_started(job, PoolsupError(f"could not start a child: "
+                                                    f"{child.spawn_error}"), services, span)
     if child.pid is None:
         job.log.warning("started %s attempt %d; its fork server died before reporting the "
                         "child", claimed.handler, claimed.attempt)
-    else:
-        job.log.debug("started %s attempt %d pid %s", claimed.handler, claimed.attempt, child.pid)
-    exit_report, details = await _supervise(job, child, services, span)
     if exit_report.fenced:
         metrics.fenced_kills.inc()
     status = child.status
@@ -280,6 +282,13 @@ async def _run_attempt(job: RunningJob, services: JobServices, span: AttemptSpan
         outcome = outcome_after_death(outcome, status.verdict, status.fork_server_died)
     outcome = _explained(outcome, details, killed_after_grace=job.killed_after_grace)
     return await _settle(job, outcome, services, span)
+
+
+async def _not_started(job: RunningJob, error: PoolsupError, services: JobServices,
+                       span: AttemptSpan | None) -> bool:
+    job.log.error("%s", error)
+    release = Release(f"could not start: {error}", delay=SPAWN_RETRY_DELAY)
+    return await _settle(job, release, services, span)
 
 
 def _explained(outcome: Outcome, details: str, *, killed_after_grace: bool) -> Outcome:
@@ -387,7 +396,7 @@ class _Watch:
                     stop, self._stop = self._stop, None
                     self._tasks.start(stop)
                 self._courier.check()
-            elif control.closed.is_set():
+            elif control.closed.is_set() or child.never_started:
                 return
             elif self._grace is None:
                 self._grace = asyncio.get_running_loop().call_later(RESULT_READ_GRACE,
