@@ -68,7 +68,8 @@ class SocketFeed:
         self._socket = sock
         self._fd = sock.fileno()
         self._feed = feed
-        self._ended = ended  # called once it closes
+        self._on_end = ended  # called once it closes
+        self._ended = False
         self._loop = asyncio.get_running_loop()
         self.closed = Latch()
         self._feeds = _Feeds.of(self._loop)
@@ -80,7 +81,7 @@ class SocketFeed:
         READS_PER_CALL reads, so that a child printing without pause cannot keep the
         event loop here."""
         for _ in range(READS_PER_CALL):
-            if self.closed.is_set():
+            if self._ended:
                 return
             try:
                 data = self._socket.recv(RECV_SIZE)
@@ -99,11 +100,12 @@ class SocketFeed:
 
     def close(self) -> None:
         """Stop reading (at the end of stream, or when the job's supervision ends)."""
-        if not self.closed.is_set():
+        if not self._ended:
+            self._ended = True
             self._feeds.remove(self._fd)
             self.closed.set()
-            if self._ended is not None:
-                self._ended()
+            if self._on_end is not None:
+                self._on_end()
 
     async def drained(self, grace: float) -> None:
         """Until the child's end of the socket is closed, or `grace` seconds passed (a
@@ -146,8 +148,10 @@ class _Feeds:
 
     def remove(self, fd: int) -> None:
         self._feeds.pop(fd, None)
-        with suppress(OSError):  # closed already: the kernel removed it
+        try:  # noqa: SIM105 - suppress() costs three calls, twice a job
             self._epoll.unregister(fd)
+        except OSError:
+            pass  # closed already: the kernel removed it
 
     def _ready(self) -> None:
         for fd, _ in self._epoll.poll(0, FEEDS_PER_CALL):

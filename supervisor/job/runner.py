@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import math
 import signal
 from collections.abc import Callable, Coroutine, Mapping
 from contextlib import suppress
@@ -106,7 +107,9 @@ class JobStarter:
         self._lease_ttl = lease_ttl
         self._draining = draining
         self.outcomes_left_to_recovery = 0  # during the drain
-        self._idle: list[asyncio.Future[RunningJob | None]] = []  # tasks waiting for a job
+        # Tasks waiting for a job, and since when: the longest waiting first.
+        self._idle: list[tuple[asyncio.Future[RunningJob | None], float]] = []
+        self._sweep: asyncio.TimerHandle | None = None  # ends the tasks idle too long
         self._stopped = False
 
     def start(self, claimed: ClaimedJob, claim_sent_at: float) -> None:
@@ -132,7 +135,7 @@ class JobStarter:
         """Run `job` in the task of a job that ended, if one waits for the next, else in
         a task of its own (starting one costs some sixty calls)."""
         while self._idle:
-            waiter = self._idle.pop()
+            waiter, _ = self._idle.pop()  # the last to end: the older ones may age out
             if not waiter.done():  # else cancelled meanwhile
                 waiter.set_result(job)
                 return
@@ -140,7 +143,7 @@ class JobStarter:
 
     async def _runs(self, job: RunningJob | None) -> None:
         """Jobs one after another in this task, each as if in a task of its own; the
-        task ends once no job came for RUNNER_IDLE seconds."""
+        task ends once it waited RUNNER_IDLE seconds or more for the next."""
         while job is not None:
             await self._run(job)
             job = await self._next_job()
@@ -149,32 +152,39 @@ class JobStarter:
         """No more jobs come (the drain): the tasks waiting for one end now, so that the
         jobs' task group ends with the last job."""
         self._stopped = True
-        idle, self._idle = self._idle, []
-        for waiter in idle:
-            if not waiter.done():
-                waiter.set_result(None)
+        self._end_idle(math.inf)
 
     async def _next_job(self) -> RunningJob | None:
         if self._stopped:
             return None
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[RunningJob | None] = loop.create_future()
-        self._idle.append(waiter)
-        timer = loop.call_later(RUNNER_IDLE, self._idle_over, waiter)
+        self._idle.append((waiter, loop.time()))
+        if self._sweep is None:  # one timer for every task waiting, not one per wait
+            self._sweep = loop.call_later(RUNNER_IDLE, self._swept)
         try:
             return await waiter
         except asyncio.CancelledError:
             if waiter.done() and not waiter.cancelled() and (job := waiter.result()):
                 self._services.registry.remove(job)  # handed over as the task was cancelled
             raise
-        finally:
-            timer.cancel()
 
-    def _idle_over(self, waiter: asyncio.Future[RunningJob | None]) -> None:
-        with suppress(ValueError):
-            self._idle.remove(waiter)
-        if not waiter.done():
-            waiter.set_result(None)
+    def _swept(self) -> None:
+        self._sweep = None
+        self._end_idle(asyncio.get_running_loop().time() - RUNNER_IDLE)
+        if self._idle:
+            self._sweep = asyncio.get_running_loop().call_later(RUNNER_IDLE, self._swept)
+
+    def _end_idle(self, since: float) -> None:
+        """End the tasks that have waited for a job since `since` or earlier."""
+        ended = 0
+        for waiter, idle_since in self._idle:
+            if idle_since > since:
+                break
+            ended += 1
+            if not waiter.done():
+                waiter.set_result(None)
+        del self._idle[:ended]
 
     async def _hand_back(self, claimed: ClaimedJob) -> None:
         job_log = JobLog(log, claimed.key, claimed.token)
