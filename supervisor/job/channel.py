@@ -127,11 +127,17 @@ class _Feeds:
     _of: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Feeds] = (
         weakref.WeakKeyDictionary())
 
+    _last: tuple[asyncio.AbstractEventLoop, _Feeds] | None = None  # the loop asked last
+
     @classmethod
     def of(cls, loop: asyncio.AbstractEventLoop) -> _Feeds:
+        last = cls._last
+        if last is not None and last[0] is loop:
+            return last[1]
         feeds = cls._of.get(loop)
         if feeds is None:
             feeds = cls._of[loop] = cls(loop)
+        cls._last = (loop, feeds)
         return feeds
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -299,12 +305,14 @@ class ControlWriter:
                  start: StartTask) -> None:
         self._stream = stream  # made at the first write (`Child.control`)
         self._start = start
-        self._lock = anyio.Lock()
+        self._lock: anyio.Lock | None = None  # made at the first write: most jobs get none
 
     async def send(self, message: protocol.Message) -> None:
         """Write `message` after every message asked for before it; returns once it is
         written, or dropped because the child is gone."""
         line = protocol.encode_line(message)
+        if self._lock is None:
+            self._lock = anyio.Lock()
         async with self._lock:
             with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                 await (await self._stream()).send(line)
