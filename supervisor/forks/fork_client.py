@@ -12,9 +12,11 @@ A dead fork server's leftovers are the business of `supervisor.forks.orphans`.
 
 from __future__ import annotations
 
+import _socket
 import array
 import asyncio
 import logging
+import os
 import signal
 import socket
 import subprocess
@@ -121,6 +123,14 @@ class Child:
         self.output_socket.close()
 
 
+def _pair() -> tuple[socket.socket, int]:
+    """A connected pair of stream sockets: ours as a socket, the child's end as a bare
+    descriptor, only passed on and closed (a socket object for it would cost a
+    getsockname and some calls, twice a job)."""
+    ours, theirs = _socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    return socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, ours.detach()), theirs.detach()
+
+
 class Referee(Protocol):
     """Who pays for a fork server's death (`core.blame`), and the pace of forks that
     keeps the next death judgeable."""
@@ -221,8 +231,8 @@ class ForkServerClient:
         await self._referee.before_fork(key)
         if not self.alive:
             raise ForkServerDied()
-        control_parent, control_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        output_parent, output_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        control_parent, control_child = _pair()
+        output_parent, output_child = _pair()
         try:
             # Written before the spawn, what fits in the socket's buffer (normally all of
             # it) waits for the child, which reads it at once; the rest follows the spawn.
@@ -244,15 +254,15 @@ class ForkServerClient:
             # The first fence travels with the spawn: the child never runs unfenced.
             message = protocol.Spawn(job=job_id, handler=handler, deadline=fence_deadline)
             try:
-                await self._send(message, fds=[control_child.fileno(), output_child.fileno()])
+                await self._send(message, fds=[control_child, output_child])
             except BaseException:
                 self._children.pop(job_id, None)
                 child.close()
                 raise
             self.forked = True
         finally:
-            control_child.close()
-            output_child.close()
+            os.close(control_child)
+            os.close(output_child)
         return child, unsent
 
     async def _reported(self, child: Child, unsent: bytes) -> Child:
