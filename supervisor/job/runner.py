@@ -34,7 +34,7 @@ from supervisor.core.outcome import (
     StopReason,
     decide_outcome,
 )
-from supervisor.doorbell import Doorbell
+from supervisor.doorbell import Doorbell, Latch
 from supervisor.errors import PoolsupError, StaleToken, StoreFailure
 from supervisor.forks.fork_client import Child, ForkServerDied
 from supervisor.forks.fork_servers import ForkServers
@@ -340,7 +340,9 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices,
                            on_ack=courier.acknowledged, on_checkpoint=checkpoints.offer,
                            on_stacks=job.stack_requests.answered,
                            on_spans=None if span is None else span.take_child_spans)
-    control = SocketFeed(child.control_socket, reader.feed, ended=job.wake.ring)
+    # Its end matters once the child exited (a reused child's often comes first).
+    control = SocketFeed(child.control_socket, reader.feed,
+                         ended=partial(_ring_if, child.exited, job.wake))
     kept = None
     if services.settings.max_log > 0:
         kept = OutputKeeper(job, services.store, services.output_failures,
@@ -378,6 +380,11 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices,
     if tail := output.tail().rstrip():
         details.append("last output:\n" + tail)
     return exit_report, "\n\n".join(part for part in details if part)
+
+
+def _ring_if(latch: Latch, doorbell: Doorbell) -> None:
+    if latch.is_set():
+        doorbell.ring()
 
 
 class _Watch:
