@@ -1,6 +1,7 @@
-"""Run claimed jobs: fence each, admit it among the runs held here, and run it in a task
-of its own (`JobStarter`); one job's way (`run_job`): start it in a child, feed it, stop
-it, store its outcome.  A job whose handler is gone goes back."""
+"""Run claimed jobs: fence each, admit it among the runs held here, and run it in the
+task of a job that ended, if one waits for its next, else in a task of its own
+(`JobStarter`); one job's way (`run_job`): start it in a child, feed it, stop it, store
+its outcome.  A job whose handler is gone goes back."""
 
 from __future__ import annotations
 
