@@ -5,10 +5,10 @@ supervisor, traced with `sys.setprofile` from `job/runner.py:run_job` to its ret
 
 What is traced: every call into (and return to) a function in `supervisor/` or
 `sandbox/`, in the job's own context - its task, and the event-loop callbacks and tasks
-it registered or started (asyncio copies the context into each), until `run_job`
-returns. Not traced: the fork server's and the child's side (other processes), and the
-supervisor's shared loops (the claimer, the fork server client's reader), which serve
-every job at once.
+it registered or started (asyncio copies the context into each), until its task lets
+it go (`Registry.remove`, just after `run_job` returns). Not traced: the fork server's
+and the child's side (other processes), and the supervisor's shared loops (the
+claimer, the fork server client's reader), which serve every job at once.
 
 Reduced to the sequence of files the job's way is in (consecutive repeats folded), it
 prints:
@@ -46,15 +46,15 @@ def ours(filename: str) -> str | None:
 
 
 def serve(config: str, out: str, nth: int) -> None:
-    """In the supervisor's process: trace the way of its `nth` job (its task, until
-    it is done), then run `poolsup run`."""
-    import asyncio
-
+    """In the supervisor's process: trace the way of its `nth` job (in its task, until
+    the task lets it go), then run `poolsup run`."""
     tracing: contextvars.ContextVar[bool] = contextvars.ContextVar("tracing", default=False)
     steps: list[tuple[str, str, str]] = []  # (event, file, function)
     state = {"seen": 0, "done": False}
 
-    def write(task: object) -> None:
+    traced: list[object] = []  # the job traced
+
+    def write() -> None:
         state["done"] = True
         Path(out).write_text(json.dumps(steps))
 
@@ -62,6 +62,12 @@ def serve(config: str, out: str, nth: int) -> None:
         if state["done"] or event not in ("call", "return"):
             return
         code = frame.f_code
+        if event == "return" and code.co_name == "remove" and traced \
+                and frame.f_locals.get("job") is traced[0] \
+                and code.co_filename.endswith(os.path.join("job", "running.py")):
+            # Its way ends as its task lets it go (the task may run the next job).
+            write()
+            return
         if not tracing.get():
             if event != "call" or code.co_name != "run_job" or \
                     not code.co_filename.endswith(os.path.join("job", "runner.py")):
@@ -70,9 +76,7 @@ def serve(config: str, out: str, nth: int) -> None:
             if state["seen"] != nth:
                 return
             tracing.set(True)
-            task = asyncio.current_task()
-            assert task is not None
-            task.add_done_callback(write)
+            traced.append(frame.f_locals["job"])
         if event == "call":
             name = ours(code.co_filename)
             if name is not None:

@@ -88,7 +88,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, fields
-from typing import Any, cast
+from typing import Any
 
 import orjson
 
@@ -412,18 +412,21 @@ def decode(data: bytes) -> dict[str, Any]:
 
 def decode_request(data: bytes) -> Request:
     """What the supervisor asks the fork server; raises ValueError if it is none."""
-    return cast(Request, _typed(data, "op", _REQUESTS))
+    message: Request = _typed(data, "op", _REQUESTS)  # not typing.cast: a call less
+    return message
 
 
 def decode_event(data: bytes) -> Event:
     """What the fork server tells the supervisor; raises ValueError if it is none."""
-    return cast(Event, _typed(data, "ev", _EVENTS))
+    message: Event = _typed(data, "ev", _EVENTS)  # not typing.cast: a call less
+    return message
 
 
 def decode_message(data: bytes) -> Message:
     """A message of a job's control channel (either way); raises ValueError if it is
     none."""
-    return cast(Message, _typed(data, "t", _MESSAGES))
+    message: Message = _typed(data, "t", _MESSAGES)  # not typing.cast: a call less
+    return message
 
 
 def _typed(data: bytes, tag: str, kinds: dict[str, tuple[type, frozenset[str]]]) -> Any:

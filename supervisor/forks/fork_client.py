@@ -12,9 +12,11 @@ A dead fork server's leftovers are the business of `supervisor.forks.orphans`.
 
 from __future__ import annotations
 
+import _socket
 import array
 import asyncio
 import logging
+import os
 import signal
 import socket
 import subprocess
@@ -99,11 +101,34 @@ class Child:
         if self.wake is not None:
             self.wake.ring()
 
+    def failed(self, error: str) -> None:
+        """The fork server could not start it: it ends here."""
+        self.spawn_error = error
+        self.spawned.set()
+        self.exited.set()
+        if self.wake is not None:
+            self.wake.ring()
+
+    @property
+    def never_started(self) -> bool:
+        """It was not started: the fork server could not, or was stopped first (not a
+        death, after which a child not reported may have run)."""
+        return (self.pid is None and self.spawn_error is not None
+                and (self.status is None or self.status.fork_server_died is None))
+
     def close(self) -> None:
         """Close its two sockets, at once (the streams' `aclose` would each yield to the
         event loop, twice per job, for nothing to wait for)."""
         self.control_socket.close()
         self.output_socket.close()
+
+
+def _pair() -> tuple[socket.socket, int]:
+    """A connected pair of stream sockets: ours as a socket, the child's end as a bare
+    descriptor, only passed on and closed (a socket object for it would cost a
+    getsockname and some calls, twice a job)."""
+    ours, theirs = _socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    return socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, ours.detach()), theirs.detach()
 
 
 class Referee(Protocol):
@@ -178,13 +203,36 @@ class ForkServerClient:
         once it was, a fork server that dies before reporting the child returns it
         as exited (`ExitStatus.fork_server_died`): it may have run.  `wake` rings when
         the child exits."""
+        child, unsent = await self._send_spawn(job_id, handler, fence_deadline,
+                                               first_message=first_message, key=key, wake=wake)
+        return await self._reported(child, unsent)
+
+    async def start(
+        self, job_id: str, handler: str, fence_deadline: float, *, first_message: bytes,
+        key: str | None = None, wake: Doorbell | None = None,
+    ) -> Child:
+        """`spawn`, without waiting for the fork server's report when the first message
+        went whole: the child then exits at once if it could not be started
+        (`Child.never_started`, and `wake` rings), and its pid comes with the report."""
+        child, unsent = await self._send_spawn(job_id, handler, fence_deadline,
+                                               first_message=first_message, key=key, wake=wake)
+        if unsent:  # the rest is written once the child reads: only if it runs
+            return await self._reported(child, unsent)
+        return child
+
+    async def _send_spawn(
+        self, job_id: str, handler: str, fence_deadline: float, *, first_message: bytes,
+        key: str | None, wake: Doorbell | None,
+    ) -> tuple[Child, bytes]:
+        """The child the spawn was sent for, and what of `first_message` did not fit in
+        its socket."""
         await self.wait_ready()
         key = job_id if key is None else key
         await self._referee.before_fork(key)
         if not self.alive:
             raise ForkServerDied()
-        control_parent, control_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        output_parent, output_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        control_parent, control_child = _pair()
+        output_parent, output_child = _pair()
         try:
             # Written before the spawn, what fits in the socket's buffer (normally all of
             # it) waits for the child, which reads it at once; the rest follows the spawn.
@@ -206,20 +254,25 @@ class ForkServerClient:
             # The first fence travels with the spawn: the child never runs unfenced.
             message = protocol.Spawn(job=job_id, handler=handler, deadline=fence_deadline)
             try:
-                await self._send(message, fds=[control_child.fileno(), output_child.fileno()])
+                await self._send(message, fds=[control_child, output_child])
             except BaseException:
                 self._children.pop(job_id, None)
                 child.close()
                 raise
             self.forked = True
         finally:
-            control_child.close()
-            output_child.close()
+            os.close(control_child)
+            os.close(output_child)
+        return child, unsent
+
+    async def _reported(self, child: Child, unsent: bytes) -> Child:
+        """`child` once the fork server reported it, and the rest of its first message
+        written; PoolsupError if it could not be started."""
         await child.spawned.wait()
         if child.status is not None and child.status.fork_server_died is not None:
             return child  # it died with the fork server before it was reported
         if child.spawn_error is not None:
-            self._children.pop(job_id, None)
+            self._children.pop(child.job_id, None)
             child.close()
             raise PoolsupError(f"could not start a child: {child.spawn_error}")
         if unsent:
@@ -267,19 +320,22 @@ class ForkServerClient:
         ancillary = []
         if fds:
             ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
+        if not self._send_lock.locked() and self._sent(data, ancillary):
+            return  # no writer was waiting for room: sent without the lock (some 30 calls)
         async with self._send_lock:  # one writer at a time: anyio allows one waiter
-            await self._send_packet(data, ancillary)
-
-    async def _send_packet(self, data: bytes, ancillary: list[Any]) -> None:
-        while True:
-            try:
-                self._sock.sendmsg([data], ancillary)
-                return
-            except BlockingIOError:
+            while not self._sent(data, ancillary):
                 await anyio.wait_writable(self._sock)
-            except OSError as error:
-                self.alive = False
-                raise ForkServerDied(f"fork server unreachable: {error}") from error
+
+    def _sent(self, data: bytes, ancillary: list[Any]) -> bool:
+        """Whether the packet went out (False: the socket is full, nothing was sent)."""
+        try:
+            self._sock.sendmsg([data], ancillary)
+            return True
+        except BlockingIOError:
+            return False
+        except OSError as error:
+            self.alive = False
+            raise ForkServerDied(f"fork server unreachable: {error}") from error
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         """Read the fork server's events until it exits.  The event loop calls back when
@@ -347,8 +403,8 @@ class ForkServerClient:
             child.pid = event.pid
             child.spawned.set()
         elif isinstance(event, protocol.SpawnFailed):
-            child.spawn_error = event.error
-            child.spawned.set()
+            self._children.pop(child.job_id, None)
+            child.failed(event.error)
         else:
             status = ExitStatus(
                 code=event.code,

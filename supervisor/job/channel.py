@@ -63,10 +63,13 @@ class SocketFeed:
     """A child's socket read without a task of its own: the event loop calls back when
     the socket is readable, and what arrived goes to `feed`."""
 
-    def __init__(self, sock: socket.socket, feed: Callable[[bytes], None]) -> None:
+    def __init__(self, sock: socket.socket, feed: Callable[[bytes], None],
+                 ended: Callable[[], None] | None = None) -> None:
         self._socket = sock
         self._fd = sock.fileno()
         self._feed = feed
+        self._on_end = ended  # called once it closes
+        self._ended = False
         self._loop = asyncio.get_running_loop()
         self.closed = Latch()
         self._feeds = _Feeds.of(self._loop)
@@ -78,7 +81,7 @@ class SocketFeed:
         READS_PER_CALL reads, so that a child printing without pause cannot keep the
         event loop here."""
         for _ in range(READS_PER_CALL):
-            if self.closed.is_set():
+            if self._ended:
                 return
             try:
                 data = self._socket.recv(RECV_SIZE)
@@ -97,9 +100,12 @@ class SocketFeed:
 
     def close(self) -> None:
         """Stop reading (at the end of stream, or when the job's supervision ends)."""
-        if not self.closed.is_set():
+        if not self._ended:
+            self._ended = True
             self._feeds.remove(self._fd)
             self.closed.set()
+            if self._on_end is not None:
+                self._on_end()
 
     async def drained(self, grace: float) -> None:
         """Until the child's end of the socket is closed, or `grace` seconds passed (a
@@ -121,11 +127,17 @@ class _Feeds:
     _of: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Feeds] = (
         weakref.WeakKeyDictionary())
 
+    _last: tuple[asyncio.AbstractEventLoop, _Feeds] | None = None  # the loop asked last
+
     @classmethod
     def of(cls, loop: asyncio.AbstractEventLoop) -> _Feeds:
+        last = cls._last
+        if last is not None and last[0] is loop:
+            return last[1]
         feeds = cls._of.get(loop)
         if feeds is None:
             feeds = cls._of[loop] = cls(loop)
+        cls._last = (loop, feeds)
         return feeds
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -142,8 +154,10 @@ class _Feeds:
 
     def remove(self, fd: int) -> None:
         self._feeds.pop(fd, None)
-        with suppress(OSError):  # closed already: the kernel removed it
+        try:  # noqa: SIM105 - suppress() costs three calls, twice a job
             self._epoll.unregister(fd)
+        except OSError:
+            pass  # closed already: the kernel removed it
 
     def _ready(self) -> None:
         for fd, _ in self._epoll.poll(0, FEEDS_PER_CALL):
@@ -291,12 +305,14 @@ class ControlWriter:
                  start: StartTask) -> None:
         self._stream = stream  # made at the first write (`Child.control`)
         self._start = start
-        self._lock = anyio.Lock()
+        self._lock: anyio.Lock | None = None  # made at the first write: most jobs get none
 
     async def send(self, message: protocol.Message) -> None:
         """Write `message` after every message asked for before it; returns once it is
         written, or dropped because the child is gone."""
         line = protocol.encode_line(message)
+        if self._lock is None:
+            self._lock = anyio.Lock()
         async with self._lock:
             with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                 await (await self._stream()).send(line)

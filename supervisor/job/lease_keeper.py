@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from contextlib import suppress
@@ -61,18 +62,35 @@ class LeaseKeeper:
         self._on_membership = on_membership
         self.stats = RenewalStats()
         self.failures = StoreFailures("lease renewal")
-        self._early = Doorbell()
+        self._wake = Doorbell()  # an early renewal came due, or the wait's timer ran out
+        self._soon: asyncio.TimerHandle | None = None  # looks for a job to show early
+        self._later = False  # a job started after that timer was set
+        self._early_due = False
         self._shown: frozenset[int] = frozenset()  # tokens the last renewal showed a pid of
 
     def renew_soon(self) -> None:
         """Renew EARLY_RENEWAL_DELAY after a job's start rather than at the next tick, so
         that a job that runs that long soon shows its pid (several starts share one
-        renewal); a job over by then (a short one) needs none."""
-        self._early.ring()
+        renewal); a job over by then (a short one) needs none.  A timer looks, and wakes
+        the keeper only for a renewal due: a busy supervisor of short jobs pays a timer
+        per EARLY_RENEWAL_DELAY, not a wake-up per job."""
+        if self._soon is None:
+            self._soon = asyncio.get_running_loop().call_later(EARLY_RENEWAL_DELAY,
+                                                               self._look)
+        else:
+            self._later = True  # looked at by the next timer
+
+    def _look(self) -> None:
+        self._soon = None
+        if self._unshown(started_by=fence_clock() - EARLY_RENEWAL_DELAY):
+            self._early_due = True
+            self._wake.ring()
+        if self._later:
+            self._later = False
+            self.renew_soon()
 
     def _unshown(self, started_by: float) -> bool:
-        """Whether a job claimed by `started_by` runs a child no renewal has shown yet.
-        (One claimed later rang after this wait began: the next wait covers it.)"""
+        """Whether a job claimed by `started_by` runs a child no renewal has shown yet."""
         return any(job.child is not None and not job.finalizing and not job.lease_lost
                    and job.claimed_at <= started_by and job.token not in self._shown
                    for job in self._registry)
@@ -83,16 +101,23 @@ class LeaseKeeper:
         while True:
             next_at += interval
             while (remaining := next_at - fence_clock()) > 0:
-                with anyio.move_on_after(remaining) as waited:
-                    await self._early.wait()
-                if waited.cancelled_caught:
+                if not await self._early_within(remaining):
                     break
-                await anyio.sleep(EARLY_RENEWAL_DELAY)
-                if self._unshown(started_by=fence_clock() - EARLY_RENEWAL_DELAY):
-                    await self.renew_once()
+                await self.renew_once()
             if fence_clock() - next_at > interval:
                 next_at = fence_clock()  # we were frozen: don't burst to catch up
             await self.renew_once(expected_at=next_at)
+
+    async def _early_within(self, seconds: float) -> bool:
+        """Whether an early renewal came due within `seconds` (a timer that rings the
+        keeper's doorbell, not a cancel scope)."""
+        timer = asyncio.get_running_loop().call_later(seconds, self._wake.ring)
+        try:
+            await self._wake.wait()
+        finally:
+            timer.cancel()
+        due, self._early_due = self._early_due, False
+        return due
 
     async def renew_once(self, *, expected_at: float | None = None) -> None:
         # A run whose lease is lost is only ending: the store has moved on from it.

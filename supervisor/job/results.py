@@ -4,11 +4,13 @@ the claimer carries every waiting result in its next claim and answers each."""
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import anyio
-
+from supervisor.doorbell import Latch
 from supervisor.errors import StaleToken, StoreFailure, StoreUnavailable
 from supervisor.store.records import Completion, Lease
 
@@ -22,7 +24,7 @@ class PendingResult:
     """A result handed over, until the claim that carried it answers."""
 
     completion: Completion
-    answered: anyio.Event = field(default_factory=anyio.Event)
+    answered: Latch = field(default_factory=Latch)
     stored: bool = False
     failure: StoreFailure | None = None
 
@@ -32,6 +34,12 @@ class PendingResults:
         self._wake_claimer = wake_claimer
         self._waiting: list[PendingResult] = []
         self._closed: StoreFailure | None = None
+        # Each result's deadline for an answer, the soonest first, watched by one timer
+        # (not one per result); answered ones leave as they come to the front.
+        self._deadlines: list[tuple[float, int, PendingResult, float]] = []
+        self._count = itertools.count()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = math.inf
 
     @property
     def waiting(self) -> bool:
@@ -49,15 +57,33 @@ class PendingResults:
         pending = PendingResult(Completion(lease, result))
         self._waiting.append(pending)
         self._wake_claimer()
-        timer = asyncio.get_running_loop().call_later(wait, _unanswered, pending, wait)
-        try:
-            await pending.answered.wait()
-        finally:
-            timer.cancel()
+        self._answer_due(pending, wait)
+        await pending.answered.wait()
         if pending.failure is not None:
             raise pending.failure
         if not pending.stored:
             raise StaleToken(f"job {lease.key!r}: token {lease.token} no longer holds the lease")
+
+    def _answer_due(self, pending: PendingResult, wait: float) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        heapq.heappush(self._deadlines, (deadline, next(self._count), pending, wait))
+        if deadline < self._timer_at:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer, self._timer_at = loop.call_at(deadline, self._overdue), deadline
+
+    def _overdue(self) -> None:
+        """Fail the results unanswered past their deadline; watch the next one."""
+        self._timer, self._timer_at = None, math.inf
+        loop = asyncio.get_running_loop()
+        now, deadlines = loop.time(), self._deadlines
+        while deadlines and (deadlines[0][2].answered.is_set() or deadlines[0][0] <= now):
+            _, _, pending, wait = heapq.heappop(deadlines)
+            _unanswered(pending, wait)
+        if deadlines:
+            self._timer_at = deadlines[0][0]
+            self._timer = loop.call_at(self._timer_at, self._overdue)
 
     def take(self) -> list[PendingResult]:
         """The results waiting, for a claim to carry."""

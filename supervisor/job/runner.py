@@ -1,12 +1,14 @@
-"""Run claimed jobs: fence each, admit it among the runs held here, and run it in a task
-of its own (`JobStarter`); one job's way (`run_job`): start it in a child, feed it, stop
-it, store its outcome.  A job whose handler is gone goes back."""
+"""Run claimed jobs: fence each, admit it among the runs held here, and run it in the
+task of a job that ended, if one waits for its next, else in a task of its own
+(`JobStarter`); one job's way (`run_job`): start it in a child, feed it, stop it, store
+its outcome.  A job whose handler is gone goes back."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import logging
+import math
 import signal
 from collections.abc import Callable, Coroutine, Mapping
 from contextlib import suppress
@@ -33,6 +35,7 @@ from supervisor.core.outcome import (
     StopReason,
     decide_outcome,
 )
+from supervisor.doorbell import Doorbell, Latch
 from supervisor.errors import PoolsupError, StaleToken, StoreFailure
 from supervisor.forks.fork_client import Child, ForkServerDied
 from supervisor.forks.fork_servers import ForkServers
@@ -58,6 +61,7 @@ FLUSH_TIMEOUT = 1.0  # for checkpoints and note acks still in flight at the end
 # A job whose child could not be started waits this long before it may be claimed
 # again (here or elsewhere), so that a failing spawn cannot loop claim-release-claim.
 SPAWN_RETRY_DELAY = 1.0
+RUNNER_IDLE = 1.0  # how long the task of a job that ended waits to run the next one
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,6 +108,10 @@ class JobStarter:
         self._lease_ttl = lease_ttl
         self._draining = draining
         self.outcomes_left_to_recovery = 0  # during the drain
+        # Tasks waiting for a job, and since when: the longest waiting first.
+        self._idle: list[tuple[asyncio.Future[RunningJob | None], float]] = []
+        self._sweep: asyncio.TimerHandle | None = None  # ends the tasks idle too long
+        self._stopped = False
 
     def start(self, claimed: ClaimedJob, claim_sent_at: float) -> None:
         handler = self.handlers.get(claimed.handler)
@@ -122,7 +130,62 @@ class JobStarter:
         if admission is Admission.STALE:
             JobLog(log, job.key, job.token).warning("ignored an outdated claim")
             return
-        self._group.start_soon(self._run, job, name=f"job {claimed.key}")
+        self._hand_over(job)
+
+    def _hand_over(self, job: RunningJob) -> None:
+        """Run `job` in the task of a job that ended, if one waits for the next, else in
+        a task of its own (starting one costs some sixty calls)."""
+        while self._idle:
+            waiter, _ = self._idle.pop()  # the last to end: the older ones may age out
+            if not waiter.done():  # else cancelled meanwhile
+                waiter.set_result(job)
+                return
+        self._group.start_soon(self._runs, job, name="job")
+
+    async def _runs(self, job: RunningJob | None) -> None:
+        """Jobs one after another in this task, each as if in a task of its own; the
+        task ends once it waited RUNNER_IDLE seconds or more for the next."""
+        while job is not None:
+            await self._run(job)
+            job = await self._next_job()
+
+    def stop(self) -> None:
+        """No more jobs come (the drain): the tasks waiting for one end now, so that the
+        jobs' task group ends with the last job."""
+        self._stopped = True
+        self._end_idle(math.inf)
+
+    async def _next_job(self) -> RunningJob | None:
+        if self._stopped:
+            return None
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[RunningJob | None] = loop.create_future()
+        self._idle.append((waiter, loop.time()))
+        if self._sweep is None:  # one timer for every task waiting, not one per wait
+            self._sweep = loop.call_later(RUNNER_IDLE, self._swept)
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled() and (job := waiter.result()):
+                self._services.registry.remove(job)  # handed over as the task was cancelled
+            raise
+
+    def _swept(self) -> None:
+        self._sweep = None
+        self._end_idle(asyncio.get_running_loop().time() - RUNNER_IDLE)
+        if self._idle:
+            self._sweep = asyncio.get_running_loop().call_later(RUNNER_IDLE, self._swept)
+
+    def _end_idle(self, since: float) -> None:
+        """End the tasks that have waited for a job since `since` or earlier."""
+        ended = 0
+        for waiter, idle_since in self._idle:
+            if idle_since > since:
+                break
+            ended += 1
+            if not waiter.done():
+                waiter.set_result(None)
+        del self._idle[:ended]
 
     async def _hand_back(self, claimed: ClaimedJob) -> None:
         job_log = JobLog(log, claimed.key, claimed.token)
@@ -199,22 +262,24 @@ async def _run_attempt(job: RunningJob, services: JobServices, span: AttemptSpan
         trace=None if span is None else span.child_context(),
     )
     try:
-        child = await job.fork_server.spawn(
+        # Not waiting for the fork server's report: a child it could not start exits at
+        # once, and the job's one wait below sees that too.
+        child = await job.fork_server.start(
             job.job_id, claimed.handler, job.fence_at, first_message=protocol.encode_line(start),
             key=job.key, wake=job.wake,
         )
     except PoolsupError as error:  # nothing of the job ran
-        job.log.error("%s", error)
-        release = Release(f"could not start: {error}", delay=SPAWN_RETRY_DELAY)
-        return await _settle(job, release, services, span)
+        return await _not_started(job, error, services, span)
     job.attach(child)
     services.child_started()
+    job.log.debug("started %s attempt %d", claimed.handler, claimed.attempt)
+    exit_report, details = await _supervise(job, child, services, span)
+    if child.never_started:
+        return await _not_started(job, PoolsupError(f"could not start a child: "
+                                                    f"{child.spawn_error}"), services, span)
     if child.pid is None:
         job.log.warning("started %s attempt %d; its fork server died before reporting the "
                         "child", claimed.handler, claimed.attempt)
-    else:
-        job.log.debug("started %s attempt %d pid %s", claimed.handler, claimed.attempt, child.pid)
-    exit_report, details = await _supervise(job, child, services, span)
     if exit_report.fenced:
         metrics.fenced_kills.inc()
     status = child.status
@@ -228,6 +293,13 @@ async def _run_attempt(job: RunningJob, services: JobServices, span: AttemptSpan
         outcome = outcome_after_death(outcome, status.verdict, status.fork_server_died)
     outcome = _explained(outcome, details, killed_after_grace=job.killed_after_grace)
     return await _settle(job, outcome, services, span)
+
+
+async def _not_started(job: RunningJob, error: PoolsupError, services: JobServices,
+                       span: AttemptSpan | None) -> bool:
+    job.log.error("%s", error)
+    release = Release(f"could not start: {error}", delay=SPAWN_RETRY_DELAY)
+    return await _settle(job, release, services, span)
 
 
 def _explained(outcome: Outcome, details: str, *, killed_after_grace: bool) -> Outcome:
@@ -249,55 +321,52 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices,
     This is the job's one task: its sockets are read by event-loop callbacks
     (`SocketFeed`), its timeout is a timer, and it waits on the job's `wake` for a stop
     or a note; the stop, the notes and the checkpoints start a task of their own only
-    while one is under way."""
+    while one is under way, in a task group made for a job that starts one."""
 
     output = OutputPump(job.key, token=job.token)
     timeout = job.handler.timeout
     timer = (asyncio.get_running_loop().call_later(timeout, job.request_stop,
                                                    StopReason.TIMEOUT)
              if timeout > 0 else None)
-    async with anyio.create_task_group() as group:
-        tasks = _Tasks(group)  # most jobs start none: then nothing is cancelled at the end
-        # The one writer of the child's control socket: notes and the stop.
-        writer = ControlWriter(child.control, start=tasks.start)
-        # Notes and checkpoints start tasks of their own when the first comes.
-        courier = NoteCourier(job, services.store, writer.send, services.note_failures,
-                              start=tasks.start)
-        checkpoints = CheckpointKeeper(job, services.store, services.outcome_failures,
-                                       max_bytes=services.settings.max_checkpoint,
-                                       start=tasks.start)
-        reader = ControlReader(max_result=services.settings.max_result,
-                               on_ack=courier.acknowledged, on_checkpoint=checkpoints.offer,
-                               on_stacks=job.stack_requests.answered,
-                               on_spans=None if span is None else span.take_child_spans)
-        control = SocketFeed(child.control_socket, reader.feed)
-        kept = None
-        if services.settings.max_log > 0:
-            kept = OutputKeeper(job, services.store, services.output_failures,
-                                max_bytes=services.settings.max_log, start=tasks.start)
-        output_feed = SocketFeed(child.output_socket, output.feed if kept is None
-                                 else _both(output.feed, kept.feed))
-        try:
-            stopping = False
-            while not child.exited.is_set():
-                if not stopping and job.stop_wanted.is_set():
-                    stopping = True
-                    tasks.start(partial(_stop, job, child, writer,
-                                        services.settings.stop_grace))
-                courier.check()
-                await job.wake.wait()
-            # The child wrote its result before exiting; let the socket drain, even if a
-            # grandchild still holds it open (then give up after the grace).
-            await control.drained(RESULT_READ_GRACE)
-        finally:
-            if timer is not None:
-                timer.cancel()
-            control.close()
-            output_feed.close()
-            if kept is not None:
-                kept.close()
-        if tasks.started:
-            group.cancel_scope.cancel()
+    tasks = _Tasks(job.wake)
+    # The one writer of the child's control socket: notes and the stop.
+    writer = ControlWriter(child.control, start=tasks.start)
+    # Notes and checkpoints start tasks of their own when the first comes.
+    courier = NoteCourier(job, services.store, writer.send, services.note_failures,
+                          start=tasks.start)
+    checkpoints = CheckpointKeeper(job, services.store, services.outcome_failures,
+                                   max_bytes=services.settings.max_checkpoint,
+                                   start=tasks.start)
+    reader = ControlReader(max_result=services.settings.max_result,
+                           on_ack=courier.acknowledged, on_checkpoint=checkpoints.offer,
+                           on_stacks=job.stack_requests.answered,
+                           on_spans=None if span is None else span.take_child_spans)
+    # Its end matters once the child exited (a reused child's often comes first).
+    control = SocketFeed(child.control_socket, reader.feed,
+                         ended=partial(_ring_if, child.exited, job.wake))
+    kept = None
+    if services.settings.max_log > 0:
+        kept = OutputKeeper(job, services.store, services.output_failures,
+                            max_bytes=services.settings.max_log, start=tasks.start)
+    output_feed = SocketFeed(child.output_socket, output.feed if kept is None
+                             else _both(output.feed, kept.feed))
+    watch = _Watch(job, child, control, tasks, courier,
+                   stop=partial(_stop, job, child, writer, services.settings.stop_grace))
+    try:
+        await watch.until_drained()
+        if tasks.wanted:  # most jobs start none: no task group to make and cancel
+            async with anyio.create_task_group() as group:
+                tasks.run_in(group)
+                await watch.until_drained()
+                group.cancel_scope.cancel()
+    finally:
+        if timer is not None:
+            timer.cancel()
+        watch.close()
+        control.close()
+        output_feed.close()
+        if kept is not None:
+            kept.close()
     output.flush()
     if kept is not None:
         await kept.finish()  # before the outcome, so that `logs` after the end is whole
@@ -314,16 +383,76 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices,
     return exit_report, "\n\n".join(part for part in details if part)
 
 
-class _Tasks:
-    """The job's task group, as its pieces start tasks in it: whether any was started."""
+def _ring_if(latch: Latch, doorbell: Doorbell) -> None:
+    if latch.is_set():
+        doorbell.ring()
 
-    def __init__(self, group: anyio.abc.TaskGroup) -> None:
-        self._group = group
-        self.started = False
+
+class _Watch:
+    """The job's wait: for a stop or a note while its child runs, then for its control
+    socket to drain (the child wrote its result before exiting), even if a grandchild
+    still holds it open (then it gives up after RESULT_READ_GRACE): one wait on the job's
+    `wake`, which the child's exit, the socket's end, a stop and a note ring."""
+
+    def __init__(self, job: RunningJob, child: Child, control: SocketFeed, tasks: _Tasks,
+                 courier: NoteCourier, stop: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        self._job = job
+        self._child = child
+        self._control = control
+        self._tasks = tasks
+        self._courier = courier
+        self._stop: Callable[[], Coroutine[Any, Any, None]] | None = stop
+        self._grace: asyncio.TimerHandle | None = None
+
+    async def until_drained(self) -> None:
+        """Until the child exited and its control socket drained, or until a task is
+        wanted and the job has no task group yet (`_Tasks.wanted`)."""
+        job, child, control = self._job, self._child, self._control
+        while True:
+            if not child.exited.is_set():
+                if self._stop is not None and job.stop_wanted.is_set():
+                    stop, self._stop = self._stop, None
+                    self._tasks.start(stop)
+                self._courier.check()
+            elif control.closed.is_set() or child.never_started:
+                return
+            elif self._grace is None:
+                self._grace = asyncio.get_running_loop().call_later(RESULT_READ_GRACE,
+                                                                    control.close)
+            if self._tasks.wanted:
+                return
+            await job.wake.wait()
+
+    def close(self) -> None:
+        if self._grace is not None:
+            self._grace.cancel()
+
+
+class _Tasks:
+    """The job's tasks, as its pieces start them: kept until the job has a task group
+    (`run_in`), which a job that starts none never makes.  Whether any was started."""
+
+    def __init__(self, wake: Doorbell) -> None:
+        self._wake = wake  # rung when a task is wanted, so that the job makes its group
+        self._group: anyio.abc.TaskGroup | None = None
+        self._wanted: list[Callable[[], Coroutine[Any, Any, None]]] = []
+
+    @property
+    def wanted(self) -> bool:
+        return bool(self._wanted)
 
     def start(self, task: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        self.started = True
-        self._group.start_soon(task)
+        if self._group is None:
+            self._wanted.append(task)
+            self._wake.ring()
+        else:
+            self._group.start_soon(task)
+
+    def run_in(self, group: anyio.abc.TaskGroup) -> None:
+        self._group = group
+        wanted, self._wanted = self._wanted, []
+        for task in wanted:
+            group.start_soon(task)
 
 
 def _both(first: Callable[[bytes], None], second: Callable[[bytes], None]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 ABOUT = "poolsup_job"  # the record attribute that holds the job's `JobRef`
 
@@ -30,3 +31,11 @@ class JobLog(logging.LoggerAdapter[logging.Logger]):
 
     def __init__(self, logger: logging.Logger, key: str, token: int | None = None) -> None:
         super().__init__(logger, {ABOUT: JobRef(key, token)})
+
+    def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
+        """`LoggerAdapter.log`, straight to the logger's record (a line per finished
+        job: the adapter's `process` and the logger's `log` asked its level again)."""
+        if self.logger.isEnabledFor(level):
+            kwargs["extra"] = self.extra
+            kwargs.setdefault("stacklevel", 2)  # the caller's line, were it looked up
+            self.logger._log(level, msg, args, **kwargs)

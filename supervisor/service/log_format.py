@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Mapping
 from typing import IO, Any
 
@@ -50,7 +51,21 @@ def message_of(record: logging.LogRecord) -> str:
 
 
 class TextFormatter(logging.Formatter):
-    """logging's own, but for lines about a job (`message_of`)."""
+    """logging's own, but for lines about a job (`message_of`), and its time of day
+    made once a second (a line per finished job)."""
+
+    _second: tuple[int, str] = (-1, "")
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        if datefmt is not None:
+            return super().formatTime(record, datefmt)
+        second = int(record.created)
+        if self._second[0] != second:
+            self._second = (second, time.strftime(self.default_time_format,
+                                                  self.converter(record.created)))
+        text = self._second[1]
+        return self.default_msec_format % (text, record.msecs) if self.default_msec_format \
+            else text
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         about: JobRef | None = getattr(record, ABOUT, None)

@@ -32,7 +32,7 @@ _LINE = "poolsup_line"  # a record formatted before it was queued carries its li
 
 
 def _unchanging(args: object) -> bool:
-    return args is None or (
+    return not args or (
         isinstance(args, tuple) and all(type(arg) in _UNCHANGING for arg in args)
     )
 
@@ -58,6 +58,14 @@ class _DroppingQueueHandler(logging.handlers.QueueHandler):
         super().__init__(records)
         self._records = records
         self.dropped = 0
+
+    def handle(self, record: logging.LogRecord) -> bool:
+        """`Handler.handle` without its lock: the queue is safe from any thread, and a
+        count of dropped records lost to a race is no harm."""
+        if self.filters and not self.filter(record):
+            return False
+        self.emit(record)
+        return True
 
     def enqueue(self, record: logging.LogRecord) -> None:
         if self._records.qsize() >= QUEUE_SIZE:

@@ -123,6 +123,7 @@ class Serving:
         health.draining = True
         self.service.stopping()
         self.claimer.stop()
+        self.starter.stop()
         self.rebalancer.stop()
         self.scheduler.stop()
         self._life.membership.update("mark this supervisor draining", state="draining")

@@ -12,7 +12,10 @@ import anyio
 import orjson
 import pytest
 
+from sandbox import protocol
 from supervisor.config import load_config
+from supervisor.doorbell import Doorbell
+from supervisor.errors import PoolsupError
 from supervisor.forks.fork_client import ForkServerClient
 from supervisor.forks.launch import open_fork_server
 from tests.helpers.pool import write_pool
@@ -82,3 +85,34 @@ async def test_a_fork_server_answers_pings_and_a_frozen_one_does_not(tmp_path: P
         with anyio.fail_after(10):
             await server.died.wait()
         assert not await server.ping(timeout=10.0)
+
+
+async def test_a_child_started_without_waiting_for_the_report_ends_at_once_if_refused(
+    tmp_path: Path,
+) -> None:
+    """`start` returns before the fork server reports the child; a spawn it refuses ends
+    the child at once, rings its job's wake and says it never started (the runner then
+    releases the job), while `spawn` still raises."""
+    config = load_config(write_pool(
+        tmp_path, store=f"sqlite:///{tmp_path}/pool.db", pool="start",
+        handlers={"echo": {"path": "basic.py", "function": "echo"}},
+    ), require_handlers=True)
+    async with open_fork_server(config.handlers) as server:
+        wake = Doorbell()
+        refused = await server.start("job-1", "no-such-handler", 0.0, first_message=b"",
+                                     wake=wake)
+        with anyio.fail_after(10):
+            await wake.wait()
+        assert refused.exited.is_set() and refused.never_started
+        assert "unknown handler" in (refused.spawn_error or "")
+        refused.close()
+        with pytest.raises(PoolsupError, match="unknown handler"):
+            await server.spawn("job-2", "no-such-handler", 0.0, first_message=b"")
+        begin = protocol.Start(key="k", payload=orjson.Fragment(b"null"), token=3, attempt=1,
+                               checkpoint=None, trace=None)
+        started = await server.start("job-3", "echo", protocol.fence_clock() + 60,
+                                     first_message=protocol.encode_line(begin))
+        with anyio.fail_after(10):
+            await started.exited.wait()
+        assert started.pid is not None and not started.never_started
+        started.close()
