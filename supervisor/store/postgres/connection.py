@@ -67,7 +67,8 @@ class Connections:
     failed with "no connection" for a while after the server was back, and a chaos run's
     drain failed for it): each call that needs a connection makes it, and the store's
     callers pace their retries.  A connection comes back to the idle ones only when it is
-    open and outside a transaction."""
+    open, outside a transaction, and out of autocommit (a single statement cut short
+    could not switch it back)."""
 
     def __init__(self, conninfo: str, url: str) -> None:
         self._conninfo = conninfo
@@ -83,7 +84,7 @@ class Connections:
             try:
                 yield conn
             finally:
-                if (self._closed or conn.closed
+                if (self._closed or conn.closed or conn.autocommit
                         or conn.info.transaction_status != TransactionStatus.IDLE):
                     with anyio.CancelScope(shield=True), contextlib.suppress(psycopg.Error):
                         await conn.close()

@@ -133,8 +133,11 @@ class PgDatabase:
                         cursor = await conn.execute(statement, {"pool": self._name, **params})
                         return await cursor.fetchall()
                     finally:
+                        # A statement cut short leaves the connection busy: it cannot be
+                        # switched back, and the pool closes it instead of keeping it.
                         if not conn.closed:
-                            with anyio.CancelScope(shield=True):
+                            with anyio.CancelScope(shield=True), \
+                                    contextlib.suppress(psycopg.Error):
                                 await conn.set_autocommit(False)
         except TimeoutError as exc:
             raise StoreUnavailable(
