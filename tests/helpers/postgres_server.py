@@ -10,6 +10,7 @@ import pwd
 import shutil
 import subprocess
 import tempfile
+import uuid
 from pathlib import Path
 
 from tests.helpers.redis_server import free_port
@@ -71,6 +72,12 @@ class PostgresServer:
     @property
     def url(self) -> str:
         return self.url_as("postgres")
+
+    def fresh_database(self) -> str:
+        """A new, empty database on this server; its URL, as the superuser."""
+        name = f"db_{uuid.uuid4().hex[:8]}"
+        self.psql(f"CREATE DATABASE {name}")
+        return self.url_as("postgres", database=name)
 
     def url_as(self, user: str, password: str | None = None, database: str = DATABASE) -> str:
         auth = user if password is None else f"{user}:{password}"

@@ -5,8 +5,7 @@ their own; a connection the server ended while it was idle is not used again."""
 
 from __future__ import annotations
 
-import uuid
-
+import anyio
 import psycopg
 import pytest
 from psycopg.types.json import Jsonb
@@ -20,16 +19,10 @@ from tests.store.support import HANDLER, new_job
 pytestmark = pytest.mark.anyio
 
 
-def fresh_database(server: PostgresServer) -> str:
-    name = f"db_{uuid.uuid4().hex[:8]}"
-    server.psql(f"CREATE DATABASE {name}")
-    return server.url_as("postgres", database=name)
-
-
 async def test_a_dispatch_cut_short_leaves_no_connection_in_autocommit(
     postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    url = fresh_database(postgres_server)
+    url = postgres_server.fresh_database()
     monkeypatch.setattr(pg_db, "STORE_TIMEOUT", 0.5)
     async with opened_store(url, "p") as store:
         await store.dispatch(new_job("first"))  # the schema is made
@@ -51,14 +44,21 @@ async def test_a_dispatch_cut_short_leaves_no_connection_in_autocommit(
 async def test_a_connection_the_server_ended_while_idle_is_not_used_again(
     postgres_server: PostgresServer,
 ) -> None:
-    url = fresh_database(postgres_server)
+    url = postgres_server.fresh_database()
     async with opened_store(url, "p") as store:
         await store.dispatch(new_job("first"))
         with psycopg.connect(url, autocommit=True) as admin:
             ended = admin.execute(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
                 "WHERE datname = current_database() AND pid <> pg_backend_pid()").fetchone()
-        assert ended is not None and ended[0] >= 1
+            assert ended is not None and ended[0] >= 1
+            # pg_terminate_backend only signals: wait until they are gone.
+            deadline = anyio.current_time() + 10
+            while admin.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND pid <> pg_backend_pid()").fetchone() != (0,):
+                assert anyio.current_time() < deadline, "the backends did not end"
+                await anyio.sleep(0.02)
         # A dispatch is never tried twice: it must not meet the ended connection.
         await store.dispatch(new_job("second"))
         assert (await store.job("second")).state == "pending"

@@ -5,7 +5,6 @@ poolsup; several pools share the database; each shipped version migrates to the 
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
 import anyio
@@ -22,16 +21,10 @@ from tests.store.support import HANDLER, new_job
 pytestmark = pytest.mark.anyio
 
 
-def fresh_database(server: PostgresServer) -> str:
-    name = f"db_{uuid.uuid4().hex[:8]}"
-    server.psql(f"CREATE DATABASE {name}")
-    return server.url_as("postgres", database=name)
-
-
 async def test_supervisors_starting_together_make_the_schema_once(
     postgres_server: PostgresServer,
 ) -> None:
-    url = fresh_database(postgres_server)
+    url = postgres_server.fresh_database()
 
     async def start(index: int) -> None:
         async with opened_store(url, f"pool-{index % 2}") as store:
@@ -52,7 +45,7 @@ async def test_supervisors_starting_together_make_the_schema_once(
 async def test_a_schema_of_a_newer_poolsup_is_refused_in_one_line(
     postgres_server: PostgresServer,
 ) -> None:
-    url = fresh_database(postgres_server)
+    url = postgres_server.fresh_database()
     async with opened_store(url, "p") as store:
         await store.ping()
         await store.pause(["h"])
@@ -71,7 +64,7 @@ async def test_a_database_of_the_shipped_schema_1_migrates_to_2_and_keeps_its_jo
     """Schema 1 (tests/store/postgres_schema_v1.sql, as shipped) -> 2: the functions are
     made again (dispatch_jobs forgets an earlier record's leftovers only when there was
     one); every job, its history and its notes stay."""
-    url = fresh_database(postgres_server)
+    url = postgres_server.fresh_database()
     with psycopg.connect(url) as conn:
         conn.execute((Path(__file__).parent / "postgres_schema_v1.sql").read_bytes())
         conn.execute("INSERT INTO poolsup.schema_version (version) VALUES (1)")
@@ -108,7 +101,7 @@ async def test_a_database_of_schema_2_migrates_to_3_and_its_jobs_start_and_compl
     """Schema 2 (tests/store/postgres_schema_v2.sql) -> 3: a claim starts its jobs and a
     completion ends one in one function each; a job dispatched under 2 runs under 3,
     with the same history."""
-    url = fresh_database(postgres_server)
+    url = postgres_server.fresh_database()
     with psycopg.connect(url) as conn:
         conn.execute((Path(__file__).parent / "postgres_schema_v2.sql").read_bytes())
         conn.execute("INSERT INTO poolsup.schema_version (version) VALUES (2)")
@@ -137,7 +130,7 @@ async def test_a_fresh_pools_claims_analyze_its_tables_so_a_keys_lookup_uses_the
     it never does): without statistics the planner rated an index that holds `pool` as
     good as the primary key (pool, key), and each lookup of one job walked every row of
     the pool (`Rows Removed by Filter`).  The claims analyze the tables once (statistics.py)."""
-    url = fresh_database(postgres_server)
+    url = postgres_server.fresh_database()
     async with opened_store(url, "p") as store:
         await store.dispatch(new_job("first"))
         with psycopg.connect(url, autocommit=True) as conn:
