@@ -14,6 +14,7 @@ from psycopg.types.json import Jsonb
 
 from supervisor.errors import ConfigError
 from supervisor.store import opened_store
+from supervisor.store.policy import NO_LOCK_DELAY_ENV
 from supervisor.store.postgres.schema import SCHEMA_VERSION
 from tests.helpers.postgres_server import PostgresServer
 from tests.store.support import HANDLER, new_job
@@ -121,6 +122,49 @@ async def test_a_database_of_schema_2_migrates_to_3_and_its_jobs_start_and_compl
     with psycopg.connect(url) as conn:
         assert conn.execute("SELECT version FROM poolsup.schema_version").fetchall() == [
             (SCHEMA_VERSION,)]
+
+
+async def test_a_database_of_schema_3_migrates_to_4_with_each_jobs_history_in_its_row(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Schema 3 (tests/store/postgres_schema_v3.sql) -> 4: the history moves from
+    job_events into each job's row, in order, and goes on there; a job that ran under 3
+    runs again under 4.  job_events stays, empty, for version 3's supervisors."""
+    # Tokens were handed out before the pool's first epoch: its first claim would hold.
+    monkeypatch.setenv(NO_LOCK_DELAY_ENV, "1")
+    url = postgres_server.fresh_database()
+    with psycopg.connect(url) as conn:
+        conn.execute((Path(__file__).parent / "postgres_schema_v3.sql").read_bytes())
+        conn.execute("INSERT INTO poolsup.schema_version (version) VALUES (3)")
+        conn.execute("INSERT INTO poolsup.counters (pool) VALUES ('p')")
+        conn.execute("SELECT poolsup.dispatch_jobs('p', 86400, %s)", [Jsonb(
+            [{"key": key, "handler": HANDLER, "payload": "{}", "max_attempts": 3}
+             for key in ("ran", "waits")])])
+        conn.execute("SELECT * FROM poolsup.start_jobs('p', ARRAY['ran'], 's', 30, "
+                     "poolsup.now(), 100)")
+        conn.execute("SELECT poolsup.note_event('p', 'ran', poolsup.now(), 'released', 's', "
+                     "1, 'drain', 100)")
+        conn.execute("UPDATE poolsup.jobs SET state = 'pending', due = 0 WHERE key = 'ran'")
+
+    async with opened_store(url, "p") as store:
+        before = await store.job("ran")
+        assert [(event.event, event.supervisor, event.token, event.detail)
+                for event in before.events] == [
+            ("dispatched", None, None, None), ("started", "s", 1, "attempt 1"),
+            ("released", "s", 1, "drain")]
+        assert [event.event for event in (await store.job("waits")).events] == ["dispatched"]
+        jobs = (await store.claim("s2", [HANDLER], 2, 10.0, 3)).jobs
+        ran = next(job for job in jobs if job.key == "ran")
+        await store.complete(ran.lease, b"1")
+        after = await store.job("ran")
+        assert [event.event for event in after.events] == [
+            "dispatched", "started", "released", "started", "succeeded"]
+        assert after.events[3].detail == "attempt 2" and after.events[4].token == ran.token
+
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT version FROM poolsup.schema_version").fetchall() == [
+            (SCHEMA_VERSION,)]
+        assert conn.execute("SELECT count(*) FROM poolsup.job_events").fetchone() == (0,)
 
 
 async def test_a_fresh_pools_claims_analyze_its_tables_so_a_keys_lookup_uses_the_key(

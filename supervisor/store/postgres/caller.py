@@ -21,16 +21,16 @@ import psycopg
 from psycopg.rows import dict_row
 
 from supervisor.errors import DispatchRefused, UsageError
+from supervisor.store.postgres import history
 from supervisor.store.postgres.context import PgPart
 from supervisor.store.postgres.db import Tx
 from supervisor.store.postgres.dispatch import dispatch_params, refusals
 from supervisor.store.postgres.records import job_record
 from supervisor.store.postgres.schema import load_queries
-from supervisor.store.records import DispatchRequest, JobEvent, JobRecord
+from supervisor.store.records import DispatchRequest, JobRecord
 
 QUERIES = load_queries()
-DISPATCH, RECORD, EVENTS = (QUERIES[name] for name in (
-    "caller_dispatch", "caller_record", "job_events"))
+DISPATCH, RECORD = QUERIES["caller_dispatch"], QUERIES["caller_record"]
 
 
 def sync_connection(connection: Any) -> psycopg.Connection[Any]:
@@ -89,12 +89,6 @@ def _refusals(requests: Sequence[DispatchRequest], row: Any, pools: tuple[str, s
     return refusals(requests, codes, max_pending)
 
 
-def _record(row: Any, events: list[Any]) -> JobRecord:
-    return job_record(row, tuple(JobEvent(at=event["at"], event=event["event"],
-                                          supervisor=event["supervisor"], token=event["token"],
-                                          detail=event["detail"]) for event in events))
-
-
 class PgCaller(PgPart):
     """The store's side of `connection=`."""
 
@@ -133,8 +127,7 @@ class PgCaller(PgPart):
         where = {"pool": self._ctx.pool, "key": key}
         with conn.cursor(row_factory=dict_row) as cursor:
             row = cursor.execute(RECORD, where).fetchone()
-            events = cursor.execute(EVENTS, where).fetchall()
-        return _record(row, events)
+        return job_record(row, history.of_row(row))
 
     async def dispatch_on_async(self, connection: Any, requests: Sequence[DispatchRequest],
                                 ) -> list[DispatchRefused | None]:
@@ -154,6 +147,4 @@ class PgCaller(PgPart):
         async with conn.cursor(row_factory=dict_row) as cursor:
             await cursor.execute(RECORD, where)
             row = await cursor.fetchone()
-            await cursor.execute(EVENTS, where)
-            events = await cursor.fetchall()
-        return _record(row, events)
+        return job_record(row, history.of_row(row))

@@ -1,10 +1,12 @@
-"""The PostgreSQL store's job histories: the table `job_events`, written inside the
-transaction of the change each event describes (as sqlite/history.py)."""
+"""The PostgreSQL store's job histories: the column `history` of a job's row, written by
+the statement of the change each event describes (sql/functions.sql history_add), or in
+its transaction (as sqlite/history.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
+
+import orjson
 
 from supervisor.store.policy import DETAIL_CHARS, HISTORY_LIMIT
 from supervisor.store.postgres.db import Tx
@@ -16,10 +18,6 @@ async def note(tx: Tx, key: str, event: str, detail: str | None = None, *,
     """Add the event; with `lease`, only if that lease holds the job."""
     await tx.run("note_job_event", key=key, event=event, detail=detail,
                  owner=lease and lease.owner, token=lease and lease.token, keep=HISTORY_LIMIT)
-
-
-async def forget(tx: Tx, key: str) -> None:
-    await tx.run("forget_job_events", key=key)
 
 
 def first_line(text: str | None) -> str | None:
@@ -35,23 +33,11 @@ async def note_pid(tx: Tx, lease: Lease, pid: int | None) -> None:
                      pid=pid)
 
 
-async def of_jobs(tx: Tx, keys: Sequence[str]) -> dict[str, tuple[JobEvent, ...]]:
-    found: dict[str, list[JobEvent]] = {}
-    for row in await tx.rows("jobs_events", keys=list(keys)):
-        found.setdefault(row["key"], []).append(_event(row))
-    return {key: tuple(events) for key, events in found.items()}
-
-
-def from_arrays(row: Any) -> tuple[JobEvent, ...]:
-    """The events of a row that carries them as arrays (sql/queries.sql job_with_events)."""
-    if row["event_at"] is None:
-        return ()
+def of_row(row: Any) -> tuple[JobEvent, ...]:
+    """The events of a job's row (its `history`), oldest first.  A caller's connection
+    may load jsonb as text (Django's does)."""
+    events = row["history"]
+    if isinstance(events, str | bytes):
+        events = orjson.loads(events)
     return tuple(JobEvent(at=at, event=event, supervisor=supervisor, token=token, detail=detail)
-                 for at, event, supervisor, token, detail in zip(
-                     row["event_at"], row["event_name"], row["event_supervisor"],
-                     row["event_token"], row["event_detail"], strict=True))
-
-
-def _event(row: Any) -> JobEvent:
-    return JobEvent(at=row["at"], event=row["event"], supervisor=row["supervisor"],
-                    token=row["token"], detail=row["detail"])
+                 for at, event, supervisor, token, detail in events)

@@ -25,15 +25,14 @@ class PgReads(PgPart):
                                            retention=self._ctx.retention)
         if not rows:
             raise JobNotFound(f"no job has the key {key!r}")
-        return job_record(rows[0], history.from_arrays(rows[0]))
+        return job_record(rows[0], history.of_row(rows[0]))
 
     async def jobs(self, state: JobState | None = None) -> list[JobRecord]:
         async def work(tx: Tx) -> list[JobRecord]:
             await tx.run("drop_expired_records", cutoff=self._ctx.cutoff(tx))
             rows = await tx.rows("all_jobs") if state is None else await tx.rows(
                 "jobs_in_state", state=state)
-            events = await history.of_jobs(tx, [row["key"] for row in rows])
-            return [job_record(row, events.get(row["key"], ())) for row in rows]
+            return [job_record(row, history.of_row(row)) for row in rows]
 
         return await self._ctx.db.write(work)
 

@@ -21,7 +21,7 @@ from psycopg.rows import DictRow
 
 from supervisor.errors import ConfigError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 SCHEMA_LOCK = "poolsup schema"
 # The statements that take the tables of a database at version N to N + 1; the functions
 # (sql/functions.sql) are made again after every migration.
@@ -32,6 +32,19 @@ MIGRATIONS: Mapping[int, str] = {
     # 3: a claim starts its jobs, ends, and a completion ends one, in one function each
     # (start_jobs, after_claim, complete_job, note_event): functions only.
     2: "SELECT 1",
+    # 4: a job's history moves into its row (poolsup.jobs.history), written by the
+    # statement of its change instead of a row of job_events each.  The table job_events
+    # stays, emptied: supervisors of version 3 still read and write it during a rolling
+    # upgrade (the functions they call write the new column).
+    3: """
+        ALTER TABLE poolsup.jobs ADD COLUMN history jsonb NOT NULL DEFAULT '[]';
+        UPDATE poolsup.jobs j SET history = e.events
+        FROM (SELECT pool, key, jsonb_agg(jsonb_build_array(at, event, supervisor, token,
+                                                            detail) ORDER BY id) AS events
+              FROM poolsup.job_events GROUP BY pool, key) AS e
+        WHERE j.pool = e.pool AND j.key = e.key;
+        DELETE FROM poolsup.job_events;
+    """,
 }
 
 _NAME_MARKER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)

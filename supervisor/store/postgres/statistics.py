@@ -15,7 +15,6 @@ from supervisor.store.postgres.db import Tx
 
 CHECK_EVERY = 2.0  # seconds between looks while the tables were never analyzed
 FIRST_ANALYZE_ROWS = 100  # rows changed before the first analyze is worth its cost
-TABLES = ("poolsup.jobs", "poolsup.job_events")
 
 
 async def analyzed(tx: Tx) -> bool:

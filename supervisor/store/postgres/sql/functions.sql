@@ -14,6 +14,22 @@ CREATE OR REPLACE FUNCTION poolsup.now() RETURNS double precision
 LANGUAGE sql VOLATILE
 AS $$ SELECT extract(epoch FROM clock_timestamp())::double precision $$;
 
+-- A job's history (the column poolsup.jobs.history, oldest first) with `p_event` added
+-- (an array [at, event, supervisor, token, detail]): the newest `p_keep` events.
+CREATE OR REPLACE FUNCTION poolsup.history_add(p_history jsonb, p_event jsonb, p_keep integer)
+RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+-- not LANGUAGE sql: with its sub-SELECT it is not inlined, and is planned at each call
+BEGIN
+    IF jsonb_array_length(p_history) < p_keep THEN
+        RETURN p_history || jsonb_build_array(p_event);
+    END IF;
+    RETURN coalesce((SELECT jsonb_agg(e.value ORDER BY e.n)
+                     FROM jsonb_array_elements(p_history) WITH ORDINALITY AS e(value, n)
+                     WHERE e.n > jsonb_array_length(p_history) - p_keep + 1), '[]')
+        || jsonb_build_array(p_event);
+END $$;
+
 -- Wake one supervisor waiting for jobs of `p_handler` (its row is taken): NOTIFY 'w' on
 -- its own channel, delivered when the transaction commits.  A row another open
 -- transaction holds is skipped.
@@ -77,18 +93,18 @@ BEGIN
             -- Most keys are new: added at once, and only a key that has a row is looked at.
             INSERT INTO poolsup.jobs (pool, key, handler, state, max_attempts, payload,
                 created_at, due, run_at, schedule, priority, job_group, traceparent,
-                tracestate)
+                tracestate, history)
             VALUES (p_pool, v_key, v_job->>'handler', 'pending',
                 (v_job->>'max_attempts')::integer, convert_to(v_job->>'payload', 'UTF8'),
                 v_now, v_due, v_run_at, v_job->>'schedule',
                 coalesce((v_job->>'priority')::integer, 0), v_job->>'group',
-                v_job->>'traceparent', v_job->>'tracestate')
+                v_job->>'traceparent', v_job->>'tracestate',
+                jsonb_build_array(jsonb_build_array(v_now, 'dispatched', NULL, NULL,
+                                                    v_job->>'schedule')))
             ON CONFLICT (pool, key) DO NOTHING;
             GET DIAGNOSTICS v_added = ROW_COUNT;
         END IF;
         IF v_added = 1 THEN
-            INSERT INTO poolsup.job_events (pool, key, at, event, detail)
-            VALUES (p_pool, v_key, v_now, 'dispatched', v_job->>'schedule');
             v_pending := v_pending + 1;
             IF v_due <= v_now THEN
                 PERFORM poolsup.wake_one(p_pool, v_job->>'handler');
@@ -120,25 +136,24 @@ BEGIN
             END IF;
             INSERT INTO poolsup.jobs (pool, key, handler, state, max_attempts, payload,
                 created_at, due, run_at, schedule, priority, job_group, traceparent,
-                tracestate)
+                tracestate, history)
             VALUES (p_pool, v_key, v_job->>'handler', 'pending',
                 (v_job->>'max_attempts')::integer, convert_to(v_job->>'payload', 'UTF8'),
                 v_now, v_due, v_run_at, v_job->>'schedule',
                 coalesce((v_job->>'priority')::integer, 0), v_job->>'group',
-                v_job->>'traceparent', v_job->>'tracestate')
+                v_job->>'traceparent', v_job->>'tracestate',
+                jsonb_build_array(jsonb_build_array(v_now, 'dispatched', NULL, NULL,
+                                                    v_job->>'schedule')))
             ON CONFLICT (pool, key) DO NOTHING;
             GET DIAGNOSTICS v_added = ROW_COUNT;
             IF v_added = 0 THEN
                 v_code := 0;  -- another transaction added the key first
             ELSE
                 IF v_found THEN  -- what an earlier record of the key left behind
-                    DELETE FROM poolsup.job_events WHERE pool = p_pool AND key = v_key;
                     DELETE FROM poolsup.output_runs WHERE pool = p_pool AND key = v_key;
                     DELETE FROM poolsup.output_chunks WHERE pool = p_pool AND key = v_key;
                     DELETE FROM poolsup.notes WHERE pool = p_pool AND key = v_key;
                 END IF;
-                INSERT INTO poolsup.job_events (pool, key, at, event, detail)
-                VALUES (p_pool, v_key, v_now, 'dispatched', v_job->>'schedule');
                 v_pending := v_pending + 1;
                 IF v_due <= v_now THEN
                     PERFORM poolsup.wake_one(p_pool, v_job->>'handler');
@@ -150,18 +165,16 @@ BEGIN
     RETURN v_codes;
 END $$;
 
--- A step of the job's history (postgres/history.py): the event, then the job's events
--- before its newest `p_keep` dropped.
+-- A step of the job's history (postgres/history.py): the event added to its row, whose
+-- newest `p_keep` events are kept.
 CREATE OR REPLACE FUNCTION poolsup.note_event(p_pool text, p_key text, p_at double precision,
                                               p_event text, p_supervisor text, p_token bigint,
                                               p_detail text, p_keep integer) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO poolsup.job_events (pool, key, at, event, supervisor, token, detail)
-    VALUES (p_pool, p_key, p_at, p_event, p_supervisor, p_token, p_detail);
-    DELETE FROM poolsup.job_events WHERE pool = p_pool AND key = p_key AND id <= (
-        SELECT id FROM poolsup.job_events WHERE pool = p_pool AND key = p_key
-        ORDER BY id DESC LIMIT 1 OFFSET p_keep);
+    UPDATE poolsup.jobs SET history = poolsup.history_add(history, jsonb_build_array(
+            p_at, p_event, p_supervisor, p_token, p_detail), p_keep)
+    WHERE pool = p_pool AND key = p_key;
 END $$;
 
 -- running -> succeeded with the result, if the lease (owner, token) still holds the job:
@@ -176,15 +189,14 @@ LANGUAGE plpgsql AS $$
 BEGIN
     UPDATE poolsup.jobs SET state = 'succeeded', result = p_result, error = NULL,
         finished_at = p_now, due = NULL, lease_deadline = NULL, pid = NULL,
-        rss_bytes = NULL, cpu_percent = NULL
+        rss_bytes = NULL, cpu_percent = NULL, history = poolsup.history_add(history,
+            jsonb_build_array(p_now, 'succeeded', p_owner, p_token, NULL), p_keep)
     WHERE pool = p_pool AND key = p_key AND state = 'running' AND supervisor = p_owner
         AND token = p_token;
     IF NOT FOUND THEN
         RETURN EXISTS (SELECT 1 FROM poolsup.jobs WHERE pool = p_pool AND key = p_key
                        AND state = 'succeeded' AND supervisor = p_owner AND token = p_token);
     END IF;
-    PERFORM poolsup.note_event(p_pool, p_key, p_now, 'succeeded', p_owner, p_token, NULL,
-                               p_keep);
     DELETE FROM poolsup.notes WHERE pool = p_pool AND key = p_key;
     PERFORM pg_notify(poolsup.channel(p_pool, E'end\n' || p_key), 'e');
     RETURN true;
@@ -234,7 +246,9 @@ END $$;
 
 -- pending -> running under `p_owner`, for each of `p_keys` in order, with the next
 -- tokens of the pool's counter; each start noted in the job's history.  The rows a
--- claim hands its supervisor, with when each one's last lease had expired.
+-- claim hands its supervisor, with when each one's last lease had expired.  One
+-- statement per key, on its primary key (a join of the keys' array with the jobs was
+-- planned as a scan of the pool's jobs: the generic plan cannot know the array is short).
 CREATE OR REPLACE FUNCTION poolsup.start_jobs(p_pool text, p_keys text[], p_owner text,
                                               p_lease_ttl double precision,
                                               p_now double precision, p_keep integer)
@@ -251,22 +265,23 @@ BEGIN
     RETURNING token - cardinality(p_keys) INTO v_token;
     FOREACH v_key IN ARRAY p_keys LOOP
         v_token := v_token + 1;
-        SELECT lease_expired_at INTO o_lease_expired_at FROM poolsup.jobs
-        WHERE pool = p_pool AND key = v_key;
-        UPDATE poolsup.jobs SET state = 'running', supervisor = p_owner, token = v_token,
-            attempts = attempts + 1, started_at = p_now, lease_deadline = p_now + p_lease_ttl,
-            due = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL,
-            lease_expired_at = NULL, reserved_for = NULL, reserved_until = NULL,
-            moved_from = NULL
-        WHERE pool = p_pool AND key = v_key AND state = 'pending'
-        RETURNING key, handler, payload, token, attempts, max_attempts, lease_deadline,
-            checkpoint, traceparent, tracestate
+        UPDATE poolsup.jobs j SET state = 'running', supervisor = p_owner, token = v_token,
+            attempts = j.attempts + 1, started_at = p_now,
+            lease_deadline = p_now + p_lease_ttl, due = NULL, pid = NULL, rss_bytes = NULL,
+            cpu_percent = NULL, lease_expired_at = NULL, reserved_for = NULL,
+            reserved_until = NULL, moved_from = NULL,
+            history = poolsup.history_add(j.history, jsonb_build_array(
+                p_now, 'started', p_owner, v_token, 'attempt ' || (j.attempts + 1)), p_keep)
+        FROM (SELECT lease_expired_at FROM poolsup.jobs
+              WHERE pool = p_pool AND key = v_key) AS before
+        WHERE j.pool = p_pool AND j.key = v_key AND j.state = 'pending'
+        RETURNING j.key, j.handler, j.payload, j.token, j.attempts, j.max_attempts,
+            j.lease_deadline, j.checkpoint, j.traceparent, j.tracestate,
+            before.lease_expired_at
         INTO o_key, o_handler, o_payload, o_token, o_attempts, o_max_attempts,
-            o_lease_deadline, o_checkpoint, o_traceparent, o_tracestate;
+            o_lease_deadline, o_checkpoint, o_traceparent, o_tracestate, o_lease_expired_at;
         CONTINUE WHEN NOT FOUND;
         o_has_notes := EXISTS (SELECT 1 FROM poolsup.notes WHERE pool = p_pool AND key = v_key);
-        PERFORM poolsup.note_event(p_pool, v_key, p_now, 'started', p_owner, v_token,
-                                   'attempt ' || o_attempts, p_keep);
         RETURN NEXT;
     END LOOP;
 END $$;

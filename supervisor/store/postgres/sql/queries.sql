@@ -47,7 +47,7 @@ SELECT last_analyze IS NOT NULL OR last_autoanalyze IS NOT NULL AS analyzed,
 FROM pg_stat_user_tables WHERE relid = 'poolsup.jobs'::regclass;
 
 -- name: analyze_tables
-ANALYZE poolsup.jobs, poolsup.job_events;
+ANALYZE poolsup.jobs;
 
 -- name: drop_expired_records
 -- Records past retention, with what goes with them.  A row another transaction holds
@@ -58,8 +58,6 @@ WITH gone AS (
         WHERE pool = %(pool)s AND finished_at < %(cutoff)s
         FOR UPDATE SKIP LOCKED)
     RETURNING key
-), events AS (
-    DELETE FROM poolsup.job_events WHERE pool = %(pool)s AND key IN (SELECT key FROM gone)
 ), runs AS (
     DELETE FROM poolsup.output_runs WHERE pool = %(pool)s AND key IN (SELECT key FROM gone)
 ), chunks AS (
@@ -97,17 +95,11 @@ WHERE pool = %(pool)s AND key = %(key)s
   AND (finished_at IS NULL OR finished_at >= %(cutoff)s);
 
 -- name: job_with_events
--- A job's record and its history (as arrays, oldest first), in one statement: one
--- snapshot without a transaction of its own (postgres/reads.py job).
-SELECT j.*, e.at AS event_at, e.event AS event_name, e.supervisor AS event_supervisor,
-    e.token AS event_token, e.detail AS event_detail
-FROM poolsup.jobs j CROSS JOIN LATERAL (
-    SELECT array_agg(at ORDER BY id) AS at, array_agg(event ORDER BY id) AS event,
-        array_agg(supervisor ORDER BY id) AS supervisor,
-        array_agg(token ORDER BY id) AS token, array_agg(detail ORDER BY id) AS detail
-    FROM poolsup.job_events WHERE pool = j.pool AND key = j.key) AS e
-WHERE j.pool = %(pool)s AND j.key = %(key)s
-  AND (j.finished_at IS NULL OR j.finished_at >= poolsup.now() - %(retention)s);
+-- A job's record, its history included, in one statement without a transaction of its
+-- own (postgres/reads.py job).
+SELECT * FROM poolsup.jobs
+WHERE pool = %(pool)s AND key = %(key)s
+  AND (finished_at IS NULL OR finished_at >= poolsup.now() - %(retention)s);
 
 -- name: all_jobs
 SELECT * FROM poolsup.jobs WHERE pool = %(pool)s ORDER BY created_at, seq;
@@ -459,24 +451,13 @@ FROM poolsup.jobs WHERE pool = %(pool)s AND key = %(key)s
     AND (%(owner)s::text IS NULL OR (state = 'running' AND supervisor = %(owner)s::text
                                      AND token = %(token)s::bigint));
 
--- name: forget_job_events
-DELETE FROM poolsup.job_events WHERE pool = %(pool)s AND key = %(key)s;
-
 -- name: fill_start_pid
-UPDATE poolsup.job_events SET detail = detail || ', pid ' || %(pid)s::text
-WHERE id = (SELECT max(id) FROM poolsup.job_events WHERE pool = %(pool)s AND key = %(key)s)
-    AND event = 'started' AND token = %(token)s
-    AND EXISTS (SELECT 1 FROM poolsup.jobs WHERE pool = %(pool)s AND key = %(key)s
-                AND token = %(token)s AND supervisor = %(owner)s AND state = 'running'
-                AND pid IS NULL);
-
--- name: job_events
-SELECT key, at, event, supervisor, token, detail FROM poolsup.job_events
-WHERE pool = %(pool)s AND key = %(key)s ORDER BY id;
-
--- name: jobs_events
-SELECT key, at, event, supervisor, token, detail FROM poolsup.job_events
-WHERE pool = %(pool)s AND key = ANY(%(keys)s::text[]) ORDER BY id;
+-- The job's newest event, if it is the start of this lease's run, gets the pid.
+UPDATE poolsup.jobs SET history = jsonb_set(history, '{-1,4}',
+        to_jsonb((history -> -1 ->> 4) || ', pid ' || %(pid)s::text))
+WHERE pool = %(pool)s AND key = %(key)s AND token = %(token)s AND supervisor = %(owner)s
+    AND state = 'running' AND pid IS NULL
+    AND history -> -1 ->> 1 = 'started' AND (history -> -1 ->> 3)::bigint = %(token)s;
 
 -- name: output_job
 SELECT state, token FROM poolsup.jobs

@@ -59,6 +59,10 @@ CREATE TABLE poolsup.jobs (
     -- The W3C trace context its dispatch kept (docs/tracing.md), NULL if none.
     traceparent text,
     tracestate text,
+    -- Its history, oldest first: [at, event, supervisor, token, detail] each, the newest
+    -- HISTORY_LIMIT kept (sql/functions.sql history_add), written by the statement of the
+    -- change each event describes.
+    history jsonb NOT NULL DEFAULT '[]',
     PRIMARY KEY (pool, key)
 );
 
@@ -141,18 +145,6 @@ CREATE TABLE poolsup.starts (
     at double precision NOT NULL
 );
 CREATE INDEX starts_by_handler ON poolsup.starts (pool, handler, at);
-
-CREATE TABLE poolsup.job_events (
-    id bigserial PRIMARY KEY,
-    pool text NOT NULL,
-    key text NOT NULL,
-    at double precision NOT NULL,
-    event text NOT NULL,
-    supervisor text,
-    token bigint,
-    detail text
-);
-CREATE INDEX job_events_by_job ON poolsup.job_events (pool, key, id);
 
 CREATE TABLE poolsup.stacks_answers (
     pool text NOT NULL,
