@@ -88,9 +88,40 @@ BEGIN
         v_key := v_job->>'key';
         v_run_at := (v_job->>'run_at')::double precision;
         v_due := greatest(v_now, coalesce(v_run_at, v_now));
-        v_added := 0;
-        IF v_max_pending IS NULL OR v_pending < v_max_pending THEN
-            -- Most keys are new: added at once, and only a key that has a row is looked at.
+        v_found := false;
+        v_code := 0;
+        -- Most keys are new: the first pass adds the job at once (while max_pending
+        -- allows).  Only a key that has a row takes the second: the row is looked at, and
+        -- a finished record (or one past retention) is replaced.
+        FOR v_pass IN 1..2 LOOP
+            IF v_pass = 1 AND v_max_pending IS NOT NULL AND v_pending >= v_max_pending THEN
+                CONTINUE;
+            END IF;
+            IF v_pass = 2 THEN
+                v_state := NULL;
+                v_finished := NULL;
+                SELECT state, finished_at INTO v_state, v_finished FROM poolsup.jobs
+                WHERE pool = p_pool AND key = v_key;
+                v_found := FOUND;
+                IF v_finished IS NOT NULL AND v_finished < v_now - p_retention THEN
+                    v_state := NULL;  -- past retention: gone, whether or not dropped yet
+                END IF;
+                v_unique := coalesce((v_job->>'unique_for')::double precision, 0);
+                IF v_state IN ('pending', 'running') THEN
+                    EXIT;  -- 0
+                ELSIF v_state IS NOT NULL AND v_unique > 0 AND v_now - v_finished < v_unique
+                THEN
+                    v_code := 2;
+                    EXIT;
+                ELSIF v_max_pending IS NOT NULL AND v_pending >= v_max_pending THEN
+                    v_code := 3;
+                    EXIT;
+                END IF;
+                IF v_found THEN
+                    DELETE FROM poolsup.jobs WHERE pool = p_pool AND key = v_key
+                        AND state NOT IN ('pending', 'running');
+                END IF;
+            END IF;
             INSERT INTO poolsup.jobs (pool, key, handler, state, max_attempts, payload,
                 created_at, due, run_at, schedule, priority, job_group, traceparent,
                 tracestate, history)
@@ -103,63 +134,19 @@ BEGIN
                                                     v_job->>'schedule')))
             ON CONFLICT (pool, key) DO NOTHING;
             GET DIAGNOSTICS v_added = ROW_COUNT;
-        END IF;
-        IF v_added = 1 THEN
+            CONTINUE WHEN v_added = 0;  -- the second pass: another transaction added it first
+            IF v_found THEN  -- what an earlier record of the key left behind
+                DELETE FROM poolsup.output_runs WHERE pool = p_pool AND key = v_key;
+                DELETE FROM poolsup.output_chunks WHERE pool = p_pool AND key = v_key;
+                DELETE FROM poolsup.notes WHERE pool = p_pool AND key = v_key;
+            END IF;
             v_pending := v_pending + 1;
             IF v_due <= v_now THEN
                 PERFORM poolsup.wake_one(p_pool, v_job->>'handler');
             END IF;
-            v_codes := v_codes || 1;
-            CONTINUE;
-        END IF;
-        v_state := NULL;
-        v_finished := NULL;
-        SELECT state, finished_at INTO v_state, v_finished FROM poolsup.jobs
-        WHERE pool = p_pool AND key = v_key;
-        v_found := FOUND;
-        IF v_finished IS NOT NULL AND v_finished < v_now - p_retention THEN
-            v_state := NULL;  -- past retention: gone, whether or not dropped yet
-        END IF;
-        v_unique := coalesce((v_job->>'unique_for')::double precision, 0);
-        v_code := 1;
-        IF v_state IN ('pending', 'running') THEN
-            v_code := 0;
-        ELSIF v_state IS NOT NULL AND v_unique > 0 AND v_now - v_finished < v_unique THEN
-            v_code := 2;
-        ELSIF v_max_pending IS NOT NULL AND v_pending >= v_max_pending THEN
-            v_code := 3;
-        END IF;
-        IF v_code = 1 THEN
-            IF v_found THEN  -- a finished record (or one past retention) is replaced
-                DELETE FROM poolsup.jobs
-                WHERE pool = p_pool AND key = v_key AND state NOT IN ('pending', 'running');
-            END IF;
-            INSERT INTO poolsup.jobs (pool, key, handler, state, max_attempts, payload,
-                created_at, due, run_at, schedule, priority, job_group, traceparent,
-                tracestate, history)
-            VALUES (p_pool, v_key, v_job->>'handler', 'pending',
-                (v_job->>'max_attempts')::integer, convert_to(v_job->>'payload', 'UTF8'),
-                v_now, v_due, v_run_at, v_job->>'schedule',
-                coalesce((v_job->>'priority')::integer, 0), v_job->>'group',
-                v_job->>'traceparent', v_job->>'tracestate',
-                jsonb_build_array(jsonb_build_array(v_now, 'dispatched', NULL, NULL,
-                                                    v_job->>'schedule')))
-            ON CONFLICT (pool, key) DO NOTHING;
-            GET DIAGNOSTICS v_added = ROW_COUNT;
-            IF v_added = 0 THEN
-                v_code := 0;  -- another transaction added the key first
-            ELSE
-                IF v_found THEN  -- what an earlier record of the key left behind
-                    DELETE FROM poolsup.output_runs WHERE pool = p_pool AND key = v_key;
-                    DELETE FROM poolsup.output_chunks WHERE pool = p_pool AND key = v_key;
-                    DELETE FROM poolsup.notes WHERE pool = p_pool AND key = v_key;
-                END IF;
-                v_pending := v_pending + 1;
-                IF v_due <= v_now THEN
-                    PERFORM poolsup.wake_one(p_pool, v_job->>'handler');
-                END IF;
-            END IF;
-        END IF;
+            v_code := 1;
+            EXIT;
+        END LOOP;
         v_codes := v_codes || v_code;
     END LOOP;
     RETURN v_codes;
