@@ -79,6 +79,7 @@ ON_POSTGRES = frozenset({
     "test_debug.py::test_debug_names_the_busy_line_of_a_running_job",
     "test_job_output.py::test_logs_shows_a_jobs_output_while_it_runs_and_after_it_ended",
     "test_snooze.py::test_a_snoozed_job_runs_again_after_its_delay_with_the_same_attempt",
+    "test_tracing.py::test_an_attempt_is_a_span_of_the_dispatch_with_the_handlers_spans_below_it",
 })
 
 
