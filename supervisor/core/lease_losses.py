@@ -73,6 +73,14 @@ def write_gap(last_write: float | None, now: float, *, min_gap: float) -> WriteG
     return WriteGap(last_write, now)
 
 
+def claim_note_due(last_claim: float | None, now: float, gap: WriteGap | None, *,
+                   every: float) -> bool:
+    """Whether a claim at `now` writes itself down as the pool's last: when it ends a gap,
+    when the last written is `every` old or more, or when that one lies ahead of `now` (the
+    store's clock stepped back: a gap would be missed until the clock came back to it)."""
+    return gap is not None or last_claim is None or not 0 <= now - last_claim < every
+
+
 def judged_later(lease_end: float | None, window: FailingWindow | None, gap: WriteGap | None,
                  now: float, *, ttl: float, defer: float) -> bool:
     """Is the recovery of a lease that ended at `lease_end` left for a later claim?

@@ -7,6 +7,7 @@ from supervisor.core.lease_losses import (
     FailingWindow,
     Recovery,
     WriteGap,
+    claim_note_due,
     failing_window,
     judged_later,
     loss_counts,
@@ -67,6 +68,26 @@ def test_a_write_soon_after_the_last_one_ends_no_gap() -> None:
 
 def test_a_write_long_after_the_last_one_ends_a_gap() -> None:
     assert write_gap(97.0, 100.0, min_gap=1.0) == WriteGap(97.0, 100.0)
+
+
+def test_a_claim_soon_after_the_last_noted_one_writes_nothing() -> None:
+    assert not claim_note_due(99.9, 100.0, None, every=0.25)
+    assert not claim_note_due(100.0, 100.0, None, every=0.25)
+
+
+def test_a_claim_notes_itself_once_the_last_noted_is_old_or_unknown() -> None:
+    assert claim_note_due(99.75, 100.0, None, every=0.25)
+    assert claim_note_due(None, 100.0, None, every=0.25)
+
+
+def test_a_claim_that_ends_a_gap_always_notes_itself() -> None:
+    assert claim_note_due(99.0, 100.0, WriteGap(99.0, 100.0), every=5.0)
+
+
+def test_a_last_claim_ahead_of_the_clock_is_written_over() -> None:
+    """The store's clock stepped back: left alone, the last claim would stay ahead and
+    no gap would show until the clock came back to it."""
+    assert claim_note_due(160.0, 100.0, None, every=0.25)
 
 
 def test_a_lease_that_ended_in_a_recent_gap_waits_for_a_claim_that_witnessed_it() -> None:

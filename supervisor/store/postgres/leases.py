@@ -17,6 +17,7 @@ from supervisor.core.lease_losses import (
     FailingWindow,
     Recovery,
     WriteGap,
+    claim_note_due,
     judged_later,
     loss_counts,
     recovery,
@@ -25,6 +26,7 @@ from supervisor.core.lease_losses import (
 from supervisor.core.limits import Due, Limits, startable
 from supervisor.errors import StaleToken
 from supervisor.store.policy import (
+    CLAIM_NOTE_EVERY,
     GROUP_SCAN,
     HEALTH_GAP,
     HISTORY_LIMIT,
@@ -53,10 +55,12 @@ from supervisor.store.records import (
 
 
 async def note_claim(tx: Tx, last: Mapping[str, Any]) -> WriteGap | None:
-    """Note that a claim runs now; the last gap between the pool's claims, this one's
-    if it ends one (`last`: the claim's context, sql/queries.sql claim_context)."""
+    """Note that a claim runs now (unless one was noted less than CLAIM_NOTE_EVERY ago);
+    the last gap between the pool's claims, this one's if it ends one (`last`: the
+    claim's context, sql/queries.sql claim_context)."""
     gap = write_gap(last["last_claim"], tx.now, min_gap=MIN_CLAIM_GAP)
-    await tx.run("note_claim", gap_start=gap and gap.start, gap_end=gap and gap.end)
+    if claim_note_due(last["last_claim"], tx.now, gap, every=CLAIM_NOTE_EVERY):
+        await tx.run("note_claim", gap_start=gap and gap.start, gap_end=gap and gap.end)
     if gap is None and last["gap_start"] is not None:
         gap = WriteGap(last["gap_start"], last["gap_end"])
     return gap

@@ -248,6 +248,9 @@ DECLARE
     v_token bigint;
     v_key text;
 BEGIN
+    IF cardinality(p_keys) = 0 THEN
+        RETURN;  -- nothing written: an idle claim takes no transaction id
+    END IF;
     UPDATE poolsup.counters SET token = token + cardinality(p_keys) WHERE pool = p_pool
     RETURNING token - cardinality(p_keys) INTO v_token;
     FOREACH v_key IN ARRAY p_keys LOOP
