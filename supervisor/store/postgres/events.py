@@ -7,14 +7,18 @@ in the 63 bytes of a channel name): each supervisor's own, which carries its wak
 (`w`: one waiting supervisor per job made due, sql/schema.sql wake_one) and the stop
 (`s KEY`), notify (`n KEY`) and debug (`d REQUEST KEY`) requests for the jobs it holds;
 the pool's, which carries the wake of a resume to everyone; and one per job key, which
-carries `e` when the job ends, for `job_ends`.  A lost connection is reconnected with
-backoff, and a `wake` follows, since hints may have been missed meanwhile.
+carries `e` when the job ends, for `job_ends`, only while a caller waits (a row of
+poolsup.end_waiters: PostgreSQL signals every backend that listens in the database for
+each NOTIFY, whatever its channel, so an end that nobody waits for is not sent).  A lost
+connection is reconnected with backoff, and a `wake` follows, since hints may have been
+missed meanwhile.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
 
@@ -22,12 +26,14 @@ import anyio
 import psycopg
 from psycopg import sql
 
-from supervisor.store.postgres.db import Tx
+from supervisor.errors import StoreUnavailable
+from supervisor.store.postgres.db import PgDatabase, Tx
 from supervisor.store.records import StoreEvent
 
 POOL_CHANNEL = ""
 LISTEN_POLL = 1.0  # a listener looks whether it was closed at least this often
 RECONNECT_PAUSES = (0.1, 0.5, 1.0, 2.0)
+WAITER_DROP_WAIT = 1.0  # seconds a wait's end waits for its row to be deleted
 
 
 def channel(pool: str, name: str) -> str:
@@ -55,7 +61,7 @@ async def to_holder(tx: Tx, supervisor: str | None, kind: str, *words: str) -> N
 
 
 async def ended(tx: Tx, key: str) -> None:
-    await tx.run("notify", channel=end_channel(key), message="e")
+    await tx.run("notify_end", channel=end_channel(key), key=key)
 
 
 def decode(message: str) -> StoreEvent:
@@ -143,3 +149,22 @@ async def listening(conninfo: str, pool: str, names: Sequence[str],
     finally:
         with anyio.CancelScope(shield=True):
             await listener.aclose()
+
+
+@contextlib.asynccontextmanager
+async def waiting_for_end(db: PgDatabase, conninfo: str, pool: str, key: str,
+                          ) -> AsyncIterator[AsyncIterator[StoreEvent]]:
+    """`listening` to the job's end, with this caller written down as waiting for it
+    first (so that an end committed after the caller reads the job is sent).  A store
+    that cannot take the row leaves the caller to its rereads, as a lost hint would."""
+    waiter = uuid.uuid4().hex
+    with contextlib.suppress(StoreUnavailable):
+        await db.write_one("add_end_waiter", key=key, waiter=waiter)
+    try:
+        async with listening(conninfo, pool, [end_channel(key)]) as hints:
+            yield hints
+    finally:
+        # A row left behind costs a spare hint, and goes with the job's record.
+        with anyio.CancelScope(shield=True), anyio.move_on_after(WAITER_DROP_WAIT), \
+                contextlib.suppress(StoreUnavailable):
+            await db.write_one("drop_end_waiter", key=key, waiter=waiter)

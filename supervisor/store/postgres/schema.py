@@ -35,7 +35,9 @@ MIGRATIONS: Mapping[int, str] = {
     # 4: a job's history moves into its row (poolsup.jobs.history), written by the
     # statement of its change instead of a row of job_events each.  The table job_events
     # stays, emptied: supervisors of version 3 still read and write it during a rolling
-    # upgrade (the functions they call write the new column).
+    # upgrade (the functions they call write the new column).  A job's end is notified
+    # only while a caller waits for it (poolsup.end_waiters): a `wait` of version 3, which
+    # does not say it waits, sees the end by its reread every 5 s.
     3: """
         ALTER TABLE poolsup.jobs ADD COLUMN history jsonb NOT NULL DEFAULT '[]';
         UPDATE poolsup.jobs j SET history = e.events
@@ -44,6 +46,12 @@ MIGRATIONS: Mapping[int, str] = {
               FROM poolsup.job_events GROUP BY pool, key) AS e
         WHERE j.pool = e.pool AND j.key = e.key;
         DELETE FROM poolsup.job_events;
+        CREATE TABLE poolsup.end_waiters (
+            pool text NOT NULL,
+            key text NOT NULL,
+            waiter text NOT NULL
+        );
+        CREATE INDEX end_waiters_by_key ON poolsup.end_waiters (pool, key);
     """,
 }
 

@@ -75,7 +75,7 @@ class PgStore(PgDispatch, PgClaim, PgLeases, PgSteering, PgNotes, PgOutput, PgRe
 
     def job_ends(self, key: str) -> contextlib.AbstractAsyncContextManager[
             AsyncIterator[StoreEvent]]:
-        return events.listening(self._conninfo, self.pool, [events.end_channel(key)])
+        return events.waiting_for_end(self._ctx.db, self._conninfo, self.pool, key)
 
     async def ping(self) -> None:
         async def work(tx: Tx) -> None:

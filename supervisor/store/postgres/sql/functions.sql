@@ -165,9 +165,9 @@ BEGIN
 END $$;
 
 -- running -> succeeded with the result, if the lease (owner, token) still holds the job:
--- its history notes it, its notes are dropped, and its end is announced.  False if the
--- lease is stale, unless the job succeeded under this very lease (an earlier try whose
--- answer was lost: nothing changes).
+-- its history notes it, its notes are dropped, and its end is announced to those who
+-- wait for it.  False if the lease is stale, unless the job succeeded under this very
+-- lease (an earlier try whose answer was lost: nothing changes).
 CREATE OR REPLACE FUNCTION poolsup.complete_job(p_pool text, p_key text, p_owner text,
                                                 p_token bigint, p_result bytea,
                                                 p_now double precision, p_keep integer)
@@ -185,7 +185,9 @@ BEGIN
                        AND state = 'succeeded' AND supervisor = p_owner AND token = p_token);
     END IF;
     DELETE FROM poolsup.notes WHERE pool = p_pool AND key = p_key;
-    PERFORM pg_notify(poolsup.channel(p_pool, E'end\n' || p_key), 'e');
+    IF EXISTS (SELECT 1 FROM poolsup.end_waiters WHERE pool = p_pool AND key = p_key) THEN
+        PERFORM pg_notify(poolsup.channel(p_pool, E'end\n' || p_key), 'e');
+    END IF;
     RETURN true;
 END $$;
 

@@ -62,6 +62,8 @@ WITH gone AS (
     DELETE FROM poolsup.output_runs WHERE pool = %(pool)s AND key IN (SELECT key FROM gone)
 ), chunks AS (
     DELETE FROM poolsup.output_chunks WHERE pool = %(pool)s AND key IN (SELECT key FROM gone)
+), waiters AS (  -- those a caller that died left behind
+    DELETE FROM poolsup.end_waiters WHERE pool = %(pool)s AND key IN (SELECT key FROM gone)
 )
 DELETE FROM poolsup.notes WHERE pool = %(pool)s AND key IN (SELECT key FROM gone);
 
@@ -252,6 +254,18 @@ SELECT poolsup.wake_one(%(pool)s, %(handler)s);
 
 -- name: notify
 SELECT pg_notify(poolsup.channel(%(pool)s, %(channel)s), %(message)s);
+
+-- name: notify_end
+-- A job's end, on its channel, if somebody waits for it (poolsup.end_waiters).
+SELECT pg_notify(poolsup.channel(%(pool)s, %(channel)s), 'e')
+WHERE EXISTS (SELECT 1 FROM poolsup.end_waiters WHERE pool = %(pool)s AND key = %(key)s);
+
+-- name: add_end_waiter
+INSERT INTO poolsup.end_waiters (pool, key, waiter) VALUES (%(pool)s, %(key)s, %(waiter)s);
+
+-- name: drop_end_waiter
+DELETE FROM poolsup.end_waiters
+WHERE pool = %(pool)s AND key = %(key)s AND waiter = %(waiter)s;
 
 -- name: renew_lease
 UPDATE poolsup.jobs SET lease_deadline = %(deadline)s, pid = coalesce(%(pid)s, pid),

@@ -146,6 +146,16 @@ CREATE TABLE poolsup.starts (
 );
 CREATE INDEX starts_by_handler ON poolsup.starts (pool, handler, at);
 
+-- The callers waiting for a job to end (`wait`, postgres/events.py waiting_for_end): a
+-- job's end is notified on its channel only while one waits, since every NOTIFY is read
+-- by every backend that listens in the database.
+CREATE TABLE poolsup.end_waiters (
+    pool text NOT NULL,
+    key text NOT NULL,
+    waiter text NOT NULL
+);
+CREATE INDEX end_waiters_by_key ON poolsup.end_waiters (pool, key);
+
 CREATE TABLE poolsup.stacks_answers (
     pool text NOT NULL,
     request text NOT NULL,
