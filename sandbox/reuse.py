@@ -8,9 +8,10 @@ job left (as a subreaper, whatever the job started, a daemon that called setsid
 included, is in its tree), puts back its signal handlers, signal mask, umask and
 interval timers as they were before its first job, takes every signal left pending for
 the job (queued real-time signals included), puts back its nice, scheduling policy, CPU
-affinity and resource limits as its first job found them (`sandbox.process_state`), and, at the next job's start, its
-environment and working directory (`sandbox.confinement.renew`). What it cannot put
-back, it retires for: `retire_reason`, or the reason a restore gives.
+affinity and resource limits as its first job found them (`sandbox.process_state`),
+and, at the next job's start, its environment and working directory
+(`sandbox.confinement.renew`). What it cannot put back, it retires for:
+`retire_reason`, or the reason a restore gives.
 
 A child that waits longer than `supervisor.forks.idle_children.IDLE_LIMIT` for its next
 job is retired by the supervisor (it closes the child's sockets): it exits, and the

@@ -25,7 +25,6 @@ import socket
 import subprocess
 from collections.abc import Mapping
 from contextlib import suppress
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anyio
@@ -33,9 +32,10 @@ import anyio.abc
 
 from sandbox import protocol
 from supervisor.core.blame import Blame, Verdict
-from supervisor.doorbell import Doorbell, Latch
+from supervisor.doorbell import Doorbell
 from supervisor.errors import PoolsupError
 from supervisor.forks import orphans
+from supervisor.forks.child import Child, ExitStatus
 from supervisor.forks.idle_children import IDLE_LIMIT, IdleChild, IdleChildren
 
 log = logging.getLogger("poolsup.children")
@@ -46,104 +46,6 @@ EVENTS_PER_CALL = 64  # read at one callback, at most (the loop has other work)
 
 class ForkServerDied(PoolsupError):
     """The fork server exited; its children were killed with it."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class ExitStatus:
-    code: int | None
-    signal: int | None
-    fenced: bool
-    reason: str | None = None  # a limit the fork server ended the child for
-    # What the job left behind that was still alive when the fork server gave up
-    # waiting for it to die (normally none: `exited` waits until they are gone).
-    survivors: tuple[int, ...] = ()
-    # The child died with its fork server: how the fork server ended, and who is held
-    # to have caused it (`core.blame`).
-    fork_server_died: str | None = None
-    verdict: Verdict | None = None
-
-    @property
-    def signal_name(self) -> str | None:
-        if self.signal is None:
-            return None
-        try:
-            return signal.Signals(self.signal).name
-        except ValueError:
-            return f"signal {self.signal}"
-
-
-@dataclass(eq=False, kw_only=True)
-class Child:
-    """One job's process as the supervisor sees it."""
-
-    job_id: str
-    key: str  # the job's key, the same for all its attempts
-    forked_at: float  # when the spawn was sent (anyio's clock)
-    # Its control and output sockets, read by event-loop callbacks (`SocketFeed`).
-    control_socket: socket.socket
-    output_socket: socket.socket
-    handler: str = ""
-    pid: int | None = None
-    spawned: Latch = field(default_factory=Latch)
-    exited: Latch = field(default_factory=Latch)
-    spawn_error: str | None = None
-    status: ExitStatus | None = None
-    wake: Doorbell | None = None  # its job's: rung when it exits
-    # A reused child said "done" on its channel: its job is over, it waits for the next.
-    done: bool = False
-    signalled: bool = False  # a signal or kill was sent for its job: it is not reused
-    _control: anyio.abc.SocketStream | None = None
-
-    async def control(self) -> anyio.abc.SocketStream:
-        """Its control socket as a stream, to write to (made at the first write: most
-        jobs are sent nothing after their start)."""
-        if self._control is None:
-            self._control = await anyio.abc.UNIXSocketStream.from_socket(self.control_socket)
-        return self._control
-
-    def ended(self, status: ExitStatus) -> None:
-        """It exited (or died with its fork server), as `status` says (also after it
-        said "done": a fence or a limit that ended the job first has the last word)."""
-        self.done = False
-        self.status = status
-        self.spawned.set()
-        self.exited.set()
-        if self.wake is not None:
-            self.wake.ring()
-
-    def reported_done(self) -> None:
-        """A reused child said "done" on its channel: its job ended as a clean exit."""
-        if self.exited.is_set():
-            return
-        self.done = True
-        self.status = _DONE
-        self.exited.set()
-        if self.wake is not None:
-            self.wake.ring()
-
-    def failed(self, error: str) -> None:
-        """The fork server could not start it: it ends here."""
-        self.spawn_error = error
-        self.spawned.set()
-        self.exited.set()
-        if self.wake is not None:
-            self.wake.ring()
-
-    @property
-    def never_started(self) -> bool:
-        """It was not started: the fork server could not, or was stopped first (not a
-        death, after which a child not reported may have run)."""
-        return (self.pid is None and self.spawn_error is not None
-                and (self.status is None or self.status.fork_server_died is None))
-
-    def close(self) -> None:
-        """Close its two sockets, at once (the streams' `aclose` would each yield to the
-        event loop, twice per job, for nothing to wait for)."""
-        self.control_socket.close()
-        self.output_socket.close()
-
-
-_DONE = ExitStatus(code=0, signal=None, fenced=False)
 
 
 def _pair() -> tuple[socket.socket, int]:
@@ -202,7 +104,6 @@ class ForkServerClient:
         self.died = anyio.Event()
         self._reading: asyncio.AbstractEventLoop | None = None  # calls back when readable
         self._idle = IdleChildren(idle_limit)
-        self._retiring: asyncio.TimerHandle | None = None  # retires idle children
         # Jobs whose reused child said "done", for the fork server: sent with the next
         # request, or at the end of the loop's iteration (`_send_notices`).
         self._finished: list[str] = []
@@ -244,7 +145,7 @@ class ForkServerClient:
         went whole: the child then exits at once if it could not be started
         (`Child.never_started`, and `wake` rings), and its pid comes with the report.
         A job of a handler with a reused child waiting runs in that child (`_reuse`)."""
-        if self._idle and (idle := self._idle_child(handler)) is not None:
+        if self._idle and (idle := self._idle.take_waiting(handler)) is not None:
             return await self._reuse(idle, job_id, handler, fence_deadline,
                                      first_message=first_message, key=key, wake=wake)
         child, unsent = await self._send_spawn(job_id, handler, fence_deadline,
@@ -252,18 +153,6 @@ class ForkServerClient:
         if unsent:  # the rest is written once the child reads: only if it runs
             return await self._reported(child, unsent)
         return child
-
-    def _idle_child(self, handler: str) -> IdleChild | None:
-        """The idle child of `handler` used last that is still there."""
-        while (idle := self._idle.take(handler)) is not None:
-            try:
-                idle.control.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-            except BlockingIOError:
-                return idle  # nothing to read: it waits
-            except OSError:
-                pass
-            idle.close()  # gone (end of stream), or it spoke out of turn
-        return None
 
     async def _reuse(
         self, idle: IdleChild, job_id: str, handler: str, fence_deadline: float, *,
@@ -330,18 +219,8 @@ class ForkServerClient:
         if not reusable or child.signalled or not self.alive or child.pid is None:
             child.close()  # it exits at the end of stream
             return
-        loop = asyncio.get_running_loop()
-        self._idle.put(child.handler, IdleChild(pid=child.pid, control=child.control_socket,
-                                                output=child.output_socket), loop.time())
-        if self._retiring is None:
-            self._retiring = loop.call_later(self._idle.limit, self._retire_idle)
-
-    def _retire_idle(self) -> None:
-        loop = asyncio.get_running_loop()
-        for idle in self._idle.expired(loop.time()):
-            idle.close()
-        due = self._idle.next_expiry()
-        self._retiring = None if due is None else loop.call_at(due, self._retire_idle)
+        self._idle.keep(child.handler, IdleChild(pid=child.pid, control=child.control_socket,
+                                                 output=child.output_socket))
 
     def _send_notices(self) -> None:
         """Send the `finished` notices of this loop iteration, unless a request waiting
@@ -352,13 +231,6 @@ class ForkServerClient:
                 if not self._sent(None, []):  # full: the next request carries them
                     self._notices_due = True
                     asyncio.get_running_loop().call_later(0.01, self._send_notices)
-
-    def _close_idle(self) -> None:
-        for idle in self._idle.take_all():
-            idle.close()
-        if self._retiring is not None:
-            self._retiring.cancel()
-            self._retiring = None
 
     async def _send_spawn(
         self, job_id: str, handler: str, fence_deadline: float, *, first_message: bytes,
@@ -586,7 +458,7 @@ class ForkServerClient:
         if self.alive and not self._closing:
             log.error("fork server (pid %s) exited; its children died with it", self.pid)
         self.alive = False
-        self._close_idle()
+        self._idle.close_all()
         self._ready.set()
         for pong in self._pongs.values():
             pong.set()  # no answer is coming: a ping waiting for one returns now
@@ -628,7 +500,7 @@ class ForkServerClient:
     async def close(self, timeout: float = 5.0) -> None:
         """Kill every child, stop the fork server and reap it."""
         self._closing = True
-        self._close_idle()
+        self._idle.close_all()
         if self.alive:
             with suppress(ForkServerDied):
                 await self._send(protocol.Exit())

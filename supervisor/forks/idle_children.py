@@ -6,6 +6,7 @@ it exits at the end of stream."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from dataclasses import dataclass
 
@@ -15,6 +16,7 @@ IDLE_LIMIT = 60.0
 # Only for tests, which cannot wait a minute: the supervisor reads it when it starts a
 # fork server.
 IDLE_LIMIT_VARIABLE = "_POOLSUP_TEST_IDLE_LIMIT"
+_PEEK = socket.MSG_PEEK | socket.MSG_DONTWAIT  # an idle child's channel, left unread
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,6 +41,42 @@ class IdleChildren:
     def __init__(self, limit: float = IDLE_LIMIT) -> None:
         self.limit = limit
         self._by_handler: dict[str, list[tuple[IdleChild, float]]] = {}  # and since when
+        self._retiring: asyncio.TimerHandle | None = None  # `keep`'s timer
+
+    def keep(self, handler: str, child: IdleChild) -> None:
+        """`put` it now, and retire it if it waits past the limit."""
+        loop = asyncio.get_running_loop()
+        self.put(handler, child, loop.time())
+        if self._retiring is None:
+            self._retiring = loop.call_later(self.limit, self._retire)
+
+    def take_waiting(self, handler: str) -> IdleChild | None:
+        """The idle child of `handler` used last that still waits; those gone (end of
+        stream) are closed on the way."""
+        while (idle := self.take(handler)) is not None:
+            try:
+                idle.control.recv(1, _PEEK)
+            except BlockingIOError:
+                return idle  # nothing to read: it waits
+            except OSError:
+                pass
+            idle.close()  # gone, or it spoke out of turn
+        return None
+
+    def close_all(self) -> None:
+        """Retire every idle child."""
+        for child in self.take_all():
+            child.close()
+        if self._retiring is not None:
+            self._retiring.cancel()
+            self._retiring = None
+
+    def _retire(self) -> None:
+        loop = asyncio.get_running_loop()
+        for child in self.expired(loop.time()):
+            child.close()
+        due = self.next_expiry()
+        self._retiring = None if due is None else loop.call_at(due, self._retire)
 
     def __bool__(self) -> bool:
         return any(self._by_handler.values())

@@ -46,7 +46,7 @@ from supervisor.doorbell import Latch
 from supervisor.job.running import StartTask
 
 if TYPE_CHECKING:
-    from supervisor.forks.fork_client import ExitStatus
+    from supervisor.forks.child import ExitStatus
 
 log = logging.getLogger("poolsup.jobs")
 

@@ -37,7 +37,8 @@ from supervisor.core.outcome import (
 )
 from supervisor.doorbell import Doorbell, Latch
 from supervisor.errors import PoolsupError, StaleToken, StoreFailure
-from supervisor.forks.fork_client import Child, ForkServerDied
+from supervisor.forks.child import Child
+from supervisor.forks.fork_client import ForkServerDied
 from supervisor.forks.fork_servers import ForkServers
 from supervisor.job.channel import ControlReader, ControlWriter, SocketFeed
 from supervisor.job.kept_output import OutputKeeper

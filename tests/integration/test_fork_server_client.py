@@ -16,7 +16,8 @@ from sandbox import protocol
 from supervisor.config import load_config
 from supervisor.doorbell import Doorbell
 from supervisor.errors import PoolsupError
-from supervisor.forks.fork_client import Child, ForkServerClient
+from supervisor.forks.child import Child
+from supervisor.forks.fork_client import ForkServerClient
 from supervisor.forks.launch import open_fork_server
 from tests.helpers.pool import write_pool
 
