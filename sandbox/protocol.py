@@ -50,7 +50,7 @@ Two channels:
       gone; "survivors" names those still alive after 5 s of SIGKILL, if any.
       Not sent for a job whose reused child said "done" (the supervisor read that on
       the child's channel), unless the fork server ended the job first (a fence, a
-      limit): then the job's end is the child's.
+      limit): then this is the job's end, and the child's death.
       "reason" is not null only when the fork server itself ended the job for a limit
       of its handler: "memory limit 100 MiB exceeded (peak 131 MiB)" or
       "cpu limit 2 s exceeded" (also when the kernel's RLIMIT_CPU ended it).

@@ -69,8 +69,11 @@ class Child:
         return self._control
 
     def ended(self, status: ExitStatus) -> None:
-        """It exited (or died with its fork server), as `status` says (also after it
-        said "done": a fence or a limit that ended the job first has the last word)."""
+        """It exited (or died with its fork server), as `status` says. After it said
+        "done", only a fence or a limit has the last word (the fork server ended the job
+        before it heard `finished`); any other death came after the job was over."""
+        if self.done and not status.fenced and status.reason is None:
+            return  # its channel's end keeps it from being reused
         self.done = False
         self.status = status
         self.spawned.set()
