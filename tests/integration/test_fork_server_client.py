@@ -194,6 +194,13 @@ async def test_a_reused_childs_start_is_written_only_after_its_assignment() -> N
                 await returned.wait()
             assert child_control.recv(64) == b"START\n"
             assert started[0].pid == 4242
+            # Ended before the fork server goes: a child still held at its death would
+            # have this process kill its own children as the dead server's orphans.
+            theirs.sendall(orjson.dumps({"ev": "exited", "job": "job-2", "pid": 4242,
+                                         "code": 0, "signal": None, "fenced": False}))
+            with anyio.fail_after(5):
+                await started[0].exited.wait()
+            assert server.child_count == 0
             theirs.close()
     finally:
         for sock in (ours, control, child_control, output, child_output):
