@@ -1,6 +1,7 @@
 """The supervisor's CPU per no-op job, alone (no peers, a few seconds): its process's
 user+system time (psutil) while it runs `--jobs` jobs dispatched ahead, divided by
-the jobs; its start is not counted. Robust on a busy machine, unlike a rate.
+the jobs; its start is not counted. Robust on a busy machine, unlike a rate. The fork
+server's own CPU (not its children's) is read the same way, beside it.
 
     python bench/supervisor_cpu.py [--jobs 1000] [--max-jobs-per-child 1] [--capacity 2]
                                    [--store redis|sqlite] [--profile out.txt]
@@ -49,6 +50,8 @@ def main() -> None:
         with supervisor(directory, store, pool, handlers=handlers, capacity=args.capacity,
                         lease_ttl=10) as process:
             run = psutil.Process(process.pid)
+            fork_server = next(child for child in run.children()
+                               if "sandbox.forkserver" in child.cmdline())
             client.dispatch_many([{"key": f"noop-{index}", "handler": "noop", "payload": None}
                                   for index in range(args.jobs)])
             spy = None
@@ -57,17 +60,19 @@ def main() -> None:
                                         "--pid", str(process.pid), "--nonblocking",
                                         "--gil", "--rate", "500"],
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            before, began = cpu(run), time.monotonic()
+            before, forks_before, began = cpu(run), cpu(fork_server), time.monotonic()
             while client.status()["counts"]["succeeded"] < args.jobs:
                 time.sleep(0.05)
             used, elapsed = cpu(run) - before, time.monotonic() - began
+            forks_used = cpu(fork_server) - forks_before
             if spy is not None:
                 spy.send_signal(2)
                 spy.wait(30)
         client.close()
     print(f"store={args.store} max_jobs_per_child={args.max_jobs_per_child} "
           f"capacity={args.capacity} jobs={args.jobs}: supervisor CPU "
-          f"{1000 * used / args.jobs:.2f} ms per job ({elapsed:.1f} s)")
+          f"{1000 * used / args.jobs:.2f} ms per job, fork server "
+          f"{1000 * forks_used / args.jobs:.2f} ms per job ({elapsed:.1f} s)")
 
 
 if __name__ == "__main__":

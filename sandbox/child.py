@@ -19,13 +19,14 @@ from typing import Any
 
 import orjson
 
-from sandbox import confinement, descriptors, job_io, linux, protocol, reuse, tracing
+from sandbox import confinement, job_io, linux, protocol, reuse, tracing
 from sandbox.channel import ControlChannel
 from sandbox.confinement import Confinement, ConfinementError
 from sandbox.context import EndSchedule, Fail, Inbox, Job, Snooze, Stopped
 from sandbox.job_io import JobTraces, StopGuard, start_reader
 from sandbox.loader import HandlerSpec, LoadedHandler, load_handler
 from sandbox.process_state import ProcessState
+from sandbox.scratch import make_job_directory, remove_job_directory
 from sandbox.stacks import install_stack_reporter
 
 EXIT_STOPPED = 128 + signal.SIGTERM
@@ -72,9 +73,11 @@ def wait_for_job(
 
     The hand-over is one packet: the handler's name and the job's scratch directory
     (`protocol.assignment`), with the job's control and output sockets attached. End
-    of stream means there will be no job.
+    of stream means there will be no job. The fork server hands over nothing more: a
+    reused child's next jobs come on its control socket.
     """
     data, fds, _, _ = socket.recv_fds(assignment, _ASSIGNMENT_SIZE, 2)
+    assignment.close()
     if len(fds) != 2:
         return 0
     name, scratch = protocol.read_assignment(data)
@@ -83,9 +86,7 @@ def wait_for_job(
         if other != name:
             settings.sandbox.close()
     if handler.spec.max_jobs_per_child > 1:
-        return _run_jobs(assignment, fds, name, scratch, handler, confinements[name],
-                         server_pid)
-    assignment.close()
+        return _run_jobs(fds, name, scratch, handler, confinements[name], server_pid)
     setup_error = _confine(confinements[name], server_pid)
     return _run_job(fds, name, scratch, handler, setup_error, confinements[name].strict)
 
@@ -97,51 +98,72 @@ def _run_job(
     handler: LoadedHandler,
     setup_error: str | None,
     strict: bool,
-    traces: JobTraces | None = None,
 ) -> int:
     control_fd, output_fd = fds
     os.dup2(output_fd, 1)
     os.dup2(output_fd, 2)
     os.close(output_fd)
+    _scratch_environment(scratch, strict)
+    return main(ControlChannel(control_fd), name, handler.function, handler.error,
+                handler.spec, setup_error=setup_error, scratch=scratch)
+
+
+def _scratch_environment(scratch: str, strict: bool) -> None:
     if scratch:
         os.environ["POOLSUP_JOB_SCRATCH"] = scratch
         if strict:  # where temporary files can be written
             os.environ["TMPDIR"] = scratch
-    return main(control_fd, name, handler.function, handler.error, handler.spec,
-                setup_error=setup_error, traces=traces, scratch=scratch)
 
 
 def _run_jobs(
-    assignment: socket.socket,
     fds: list[int],
     name: str,
-    scratch: str,
+    directory: str,
     handler: LoadedHandler,
     settings: Confinement,
     server_pid: int,
 ) -> int:
     """Run up to max_jobs_per_child jobs of one handler, one after another, each in a
-    clean process (`sandbox.reuse`); the exit code of the last.
+    clean process (`sandbox.reuse`) and a scratch directory of its own (made in
+    `directory`, the child's); the exit code of the last.
 
-    After a job that may be followed by another, `done` on the assignment socket tells
-    the fork server that the job is over and this process clean; it then sends the job's
-    `exited` and may hand over the next job, as for a fresh child. A job after which
-    the process cannot be made clean is this process's last: it exits, as one-job
-    children do.
+    Every job comes on the child's one control socket, its output goes to its one
+    output socket: the supervisor is this process's peer. After a job that may be
+    followed by another, `done` on the control socket tells the supervisor that the
+    job is over, its output all written, and this process clean; the next job starts
+    with its `start` there (the fork server was told first, and fences it). A job after
+    which the process cannot be made clean is this process's last: it exits, as
+    one-job children do, and the fork server reports the job's exit.
     """
+    control_fd, output_fd = fds
+    channel = ControlChannel(control_fd)
     pristine = reuse.Pristine.capture()
     setup_error = _confine(settings, server_pid)
     job_start = ProcessState.capture()  # as confined: nice and limits are the handler's
     memory_limit = handler.spec.memory_limit
     for number in range(1, handler.spec.max_jobs_per_child + 1):
+        # Made ready while it waits for its job: its output, its scratch directory.
         if number > 1:
             setup_error = _renew(settings, pristine.cwd_fd)
+        os.dup2(output_fd, 1)
+        os.dup2(output_fd, 2)
+        scratch = ""
+        if directory:
+            try:
+                scratch = make_job_directory(directory, number)
+            except OSError as error:
+                setup_error = setup_error or f"no scratch directory: {error}"
+        _scratch_environment(scratch, settings.strict)
+        start = None
+        if number > 1 and (start := next_start(channel)) is None:
+            return 0  # the supervisor retired this child, or is gone
         traces = JobTraces()
-        code = _run_job(fds, name, scratch, handler, setup_error, settings.strict, traces)
+        code = main(channel, name, handler.function, handler.error, handler.spec,
+                    setup_error=setup_error, traces=traces, scratch=scratch, start=start)
         if number == handler.spec.max_jobs_per_child:
             break
-        stop_seen = traces.stop_seen  # before `close`, whose end of stream reads as a stop
-        traces.close()
+        stop_seen = traces.stop_seen
+        ended = traces.close()
         retire = reuse.retire_reason(
             exit_code=code,
             stop_seen=stop_seen,
@@ -150,32 +172,36 @@ def _run_jobs(
             rss=reuse.resident_bytes() if memory_limit is not None else 0,
             memory_limit=memory_limit,
         )
+        if retire is None and not ended:
+            retire = "its control socket's reader did not end"
         if retire is None:
             retire = job_start.restore() or pristine.restore()
+        if retire is None and scratch:
+            try:
+                remove_job_directory(scratch)
+            except OSError as error:
+                retire = f"its job's scratch directory could not be removed: {error}"
         if retire is not None:
             break
         open_job_stdio()
-        following = _next_assignment(assignment)
-        if following is None:
-            return 0
-        fds, scratch = following
+        try:
+            channel.send(protocol.Done())
+        except OSError:
+            return 0  # the supervisor is gone
     return code
 
 
-def _next_assignment(assignment: socket.socket) -> tuple[list[int], str] | None:
-    """Report the last job done, wait for the next (its fds and scratch directory);
-    None if there will be none."""
-    try:
-        assignment.send(protocol.CHILD_DONE)
-        data, fds, _, _ = socket.recv_fds(assignment, _ASSIGNMENT_SIZE, 2)
-    except OSError:
-        return None
-    if len(fds) != 2:
-        descriptors.close_all(fds)
-        return None
-    # A SIGTERM pending now (blocked) is the new job's: a child whose last job was
-    # signalled gets no next job (the fork server retires it).
-    return fds, protocol.read_assignment(data)[1]
+def next_start(channel: ControlChannel) -> protocol.Start | None:
+    """A reused child's next job's start, once it comes; None at the end of stream.
+    Whatever comes before it was meant for the last job (a note it did not read, a stop
+    that came late): dropped, never seen by the next job."""
+    while True:
+        try:
+            message = channel.read_message()
+        except ValueError:
+            continue  # a line of the last job's that this side cannot read
+        if message is None or isinstance(message, protocol.Start):
+            return message
 
 
 def _renew(settings: Confinement, cwd_fd: int) -> str | None:
@@ -215,7 +241,7 @@ def open_job_stdio() -> None:
 
 
 def main(
-    control_fd: int,
+    channel: ControlChannel,
     handler_name: str,
     function: Callable[..., Any] | None,
     import_error: str | None,
@@ -224,21 +250,23 @@ def main(
     setup_error: str | None = None,
     traces: JobTraces | None = None,
     scratch: str = "",
+    start: protocol.Start | None = None,
 ) -> int:
     """Run one job; return the process exit code. With `traces`, note there what the
-    job leaves in this process, for a child that runs another job after it.
+    job leaves in this process, for a child that runs another job after it. The job's
+    `start` is read from `channel` unless given.
 
     0: a result or error message was sent; 1: the job could not run (no start message,
     the handler failed to import or could not be confined) or the supervisor is gone;
     143: stopped by SIGTERM.
     """
-    channel = ControlChannel(control_fd)
     if traces is not None:
         traces.channel = channel
-    start = channel.read_message()
-    if not isinstance(start, protocol.Start):
-        print(f"poolsup: expected a start message, got {start!r}", file=sys.stderr)
+    first = channel.read_message() if start is None else start
+    if not isinstance(first, protocol.Start):
+        print(f"poolsup: expected a start message, got {first!r}", file=sys.stderr)
         return 1
+    start = first
     os.environ["POOLSUP_JOB_KEY"] = str(start.key)
     os.environ["POOLSUP_JOB_TOKEN"] = str(start.token)
     os.environ["POOLSUP_JOB_ATTEMPT"] = str(start.attempt)

@@ -1,6 +1,7 @@
-"""The fork server: one per supervisor, it forks a fresh child for every job (or, for a
-handler with max_jobs_per_child > 1, hands a child that ran a job of that handler the
-next one: `sandbox.reuse`).
+"""The fork server: one per supervisor, it forks a fresh child for every job. For a
+handler with max_jobs_per_child > 1, the supervisor starts the next job of a child that
+ran one on that child's own channel (`sandbox.reuse`); it tells the fork server first
+(`assign`), which fences and watches that job as it does a fresh child's.
 
 Run as `python -m sandbox.forkserver --control-fd FD --handlers-fd FD` (or
 `--handlers JSON`); see `sandbox.protocol` for the messages. It imports the sandbox and
@@ -34,7 +35,7 @@ from sandbox.confinement import Confinement
 from sandbox.jobs import Jobs
 from sandbox.loader import LoadedHandler, parse_handler_table, preload
 from sandbox.scratch import ScratchRoot
-from sandbox.spares import IDLE_LIMIT, IDLE_LIMIT_VARIABLE, IdleChildren, WarmChild
+from sandbox.spares import IdleChild, IdleChildren, WarmChild
 from sandbox.stacks import STACKS_SIGNAL
 from sandbox.warm_fork import fork_job_child
 
@@ -53,7 +54,6 @@ class ForkServer:
         handlers: dict[str, LoadedHandler],
         confinements: dict[str, Confinement],
         parent_pid: int,
-        idle_limit: float = IDLE_LIMIT,
         scratch: ScratchRoot | None = None,
         sandbox_notes: dict[str, str] | None = None,
     ) -> None:
@@ -70,7 +70,7 @@ class ForkServer:
         self._devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
         self._wakeup_fd = -1
         self._warm: WarmChild | None = None
-        self._idle = IdleChildren(idle_limit)
+        self._idle = IdleChildren()
         self._terminated = False
         self._exiting = False
 
@@ -92,9 +92,6 @@ class ForkServer:
                 if key.fd == self._wakeup_fd:
                     descriptors.drain(self._wakeup_fd)
                     continue
-                if key.data is not None:  # a child that may run another job
-                    self._on_child_report(key.fileobj, key.data)  # type: ignore[arg-type]
-                    continue
                 if mask & selectors.EVENT_WRITE:
                     self._flush()
                 if mask & selectors.EVENT_READ:
@@ -102,7 +99,6 @@ class ForkServer:
             now = protocol.fence_clock()
             self._jobs.enforce_fences(now)
             self._jobs.enforce_limits(now)
-            self._idle.retire_idle(now)
             self._reap()
         self._shutdown()
 
@@ -153,7 +149,10 @@ class ForkServer:
             try:
                 if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
                     raise ValueError("message or its file descriptors were truncated")
-                self._handle(protocol.decode_request(data), fds)
+                *notices, last = protocol.decode_requests(data)
+                for notice in notices:
+                    self._handle(notice, [])
+                self._handle(last, fds)  # descriptors go with the packet's last request
             except Exception as exc:
                 descriptors.close_all(fds)
                 _log(f"bad message {data[:200]!r}: {type(exc).__name__}: {exc}")
@@ -164,6 +163,11 @@ class ForkServer:
             return
         descriptors.close_all(fds)
         match message:
+            case protocol.Finished(jobs=jobs):
+                for job_id in jobs:
+                    self._finished(job_id)
+            case protocol.Assign():
+                self._assign(message)
             case protocol.Fence(jobs=jobs, deadline=deadline):
                 for job_id in jobs:
                     self._jobs.set_fence(job_id, float(deadline))
@@ -198,7 +202,7 @@ class ForkServer:
                 raise SpawnRefused(f"job {job_id!r} is already running")
             scratch = self._make_scratch(job_id, name)
             try:
-                taker, reused = self._hand_over(name, scratch, fds)
+                taker = self._hand_over(name, scratch, fds)
             except BaseException:
                 self._remove_scratch(job_id)
                 raise
@@ -207,21 +211,47 @@ class ForkServer:
             return
         finally:
             descriptors.close_all(fds)
-        spec = self._handlers[name].spec
-        # A reused child's CPU time so far is not this job's.
-        cpu_base = proctree.usage(taker.pid).cpu_seconds if reused and spec.cpu_limit else 0.0
-        job = self._jobs.add(
-            job_id, taker.pid, spec, protocol.fence_clock(), handler=name, cpu_base=cpu_base
-        )
+        # A child's channels are the supervisor's from now on: a reused child says
+        # "done" there, and its next job starts there (`_finished`, `_assign`).
+        taker.assignment.close()
+        self._jobs.add(job_id, taker.pid, self._handlers[name].spec, protocol.fence_clock(),
+                       handler=name)
         if deadline is not None:
             self._jobs.set_fence(job_id, float(deadline))
-        if spec.max_jobs_per_child > 1:
-            job.assignment = taker.assignment
-            self._selector.register(taker.assignment, selectors.EVENT_READ, job_id)
-        else:
-            taker.assignment.close()
         self._send(protocol.Spawned(job=job_id, pid=taker.pid))
         self._fork_ahead()
+
+    def _finished(self, job_id: str) -> None:
+        """The supervisor read "done" from the job's reused child: the job is over and
+        the child waits, clean, for its next job. Not for a job this process is ending
+        (a fence, a limit, a stop): its reap reports it, and its child is not idle."""
+        job = self._jobs.get(job_id)
+        if job is None or job.signalled or self._jobs.finish(job_id) is None:
+            return
+        spec = self._handlers[job.handler].spec
+        # Taken while the child waits: the next job's CPU is counted from here.
+        cpu_base = proctree.usage(job.pid).cpu_seconds if spec.cpu_limit else 0.0
+        self._idle.put(IdleChild(pid=job.pid, handler=job.handler, scratch=job_id,
+                                 cpu_base=cpu_base))
+
+    def _assign(self, message: protocol.Assign) -> None:
+        """The supervisor starts `message.job` in an idle reused child, on the child's
+        own channel, right after this message: from here the job is fenced, its limits
+        watched, as a fresh child's. Its deadline may have passed already (a supervisor
+        held up after its check): the fence kills the child at once, before anything
+        else of this loop. A child no longer idle (it died, or a fence or a limit ended
+        its last job) has not run the job: `spawn_failed`."""
+        job_id = message.job
+        idle = self._idle.take(message.pid) if job_id not in self._jobs else None
+        if idle is None:
+            self._send(protocol.SpawnFailed(job=job_id, error="its child no longer waits"))
+            return
+        self._jobs.add(job_id, idle.pid, self._handlers[idle.handler].spec,
+                       protocol.fence_clock(), handler=idle.handler, cpu_base=idle.cpu_base)
+        if self._scratch is not None:
+            self._scratch.rename(idle.scratch, job_id)
+        self._jobs.set_fence(job_id, float(message.deadline))
+        self._jobs.enforce_fences(protocol.fence_clock())
 
     def _make_scratch(self, job_id: str, handler: str) -> str:
         identity = self._confinements[handler].identity
@@ -232,18 +262,9 @@ class ForkServer:
         if self._scratch is not None and (problem := self._scratch.remove(job_id)):
             _log(problem)
 
-    def _hand_over(self, handler: str, scratch: str, fds: list[int]
-                   ) -> tuple[WarmChild, bool]:
-        """Give the job to a child that ran one of `handler` and waits for the next, else
-        to the warm child (forking one if there is none): that child, and whether it
-        ran a job before. Its assignment socket is left open."""
-        while (idle := self._idle.take(handler)) is not None:
-            try:
-                socket.send_fds(idle.assignment, [protocol.assignment(handler, scratch)], fds)
-            except OSError:
-                idle.assignment.close()  # it died waiting; reaped as a leftover
-                continue
-            return idle, True
+    def _hand_over(self, handler: str, scratch: str, fds: list[int]) -> WarmChild:
+        """Give the job to the warm child (forking one if there is none): that child.
+        Its assignment socket is left open."""
         for _ in range(2):  # a warm child can have died waiting: then fork another
             warm = self._warm or self._fork_child()
             self._warm = None
@@ -252,31 +273,8 @@ class ForkServer:
             except OSError:
                 warm.assignment.close()
                 continue  # reaped and killed as a leftover
-            return warm, False
+            return warm
         raise SpawnRefused("no child process took the job")
-
-    def _on_child_report(self, assignment: socket.socket, job_id: str) -> None:
-        """A child of a handler with max_jobs_per_child > 1 said its job is `done` (and
-        it is clean), or closed its socket (it is exiting: its reap ends the job)."""
-        try:
-            report = assignment.recv(64)
-        except OSError:
-            report = b""
-        self._selector.unregister(assignment)
-        job = self._jobs.get(job_id)
-        if job is not None:
-            job.assignment = None
-        event = self._jobs.finish(job_id) if report == protocol.CHILD_DONE else None
-        if event is None:
-            assignment.close()
-            return
-        assert job is not None
-        if job.signalled:
-            assignment.close()  # a stopped job's child is not reused: it exits
-        else:
-            self._idle.put(job.handler, WarmChild(pid=job.pid, assignment=assignment),
-                           protocol.fence_clock())
-        self._send(event)
 
     def _fork_ahead(self) -> None:
         if self._warm is None:
@@ -306,13 +304,15 @@ class ForkServer:
         events, dead = self._jobs.reap(self._spare_pids(), protocol.fence_clock())
         if self._warm is not None and self._warm.pid in dead:
             self._discard_warm_child()
-        self._idle.forget(dead)
+        for idle in self._idle.forget(dead):
+            self._remove_scratch(idle.scratch)
         for event in events:
             self._send(event)
 
     def _shutdown(self) -> None:
         self._discard_warm_child()
-        self._idle.close_all()
+        for pid in self._idle.pids():
+            proctree.kill_tree(pid)
         deadline = time.monotonic() + _SHUTDOWN_TIMEOUT
         while True:
             self._jobs.kill_all()
@@ -377,7 +377,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     linux.become_child_subreaper()
     control = socket.socket(fileno=args.control_fd)
-    idle_limit = float(os.environ.pop(IDLE_LIMIT_VARIABLE, IDLE_LIMIT))
     specs = parse_handler_table(args.handlers or _read_fd(args.handlers_fd))
     scratch = ScratchRoot()
     confinements = confinement.prepare_all(specs, os.environ, scratch.jobs, scratch.decoys)
@@ -395,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
         linux.lock_memory()  # a fence must not wait for its enforcer to be swapped in
     except OSError as exc:
         _log(f"memory not locked, swapping may delay fences: {exc}")
-    ForkServer(control, handlers, confinements, parent_pid, idle_limit, scratch, notes).serve()
+    ForkServer(control, handlers, confinements, parent_pid, scratch, notes).serve()
     return 0
 
 

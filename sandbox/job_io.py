@@ -10,7 +10,6 @@ import inspect
 import os
 import selectors
 import signal
-import socket
 import sys
 import threading
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from sandbox.channel import ControlChannel
 from sandbox.context import Inbox, Job, Stopped
 
 _READER_JOIN_TIMEOUT = 1.0  # a reader still running after it: the child is retired
+_END_OF_JOB = b"\0"  # on the wakeup pipe, for the reader thread
 
 
 @dataclass(eq=False)
@@ -39,19 +39,18 @@ class JobTraces:
     def stop_seen(self) -> bool:
         return self.inbox is not None and self.inbox.stop_seen
 
-    def close(self) -> None:
-        """End the job's I/O: its reader thread, its SIGTERM handling, its control and
-        output sockets (the supervisor then reads the end of both); fds 0-2 are
-        /dev/null again, whatever the job did with them."""
-        if self.channel is not None:
-            with contextlib.suppress(OSError):
-                self.channel.sock.shutdown(socket.SHUT_RDWR)  # the reader sees the end
+    def close(self) -> bool:
+        """End the job's I/O: its reader thread, its SIGTERM handling, its output (all
+        of it written to the output socket); fds 0-2 are /dev/null again, whatever the
+        job did with them. The control socket stays, the child's for its next jobs.
+        Whether the reader thread ended."""
+        if self.guard is not None and self.readers:
+            self.guard.end_reader()
         for reader in self.readers:
             reader.join(_READER_JOIN_TIMEOUT)
-        if self.guard is not None:
+        ended = not any(reader.is_alive() for reader in self.readers)
+        if self.guard is not None and ended:
             self.guard.uninstall()  # after the reader, which watches its wakeup pipe
-        if self.channel is not None:
-            self.channel.sock.close()
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(OSError, ValueError, AttributeError):
                 stream.flush()
@@ -61,6 +60,7 @@ class JobTraces:
                 os.dup2(null, fd)
         if null > 2:
             os.close(null)
+        return ended
 
 
 class StopGuard:
@@ -84,6 +84,13 @@ class StopGuard:
         # The fork server blocks SIGTERM across fork so that none is lost before now.
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
         return read_fd
+
+    def end_reader(self) -> None:
+        """Tell the reader thread, which watches the wakeup pipe, that the job is over
+        (a zero byte: no signal's number)."""
+        if self._pipe is not None:
+            with contextlib.suppress(OSError):
+                os.write(self._pipe[1], _END_OF_JOB)
 
     def uninstall(self) -> None:
         """Block SIGTERM again, and close the wakeup pipe (its reader has stopped)."""
@@ -142,8 +149,11 @@ def _read_control(
                     if key.fd == wakeup_fd:
                         # One byte per signal, its number; this can come before the
                         # Python-level handler has run in the main thread.
-                        if signal.SIGTERM in os.read(wakeup_fd, 512):
+                        woken = os.read(wakeup_fd, 512)
+                        if signal.SIGTERM in woken:
                             inbox.request_stop()
+                        if _END_OF_JOB[0] in woken:
+                            return
                     elif not channel.feed():
                         inbox.request_stop()  # the supervisor is gone
                         return

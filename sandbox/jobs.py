@@ -8,9 +8,10 @@ the job's child dies, and `reap` kills every child that is neither a job nor a s
 (`sandbox.leftovers`).
 
 A child of a handler with max_jobs_per_child > 1 may outlive its job: once it reports
-the job done and itself clean (`sandbox.reuse`), `finish` ends the job, and the child
-waits, a spare, for the next. Everything here is per job, keyed by job id: fences,
-limits (CPU counted from the job's start), signals.
+the job done and itself clean (`sandbox.reuse`) to the supervisor, which tells us
+(`finished`), `finish` ends the job, and the child waits, a spare, for the next.
+Everything here is per job, keyed by job id: fences, limits (CPU counted from the
+job's start), signals.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import contextlib
 import heapq
 import os
 import signal
-import socket
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -37,8 +37,6 @@ class ForkedJob:
     handler: str = ""
     cpu_limit: float | None = None
     cpu_base: float = 0.0  # the child's CPU time when the job started (a reused child's)
-    # Of a child that may run another job after this one: it says `done` there.
-    assignment: socket.socket | None = None
     signalled: bool = False  # a signal or kill was sent to the job: its child is not reused
     watch: TreeWatch | None = None  # when it has a memory or CPU limit
     deadline: float | None = None

@@ -6,9 +6,12 @@ on the wire is as written below.
 Two channels:
 
 * The fork server channel: one SOCK_SEQPACKET socket pair between the supervisor and
-  the fork server (`python -m sandbox.forkserver`).  One message per packet, orjson
-  objects, small (never a payload).  `spawn` carries two file descriptors by
-  SCM_RIGHTS: the child's control socket and its output socket.
+  the fork server (`python -m sandbox.forkserver`).  A packet holds one request or
+  several, a line each (`encode_requests`: the supervisor sends the `finished` notices
+  of a loop iteration with its next request), and one event; orjson objects, small
+  (never a payload).  `spawn` carries two file descriptors by SCM_RIGHTS: the child's
+  control socket and its output socket, which a child of a handler with
+  max_jobs_per_child > 1 keeps for its life.
 
   The handler table is given once, at start, in a file passed by descriptor
   (`--handlers-fd`; argv is readable by every user of the host):
@@ -22,6 +25,13 @@ Two channels:
     {"op": "spawn", "job": JOB_ID, "handler": NAME, "deadline": BOOT|null}
                                                               + fds [control, output]
                                                               (the first fence; null: none)
+    {"op": "assign", "job": JOB_ID, "pid": PID, "deadline": BOOT}
+                                                              the reused child PID, which
+                                                              waits for its next job, runs
+                                                              JOB_ID from now, fenced at BOOT
+    {"op": "finished", "jobs": [JOB_ID, ...]}                 their reused children said
+                                                              "done": each waits, clean, for
+                                                              its next job (or its end)
     {"op": "fence", "jobs": [JOB_ID, ...], "deadline": BOOT}  kill once fence_clock() >= BOOT
   A "deadline" is in seconds of CLOCK_BOOTTIME (`fence_clock()`), on both sides.
     {"op": "signal", "job": JOB_ID, "signal": N}              to the job's process group
@@ -31,30 +41,31 @@ Two channels:
   fork server -> supervisor
     {"ev": "ready", "pid": PID, "handlers": {NAME: ERROR_OR_NULL}, "sandbox": {NAME: TEXT}}
     {"ev": "spawned", "job": JOB_ID, "pid": PID}
-    {"ev": "spawn_failed", "job": JOB_ID, "error": TEXT}
+    {"ev": "spawn_failed", "job": JOB_ID, "error": TEXT}      also for an "assign" whose
+                                                              child is no longer waiting
     {"ev": "pong", "seq": N}                                  its loop is turning
     {"ev": "exited", "job": JOB_ID, "pid": PID, "code": N|null, "signal": N|null,
      "fenced": BOOL, "reason": TEXT|null, "survivors": [PID, ...]|null}
       Sent once the job's child is reaped and every process a job left behind is
       gone; "survivors" names those still alive after 5 s of SIGKILL, if any.
-      For a handler with max_jobs_per_child > 1, also when the child, alive, said
-      "done" (below): "code" 0, "signal" null; the same pid may then run later jobs.
+      Not sent for a job whose reused child said "done" (the supervisor read that on
+      the child's channel), unless the fork server ended the job first (a fence, a
+      limit): then this is the job's end, and the child's death.
       "reason" is not null only when the fork server itself ended the job for a limit
       of its handler: "memory limit 100 MiB exceeded (peak 131 MiB)" or
       "cpu limit 2 s exceeded" (also when the kernel's RLIMIT_CPU ended it).
     In "ready", a handler's error is its import traceback, or why its jobs cannot
     run (an unknown user or group, a user switch without root).
 
-  JOB_ID is a string chosen by the supervisor, unique per spawn.
+  JOB_ID is a string chosen by the supervisor, unique per spawn or assign.
 
-  fork server <-> child: a SOCK_SEQPACKET pair per child. The fork server hands over a
-  job as one packet: the handler's name, with the job's control and output sockets
-  attached. A child of a handler with max_jobs_per_child > 1 answers "done" once its
-  job ended normally and it made itself clean (`sandbox.reuse`), then waits for its
-  next job on the same socket; end of stream tells it to exit.
+  fork server -> child: a SOCK_SEQPACKET pair per child. The fork server hands over a
+  child's first job as one packet: the handler's name and the scratch directory, with
+  the control and output sockets attached, then closes its end.
 
-* The job control channel: one SOCK_STREAM socket pair per job between the supervisor
-  and the job's child.  Newline-delimited orjson objects (orjson never emits a raw
+* The job control channel: one SOCK_STREAM socket pair per child between the supervisor
+  and the job's child; a child of a handler with max_jobs_per_child > 1 runs its jobs
+  one after another on it.  Newline-delimited orjson objects (orjson never emits a raw
   newline).
 
   supervisor -> child
@@ -62,6 +73,8 @@ Two channels:
      "checkpoint": ANY|null, "trace": {"traceparent": TEXT, "tracestate": TEXT}|null}
                                                     first, once ("trace" if the supervisor
                                                     traces the attempt: sandbox/tracing.py)
+    A reused child takes nothing before its next "start": what it finds ahead of that
+    was meant for its last job, and is dropped.
     {"t": "stop", "reason": R}                      a graceful stop was asked for; R is
                                                     "stop", "drain", "rebalance", "timeout"
     {"t": "notify", "payload": ANY, "seq": N}       "seq" optional
@@ -76,6 +89,10 @@ Two channels:
                                                     attempt not spent (`snooze_seconds`)
     {"t": "end_schedule"}                           a schedule's producer raised
                                                     sandbox.EndSchedule
+    {"t": "done"}                                   a reused child: its job is over and
+                                                    it is clean (`sandbox.reuse`); it
+                                                    waits for its next "start", its
+                                                    last job's output all written
     {"t": "spans", "spans": [SPAN, ...], "dropped": N}
                                                     a traced job's finished spans, before
                                                     its result (sandbox/otel_child.py)
@@ -95,6 +112,8 @@ import orjson
 MAX_PACKET = 256 * 1024
 
 OP_SPAWN = "spawn"
+OP_ASSIGN = "assign"
+OP_FINISHED = "finished"
 OP_FENCE = "fence"
 OP_SIGNAL = "signal"
 OP_KILL = "kill"
@@ -119,6 +138,7 @@ MSG_SPANS = "spans"  # a traced job's finished spans (sandbox/otel_child.py)
 MSG_STACKS = "stacks"  # the job's thread stacks, asked for with sandbox.stacks.STACKS_SIGNAL
 MSG_SNOOZE = "snooze"
 MSG_END_SCHEDULE = "end_schedule"
+MSG_DONE = "done"
 
 
 # -- the fork server channel: supervisor -> fork server ("op")
@@ -135,6 +155,20 @@ class Spawn:
     job: str
     handler: str
     deadline: float | None = None  # the first fence; None: unfenced (a test's spawn)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Assign:
+    op: str = OP_ASSIGN
+    job: str
+    pid: int  # a reused child that said "done" and waits for its next job
+    deadline: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Finished:
+    op: str = OP_FINISHED
+    jobs: list[str]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -174,7 +208,7 @@ class Ping:
     seq: int
 
 
-Request = Spawn | Fence | Signal | Kill | AskStacks | Exit | Ping
+Request = Spawn | Assign | Finished | Fence | Signal | Kill | AskStacks | Exit | Ping
 
 # -- fork server -> supervisor ("ev")
 
@@ -300,8 +334,13 @@ class ThreadStacks:
     threads: list[dict[str, Any]] | None = None
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Done:
+    t: str = MSG_DONE
+
+
 Message = (Start | Stop | Notify | Ack | Checkpoint | Result | Error | Snooze | EndSchedule
-           | Spans | ThreadStacks)
+           | Spans | ThreadStacks | Done)
 
 
 
@@ -319,15 +358,10 @@ def _by_tag(tag: str, *kinds: type) -> dict[str, tuple[type, frozenset[str]]]:
             for kind in kinds}
 
 
-_REQUESTS = _by_tag("op", Spawn, Fence, Signal, Kill, AskStacks, Exit, Ping)
+_REQUESTS = _by_tag("op", Spawn, Assign, Finished, Fence, Signal, Kill, AskStacks, Exit, Ping)
 _EVENTS = _by_tag("ev", Ready, Spawned, SpawnFailed, Pong, Exited)
 _MESSAGES = _by_tag("t", Start, Stop, Notify, Ack, Checkpoint, Result, Error, Snooze,
-                    EndSchedule, Spans, ThreadStacks)
-
-# A child of a handler with max_jobs_per_child > 1, on its assignment socket to the fork
-# server: its job is over and it is clean for the next (sandbox.reuse).
-CHILD_DONE = b"done"
-
+                    EndSchedule, Spans, ThreadStacks, Done)
 
 def assignment(handler: str, scratch: str) -> bytes:
     """What the fork server hands a child with a job's sockets: the handler's name and
@@ -398,6 +432,11 @@ def encode(message: Request | Event | Message) -> bytes:
     return orjson.dumps(message)
 
 
+def encode_requests(messages: list[Request]) -> bytes:
+    """One packet of the fork server channel holding `messages`, a line each."""
+    return b"\n".join(orjson.dumps(message) for message in messages)
+
+
 def encode_line(message: Message) -> bytes:
     return orjson.dumps(message) + b"\n"
 
@@ -414,6 +453,12 @@ def decode_request(data: bytes) -> Request:
     """What the supervisor asks the fork server; raises ValueError if it is none."""
     message: Request = _typed(data, "op", _REQUESTS)  # not typing.cast: a call less
     return message
+
+
+def decode_requests(data: bytes) -> list[Request]:
+    """The requests of one packet (`encode_requests`); raises ValueError if a line holds
+    none."""
+    return [decode_request(line) for line in data.split(b"\n")]
 
 
 def decode_event(data: bytes) -> Event:

@@ -2,18 +2,20 @@
 
 With `max_jobs_per_child = N` (N > 1) a child runs up to N jobs of one handler, one
 after another. After each job that ended normally (its result or error was sent), the
-child, not the fork server, makes itself clean before it tells the fork server it is
-free (`sandbox.child`): it kills and reaps every process the job left (as a subreaper,
-whatever the job started, a daemon that called setsid included, is in its tree), puts
-back its signal handlers, signal mask, umask and interval timers as they were before
-its first job, takes every signal left pending for the job (queued real-time signals
-included), puts back its nice, scheduling policy, CPU affinity and resource limits as
-its first job found them (`sandbox.process_state`), and, at the next job's start, its
-environment and working directory (`sandbox.confinement.renew`). What it cannot put
-back, it retires for: `retire_reason`, or the reason a restore gives.
+child, not the fork server, makes itself clean before it tells the supervisor, on its
+control socket, that it is free (`sandbox.child`): it kills and reaps every process the
+job left (as a subreaper, whatever the job started, a daemon that called setsid
+included, is in its tree), puts back its signal handlers, signal mask, umask and
+interval timers as they were before its first job, takes every signal left pending for
+the job (queued real-time signals included), puts back its nice, scheduling policy, CPU
+affinity and resource limits as its first job found them (`sandbox.process_state`),
+and, at the next job's start, its environment and working directory
+(`sandbox.confinement.renew`). What it cannot put back, it retires for:
+`retire_reason`, or the reason a restore gives.
 
-A child that waits longer than `sandbox.spares.IDLE_LIMIT` for its next job is retired
-by the fork server: it exits, and the next job gets a fresh child.
+A child that waits longer than `supervisor.forks.idle_children.IDLE_LIMIT` for its next
+job is retired by the supervisor (it closes the child's sockets): it exits, and the
+next job gets a fresh child.
 
 What a clean child keeps from one job to the next is what a Python process keeps:
 imported modules and their globals (caches, connections), open files.

@@ -1,6 +1,8 @@
 """Each job's scratch directory: made by the fork server when it hands the job to a
 child, private (mode 0700, the job's user's), and removed with everything in it when
-the job ends, whether its child exits or, reused, waits for the next job.
+the job ends. A reused child gets one directory for its life, removed when it is gone,
+and makes each of its jobs a directory of its own in it, removed at the job's end
+(`job_directory`).
 
 All of a fork server's live in one directory of its own (`ScratchRoot.jobs`), made in
 the temporary directory when it starts (under systemd's PrivateTmp, a private one): a
@@ -44,6 +46,12 @@ class ScratchRoot:
         self._by_job[job_id] = path
         return path
 
+    def rename(self, job_id: str, new_job_id: str) -> None:
+        """`job_id`'s directory is `new_job_id`'s now (a reused child's next job)."""
+        path = self._by_job.pop(job_id, None)
+        if path is not None:
+            self._by_job[new_job_id] = path
+
     def remove(self, job_id: str) -> str | None:
         """Remove `job_id`'s directory; what went wrong, if something did."""
         path = self._by_job.pop(job_id, None)
@@ -84,3 +92,20 @@ def _remove(path: str) -> None:
                 with contextlib.suppress(OSError):
                     os.chmod(os.path.join(directory, name), 0o700)
         shutil.rmtree(path, ignore_errors=True)
+
+
+
+def make_job_directory(child_directory: str, number: int) -> str:
+    """A fresh directory for a reused child's `number`th job, in the directory the fork
+    server made for the child."""
+    path = os.path.join(child_directory, str(number))
+    os.mkdir(path, 0o700)
+    return path
+
+
+def remove_job_directory(path: str) -> None:
+    """Remove a reused child's job's directory with all in it, at the job's end (the
+    next job must not read it); raises OSError if it is still there."""
+    _remove(path)
+    if os.path.lexists(path):
+        raise OSError(f"cannot remove {path}")

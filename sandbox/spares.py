@@ -1,18 +1,12 @@
 """Children waiting for a job: the one forked ahead, and those that ran a job of a
-handler with max_jobs_per_child > 1 and wait for the next job of that handler."""
+handler with max_jobs_per_child > 1 and wait, on their own channel to the supervisor,
+for the next job of that handler."""
 
 from __future__ import annotations
 
 import socket
 from collections.abc import Collection
 from dataclasses import dataclass
-
-# Seconds a child that ran a job may wait for the next of its handler before it is
-# retired: a child kept for a burst of jobs does not hold its memory for good after it.
-IDLE_LIMIT = 60.0
-# Only for tests, which cannot wait a minute: the fork server reads it once, at its start,
-# from its environment (and removes it from there).
-IDLE_LIMIT_VARIABLE = "_POOLSUP_TEST_IDLE_LIMIT"
 
 
 @dataclass(eq=False, kw_only=True)
@@ -23,59 +17,38 @@ class WarmChild:
     assignment: socket.socket
 
 
-class IdleChildren:
-    """Children that ran a job and are clean for the next of the same handler
-    (`sandbox.reuse`), newest last: the next job goes to the child used last.
+@dataclass(frozen=True, kw_only=True)
+class IdleChild:
+    """A child whose job is over (the supervisor said so: `finished`) and that waits
+    for the supervisor to start its next job on its own channel."""
 
-    A child that waited longer than `limit` seconds is retired (`retire_idle`): its
-    socket is closed, and it exits as a child that gets no job does. Until it is reaped
-    it still counts among `pids`, so that it is not killed as a job's leftover.
+    pid: int
+    handler: str
+    scratch: str  # the key of its scratch directory (`ScratchRoot`): its last job's id
+    cpu_base: float  # its CPU time when its last job ended (the next job's count starts)
+
+
+class IdleChildren:
+    """The fork server's side of reused children between two jobs, by pid.
+
+    The supervisor chooses which idle child runs a job, and retires one idle for too
+    long by closing its channel (it exits at the end of stream); here they are only
+    known, so that they are neither killed as a job's leftovers nor handed a job
+    (`assign`) once gone.
     """
 
-    def __init__(self, limit: float = IDLE_LIMIT) -> None:
-        self._limit = limit
-        self._by_handler: dict[str, list[tuple[WarmChild, float]]] = {}  # and since when
-        self._retiring: set[int] = set()
+    def __init__(self) -> None:
+        self._by_pid: dict[int, IdleChild] = {}
 
-    def put(self, handler: str, child: WarmChild, now: float) -> None:
-        self._by_handler.setdefault(handler, []).append((child, now))
+    def put(self, child: IdleChild) -> None:
+        self._by_pid[child.pid] = child
 
-    def take(self, handler: str) -> WarmChild | None:
-        waiting = self._by_handler.get(handler)
-        return waiting.pop()[0] if waiting else None
+    def take(self, pid: int) -> IdleChild | None:
+        return self._by_pid.pop(pid, None)
 
     def pids(self) -> set[int]:
-        waiting = {child.pid for queue in self._by_handler.values() for child, _ in queue}
-        return waiting | self._retiring
+        return set(self._by_pid)
 
-    def retire_idle(self, now: float) -> None:
-        """End of stream to every child idle for longer than the limit: each exits."""
-        for handler, waiting in self._by_handler.items():
-            if waiting and now - waiting[0][1] > self._limit:  # the oldest first
-                for child, since in waiting:
-                    if now - since > self._limit:
-                        child.assignment.close()
-                        self._retiring.add(child.pid)
-                self._by_handler[handler] = [
-                    (child, since) for child, since in waiting if now - since <= self._limit
-                ]
-
-    def forget(self, pids: Collection[int]) -> None:
-        """Drop the children that died (`pids`, reaped), closing their sockets."""
-        if not pids:
-            return
-        self._retiring.difference_update(pids)
-        for handler, waiting in self._by_handler.items():
-            for child, _ in waiting:
-                if child.pid in pids:
-                    child.assignment.close()
-            self._by_handler[handler] = [
-                (child, since) for child, since in waiting if child.pid not in pids
-            ]
-
-    def close_all(self) -> None:
-        """End of stream to every idle child: each exits."""
-        for waiting in self._by_handler.values():
-            for child, _ in waiting:
-                child.assignment.close()
-        self._by_handler.clear()
+    def forget(self, pids: Collection[int]) -> list[IdleChild]:
+        """Drop the children that died (`pids`, reaped); return them."""
+        return [child for pid in pids if (child := self._by_pid.pop(pid, None)) is not None]

@@ -1,11 +1,14 @@
 """The supervisor's side of the fork server: spawn, fence, signal and reap children.
 
 The fork server is a separate process (`python -m sandbox.forkserver`) that has
-already imported the sandbox and the handler files, forks one child per job (or, for a
-handler with max_jobs_per_child > 1, may hand a child that ran a job of it the next:
-its `exited` event still ends each job), and kills any child whose fence deadline
-passes.  Because it is not this process, the
-fence holds even when the supervisor's event loop is frozen or stuck.
+already imported the sandbox and the handler files, forks one child per job, and kills
+any child whose fence deadline passes.  Because it is not this process, the fence holds
+even when the supervisor's event loop is frozen or stuck.
+
+A child of a handler with max_jobs_per_child > 1 is this process's direct peer after its
+first job: it says "done" on its own channel, waits there (`IdleChildren`), and its next
+job starts there, without a hop through the fork server (`ForkServerClient.start`); the
+fork server is told first, so that it fences that job as any other.
 
 A dead fork server's leftovers are the business of `supervisor.forks.orphans`.
 """
@@ -22,7 +25,6 @@ import socket
 import subprocess
 from collections.abc import Mapping
 from contextlib import suppress
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anyio
@@ -30,9 +32,11 @@ import anyio.abc
 
 from sandbox import protocol
 from supervisor.core.blame import Blame, Verdict
-from supervisor.doorbell import Doorbell, Latch
+from supervisor.doorbell import Doorbell
 from supervisor.errors import PoolsupError
 from supervisor.forks import orphans
+from supervisor.forks.child import Child, ExitStatus
+from supervisor.forks.idle_children import IDLE_LIMIT, IdleChild, IdleChildren
 
 log = logging.getLogger("poolsup.children")
 
@@ -42,85 +46,6 @@ EVENTS_PER_CALL = 64  # read at one callback, at most (the loop has other work)
 
 class ForkServerDied(PoolsupError):
     """The fork server exited; its children were killed with it."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class ExitStatus:
-    code: int | None
-    signal: int | None
-    fenced: bool
-    reason: str | None = None  # a limit the fork server ended the child for
-    # What the job left behind that was still alive when the fork server gave up
-    # waiting for it to die (normally none: `exited` waits until they are gone).
-    survivors: tuple[int, ...] = ()
-    # The child died with its fork server: how the fork server ended, and who is held
-    # to have caused it (`core.blame`).
-    fork_server_died: str | None = None
-    verdict: Verdict | None = None
-
-    @property
-    def signal_name(self) -> str | None:
-        if self.signal is None:
-            return None
-        try:
-            return signal.Signals(self.signal).name
-        except ValueError:
-            return f"signal {self.signal}"
-
-
-@dataclass(eq=False, kw_only=True)
-class Child:
-    """One job's process as the supervisor sees it."""
-
-    job_id: str
-    key: str  # the job's key, the same for all its attempts
-    forked_at: float  # when the spawn was sent (anyio's clock)
-    # Its control and output sockets, read by event-loop callbacks (`SocketFeed`).
-    control_socket: socket.socket
-    output_socket: socket.socket
-    pid: int | None = None
-    spawned: Latch = field(default_factory=Latch)
-    exited: Latch = field(default_factory=Latch)
-    spawn_error: str | None = None
-    status: ExitStatus | None = None
-    wake: Doorbell | None = None  # its job's: rung when it exits
-    _control: anyio.abc.SocketStream | None = None
-
-    async def control(self) -> anyio.abc.SocketStream:
-        """Its control socket as a stream, to write to (made at the first write: most
-        jobs are sent nothing after their start)."""
-        if self._control is None:
-            self._control = await anyio.abc.UNIXSocketStream.from_socket(self.control_socket)
-        return self._control
-
-    def ended(self, status: ExitStatus) -> None:
-        """It exited (or died with its fork server), as `status` says."""
-        self.status = status
-        self.spawned.set()
-        self.exited.set()
-        if self.wake is not None:
-            self.wake.ring()
-
-    def failed(self, error: str) -> None:
-        """The fork server could not start it: it ends here."""
-        self.spawn_error = error
-        self.spawned.set()
-        self.exited.set()
-        if self.wake is not None:
-            self.wake.ring()
-
-    @property
-    def never_started(self) -> bool:
-        """It was not started: the fork server could not, or was stopped first (not a
-        death, after which a child not reported may have run)."""
-        return (self.pid is None and self.spawn_error is not None
-                and (self.status is None or self.status.fork_server_died is None))
-
-    def close(self) -> None:
-        """Close its two sockets, at once (the streams' `aclose` would each yield to the
-        event loop, twice per job, for nothing to wait for)."""
-        self.control_socket.close()
-        self.output_socket.close()
 
 
 def _pair() -> tuple[socket.socket, int]:
@@ -158,7 +83,7 @@ class ForkServerClient:
 
     def __init__(
         self, process: subprocess.Popen[bytes], sock: socket.socket,
-        referee: Referee | None = None,
+        referee: Referee | None = None, idle_limit: float = IDLE_LIMIT,
     ) -> None:
         self._process = process
         self._sock = sock
@@ -178,6 +103,11 @@ class ForkServerClient:
         self._ping_seq = 0
         self.died = anyio.Event()
         self._reading: asyncio.AbstractEventLoop | None = None  # calls back when readable
+        self._idle = IdleChildren(idle_limit)
+        # Jobs whose reused child said "done", for the fork server: sent with the next
+        # request, or at the end of the loop's iteration (`_send_notices`).
+        self._finished: list[str] = []
+        self._notices_due = False
 
     @property
     def pid(self) -> int:
@@ -213,12 +143,94 @@ class ForkServerClient:
     ) -> Child:
         """`spawn`, without waiting for the fork server's report when the first message
         went whole: the child then exits at once if it could not be started
-        (`Child.never_started`, and `wake` rings), and its pid comes with the report."""
+        (`Child.never_started`, and `wake` rings), and its pid comes with the report.
+        A job of a handler with a reused child waiting runs in that child (`_reuse`)."""
+        if self._idle and (idle := self._idle.take_waiting(handler)) is not None:
+            return await self._reuse(idle, job_id, handler, fence_deadline,
+                                     first_message=first_message, key=key, wake=wake)
         child, unsent = await self._send_spawn(job_id, handler, fence_deadline,
                                                first_message=first_message, key=key, wake=wake)
         if unsent:  # the rest is written once the child reads: only if it runs
             return await self._reported(child, unsent)
         return child
+
+    async def _reuse(
+        self, idle: IdleChild, job_id: str, handler: str, fence_deadline: float, *,
+        first_message: bytes, key: str | None, wake: Doorbell | None,
+    ) -> Child:
+        """Start a job in an idle reused child, on the child's own channel.
+
+        The fork server must know the job's fence before the child can start the job:
+        the assignment (the job, the child, the deadline) is written to the fork
+        server's socket before the start is written to the child's. The fork server
+        reads its socket in order and fences on its own clock, so a supervisor frozen
+        right after the start, even for good, still leaves it the assignment to read
+        and the child to kill when the fence passes (at once, if it passed already:
+        `ForkServer._assign`). A job whose fence passed before the assignment is not
+        started. The child takes only a start (`sandbox.child.next_start`), so nothing
+        of it runs before that. A child gone meanwhile never runs the job: the write
+        fails (`Child.never_started`), or the fork server answers `spawn_failed`."""
+        key = job_id if key is None else key
+        await self._referee.before_fork(key)
+        if not self.alive:
+            idle.close()
+            raise ForkServerDied()
+        if fence_deadline <= protocol.fence_clock():
+            self._idle.put(handler, idle, asyncio.get_running_loop().time())
+            raise PoolsupError("its lease ran out before the start: not started")
+        child = Child(job_id=job_id, key=key, forked_at=asyncio.get_running_loop().time(),
+                      control_socket=idle.control, output_socket=idle.output,
+                      handler=handler, pid=idle.pid, wake=wake)
+        child.spawned.set()
+        self._children[job_id] = child
+        try:
+            await self._send(protocol.Assign(job=job_id, pid=idle.pid, deadline=fence_deadline))
+        except BaseException:
+            self._children.pop(job_id, None)
+            child.close()
+            raise
+        self.forked = True
+        try:
+            unsent = first_message[child.control_socket.send(first_message):]
+        except BlockingIOError:
+            unsent = first_message
+        except OSError as error:  # it died waiting: the job never reached it
+            self._children.pop(job_id, None)
+            child.pid = None
+            child.failed(f"its reused child was gone ({error})")
+            return child
+        if unsent:
+            await (await child.control()).send(unsent)
+        return child
+
+    def done_with(self, child: Child, *, reusable: bool) -> None:
+        """The job of `child` ended and its supervision is over: keep the child for the
+        next job of its handler if it said "done" and `reusable` (nothing of the job's
+        left on its channel), else close its sockets. The fork server hears of a "done"
+        child at the end of this loop iteration, or with the next request."""
+        self._children.pop(child.job_id, None)
+        if not child.done:
+            child.close()
+            return
+        self._finished.append(child.job_id)
+        if not self._notices_due:
+            self._notices_due = True
+            asyncio.get_running_loop().call_soon(self._send_notices)
+        if not reusable or child.signalled or not self.alive or child.pid is None:
+            child.close()  # it exits at the end of stream
+            return
+        self._idle.keep(child.handler, IdleChild(pid=child.pid, control=child.control_socket,
+                                                 output=child.output_socket))
+
+    def _send_notices(self) -> None:
+        """Send the `finished` notices of this loop iteration, unless a request waiting
+        for room in the socket will carry them."""
+        self._notices_due = False
+        if self._finished and self.alive and not self._send_lock.locked():
+            with suppress(ForkServerDied):
+                if not self._sent(None, []):  # full: the next request carries them
+                    self._notices_due = True
+                    asyncio.get_running_loop().call_later(0.01, self._send_notices)
 
     async def _send_spawn(
         self, job_id: str, handler: str, fence_deadline: float, *, first_message: bytes,
@@ -245,6 +257,7 @@ class ForkServerClient:
             child = Child(
                 job_id=job_id,
                 key=key,
+                handler=handler,
                 forked_at=asyncio.get_running_loop().time(),  # anyio.current_time()
                 control_socket=control_parent,
                 output_socket=output_parent,
@@ -285,6 +298,7 @@ class ForkServerClient:
             await self._send(protocol.Fence(jobs=job_ids, deadline=deadline))
 
     async def signal(self, job_id: str, signum: int) -> None:
+        self._signalled(job_id)
         if self.alive:
             await self._send(protocol.Signal(job=job_id, signal=signum))
 
@@ -294,8 +308,16 @@ class ForkServerClient:
             await self._send(protocol.AskStacks(job=job_id))
 
     async def kill(self, job_id: str) -> None:
+        self._signalled(job_id)
         if self.alive:
             await self._send(protocol.Kill(job=job_id))
+
+    def _signalled(self, job_id: str) -> None:
+        """A signal for a reused child's job may come after the job: its child is not
+        reused (the signal would reach the next job)."""
+        child = self._children.get(job_id)
+        if child is not None:
+            child.signalled = True
 
     async def ping(self, timeout: float) -> bool:
         """Whether the fork server answers within `timeout`: its loop, which also
@@ -316,20 +338,30 @@ class ForkServerClient:
         return pong.is_set() and self.alive
 
     async def _send(self, message: protocol.Request, fds: list[int] | None = None) -> None:
-        data = protocol.encode(message)
         ancillary = []
         if fds:
             ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
-        if not self._send_lock.locked() and self._sent(data, ancillary):
+        if not self._send_lock.locked() and self._sent(message, ancillary):
             return  # no writer was waiting for room: sent without the lock (some 30 calls)
         async with self._send_lock:  # one writer at a time: anyio allows one waiter
-            while not self._sent(data, ancillary):
+            while not self._sent(message, ancillary):
                 await anyio.wait_writable(self._sock)
 
-    def _sent(self, data: bytes, ancillary: list[Any]) -> bool:
-        """Whether the packet went out (False: the socket is full, nothing was sent)."""
+    def _sent(self, message: protocol.Request | None, ancillary: list[Any]) -> bool:
+        """Whether the packet went out (False: the socket is full, nothing was sent):
+        the `finished` notices not sent yet, then `message`, in one packet."""
+        if self._finished:
+            requests: list[protocol.Request] = [protocol.Finished(jobs=self._finished)]
+            if message is not None:
+                requests.append(message)
+            data = protocol.encode_requests(requests)
+        elif message is not None:
+            data = protocol.encode(message)
+        else:
+            return True
         try:
             self._sock.sendmsg([data], ancillary)
+            self._finished = []
             return True
         except BlockingIOError:
             return False
@@ -426,6 +458,7 @@ class ForkServerClient:
         if self.alive and not self._closing:
             log.error("fork server (pid %s) exited; its children died with it", self.pid)
         self.alive = False
+        self._idle.close_all()
         self._ready.set()
         for pong in self._pongs.values():
             pong.set()  # no answer is coming: a ping waiting for one returns now
@@ -467,6 +500,7 @@ class ForkServerClient:
     async def close(self, timeout: float = 5.0) -> None:
         """Kill every child, stop the fork server and reap it."""
         self._closing = True
+        self._idle.close_all()
         if self.alive:
             with suppress(ForkServerDied):
                 await self._send(protocol.Exit())

@@ -17,6 +17,7 @@ import orjson
 from supervisor.config import HandlerConfig
 from supervisor.forks import orphans
 from supervisor.forks.fork_client import ForkServerClient, ForkServerDied, Referee
+from supervisor.forks.idle_children import IDLE_LIMIT, IDLE_LIMIT_VARIABLE
 
 # What the fork server keeps of our environment when no handler inherits it all: what
 # the interpreter needs to start and find its packages, and the locale.
@@ -121,7 +122,8 @@ async def open_fork_server(
         os.close(table_fd)
         child_sock.close()
     parent_sock.setblocking(False)
-    server = ForkServerClient(process, parent_sock, referee)
+    idle_limit = float(os.environ.get(IDLE_LIMIT_VARIABLE, IDLE_LIMIT))
+    server = ForkServerClient(process, parent_sock, referee, idle_limit)
     async with anyio.create_task_group() as group:
         await group.start(server.serve)
         try:

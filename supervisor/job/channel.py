@@ -46,7 +46,7 @@ from supervisor.doorbell import Latch
 from supervisor.job.running import StartTask
 
 if TYPE_CHECKING:
-    from supervisor.forks.fork_client import ExitStatus
+    from supervisor.forks.child import ExitStatus
 
 log = logging.getLogger("poolsup.jobs")
 
@@ -97,6 +97,25 @@ class SocketFeed:
             except Exception:  # a reader's bug must not stop the event loop's callbacks
                 log.exception("reading a child's socket failed")
                 self.close()
+
+    def read_rest(self) -> None:
+        """Read what the socket holds now, to its end if that came, and stop reading: a
+        reused child's output once it said "done" (it wrote all of it before that)."""
+        while not self._ended:
+            try:
+                data = self._socket.recv(RECV_SIZE)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                data = b""
+            if not data:
+                break
+            try:
+                self._feed(data)
+            except Exception:
+                log.exception("reading a child's socket failed")
+                break
+        self.close()
 
     def close(self) -> None:
         """Stop reading (at the end of stream, or when the job's supervision ends)."""
@@ -177,6 +196,7 @@ class ControlReader:
         on_checkpoint: Callable[[bytes], None] = lambda value: None,
         on_stacks: Callable[[list[dict[str, Any]]], None] = lambda stacks: None,
         on_spans: Callable[[protocol.Spans], None] | None = None,  # a traced job's
+        on_done: Callable[[], None] = lambda: None,  # a reused child's job is over
     ) -> None:
         self._max_result = max_result
         self._max_line = max_result + MESSAGE_OVERHEAD
@@ -184,6 +204,7 @@ class ControlReader:
         self._on_checkpoint = on_checkpoint
         self._on_stacks = on_stacks
         self._on_spans = on_spans
+        self._on_done = on_done
         self._buffer = bytearray()
         self._skipping = 0  # bytes of an over-long line being skipped, 0 when none
         self._skipping_result = False
@@ -277,6 +298,8 @@ class ControlReader:
                 self.error, self.end_schedule = None, False
             case protocol.EndSchedule():
                 self.error, self.end_schedule = None, True
+            case protocol.Done():
+                self._on_done()
             # Anything else a child may send (a message meant for it) means nothing here.
 
     def _take_result(self, value_json: bytes, *, answered_stop: bool) -> None:
@@ -306,6 +329,9 @@ class ControlWriter:
         self._stream = stream  # made at the first write (`Child.control`)
         self._start = start
         self._lock: anyio.Lock | None = None  # made at the first write: most jobs get none
+        # A write was cut short (its job's end cancelled it): part of a line may be on
+        # the socket, and a reused child could not read its next start after it.
+        self.cut = False
 
     async def send(self, message: protocol.Message) -> None:
         """Write `message` after every message asked for before it; returns once it is
@@ -314,8 +340,10 @@ class ControlWriter:
         if self._lock is None:
             self._lock = anyio.Lock()
         async with self._lock:
+            self.cut = True
             with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                 await (await self._stream()).send(line)
+            self.cut = False
 
     def stop(self, reason: str) -> anyio.Event:
         """Tell the child to stop for `reason`, without waiting for the socket; the

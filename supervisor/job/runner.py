@@ -37,7 +37,8 @@ from supervisor.core.outcome import (
 )
 from supervisor.doorbell import Doorbell, Latch
 from supervisor.errors import PoolsupError, StaleToken, StoreFailure
-from supervisor.forks.fork_client import Child, ForkServerDied
+from supervisor.forks.child import Child
+from supervisor.forks.fork_client import ForkServerDied
 from supervisor.forks.fork_servers import ForkServers
 from supervisor.job.channel import ControlReader, ControlWriter, SocketFeed
 from supervisor.job.kept_output import OutputKeeper
@@ -337,10 +338,16 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices,
     checkpoints = CheckpointKeeper(job, services.store, services.outcome_failures,
                                    max_bytes=services.settings.max_checkpoint,
                                    start=tasks.start)
+
+    def done() -> None:  # a reused child's job is over: nothing more of it on the socket
+        child.reported_done()
+        control.close()
+
     reader = ControlReader(max_result=services.settings.max_result,
                            on_ack=courier.acknowledged, on_checkpoint=checkpoints.offer,
                            on_stacks=job.stack_requests.answered,
-                           on_spans=None if span is None else span.take_child_spans)
+                           on_spans=None if span is None else span.take_child_spans,
+                           on_done=done)
     # Its end matters once the child exited (a reused child's often comes first).
     control = SocketFeed(child.control_socket, reader.feed,
                          ended=partial(_ring_if, child.exited, job.wake))
@@ -364,13 +371,15 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices,
             timer.cancel()
         watch.close()
         control.close()
+        if child.done:
+            output_feed.read_rest()  # written before "done": none left for the next job
         output_feed.close()
         if kept is not None:
             kept.close()
     output.flush()
     if kept is not None:
         await kept.finish()  # before the outcome, so that `logs` after the end is whole
-    child.close()
+    job.fork_server.done_with(child, reusable=not writer.cut)
     if not job.lease_lost and (checkpoints.unwritten or courier.unwritten):
         with anyio.move_on_after(FLUSH_TIMEOUT):
             await checkpoints.flush()

@@ -14,7 +14,8 @@ from supervisor.core.admission import Admission, admit_claim
 from supervisor.core.outcome import StopReason
 from supervisor.doorbell import Doorbell, Latch
 from supervisor.forks import procfs
-from supervisor.forks.fork_client import Child, ForkServerClient
+from supervisor.forks.child import Child
+from supervisor.forks.fork_client import ForkServerClient
 from supervisor.job.stacks import StackRequests, Stacks
 from supervisor.observe.job_log import JobLog
 from supervisor.store.records import ClaimedJob, JobStats, Lease

@@ -197,12 +197,16 @@ def hoards(job: Job) -> dict[str, Any]:
 
 def leaves_traces(job: Job) -> dict[str, Any]:
     """With `{"secret": ...}`: writes it in its scratch directory, takes one note, gives the
-    next a second to arrive and leaves it unread.  With `{"earlier": path}`: what it can
+    next a second to arrive and leaves it unread (with `"unread": S`, takes none and
+    returns after S seconds).  With `{"earlier": path}`: what it can
     see of an earlier job's scratch directory and notes."""
     seen: dict[str, Any] = {"pid": os.getpid(), "scratch": job.scratch}
     if "secret" in job.payload:
         with open(os.path.join(job.scratch, "secret.txt"), "w") as file:
             file.write(job.payload["secret"])
+        if job.payload.get("unread"):  # its notes never leave its control socket
+            time.sleep(float(job.payload["unread"]))
+            return seen
         seen["note"] = job.next_notification(timeout=20)
         time.sleep(1.0)  # the second note reaches this child, unread
         return seen

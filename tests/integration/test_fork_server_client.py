@@ -16,6 +16,7 @@ from sandbox import protocol
 from supervisor.config import load_config
 from supervisor.doorbell import Doorbell
 from supervisor.errors import PoolsupError
+from supervisor.forks.child import Child
 from supervisor.forks.fork_client import ForkServerClient
 from supervisor.forks.launch import open_fork_server
 from tests.helpers.pool import write_pool
@@ -116,3 +117,92 @@ async def test_a_child_started_without_waiting_for_the_report_ends_at_once_if_re
             await started.exited.wait()
         assert started.pid is not None and not started.never_started
         started.close()
+
+
+def recv_now(sock: socket.socket) -> bytes | None:
+    """What `sock` holds now, or None if nothing."""
+    try:
+        return sock.recv(65536, socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return None
+
+
+def recv_now_peek(sock: socket.socket) -> bytes | None:
+    try:
+        return sock.recv(65536, socket.MSG_DONTWAIT | socket.MSG_PEEK)
+    except BlockingIOError:
+        return None
+
+
+async def test_a_reused_childs_start_is_written_only_after_its_assignment() -> None:
+    """The fork server must know a reused child's job, and its fence, before the child
+    can start it: with the fork server's socket full, nothing reaches the child; once
+    the fork server reads, the assignment (with the finished notice of the child's last
+    job in the same packet) comes before the child gets its start."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ours.setblocking(False)
+    control, child_control = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    output, child_output = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    control.setblocking(False)
+    process = subprocess.Popen(["true"])  # noqa: ASYNC220 - stands in for the fork server
+    server = ForkServerClient(process, ours)
+    try:
+        async with anyio.create_task_group() as group:
+            await group.start(server.serve)
+            theirs.sendall(orjson.dumps({"ev": "ready", "pid": 1, "handlers": {}}))
+            await server.wait_ready()
+            # The child's last job, as if it ran here and said "done".
+            last = Child(job_id="job-1", key="k", forked_at=0.0, control_socket=control,
+                         output_socket=output, handler="h", pid=4242)
+            last.reported_done()
+            server.done_with(last, reusable=True)
+            filler = 0
+            while True:  # the fork server's socket full: a writer must wait
+                try:
+                    ours.send(orjson.dumps({"op": "ping", "seq": filler}))
+                except BlockingIOError:
+                    break
+                filler += 1
+            started: list[Child] = []
+            returned = anyio.Event()
+
+            async def start() -> None:
+                started.append(await server.start(
+                    "job-2", "h", protocol.fence_clock() + 60, first_message=b"START\n"))
+                returned.set()
+
+            group.start_soon(start)
+            await anyio.sleep(0.2)
+            assert recv_now_peek(child_control) is None  # no start before the assignment
+            assigned: list[protocol.Request] = []
+            while not assigned:  # the fork server reads, one packet at a time
+                start_written = recv_now_peek(child_control) is not None
+                while (packet := recv_now(theirs)) is not None:  # after the look
+                    requests = protocol.decode_requests(packet)
+                    if not isinstance(requests[-1], protocol.Ping):
+                        assigned = requests
+                        break
+                    if not start_written:
+                        break  # one packet: room for the next
+                # The start was written only once the assignment was in our socket.
+                assert assigned or not start_written
+                await anyio.sleep(0.01)
+            assert assigned[0] == protocol.Finished(jobs=["job-1"])
+            assert isinstance(assigned[1], protocol.Assign)
+            assert (assigned[1].job, assigned[1].pid) == ("job-2", 4242)
+            with anyio.fail_after(5):
+                await returned.wait()
+            assert child_control.recv(64) == b"START\n"
+            assert started[0].pid == 4242
+            # Ended before the fork server goes: a child still held at its death would
+            # have this process kill its own children as the dead server's orphans.
+            theirs.sendall(orjson.dumps({"ev": "exited", "job": "job-2", "pid": 4242,
+                                         "code": 0, "signal": None, "fenced": False}))
+            with anyio.fail_after(5):
+                await started[0].exited.wait()
+            assert server.child_count == 0
+            theirs.close()
+    finally:
+        for sock in (ours, control, child_control, output, child_output):
+            sock.close()
+        process.wait()

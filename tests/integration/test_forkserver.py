@@ -55,20 +55,57 @@ def handler_specs() -> dict[str, dict[str, str]]:
 
 
 class JobHandle:
-    """The supervisor's ends of one job's control and output sockets."""
+    """The supervisor's ends of one job's control and output sockets (a reused child's
+    for its life: `reused` handlers, whose jobs end with "done" there)."""
 
-    def __init__(self, job_id: str, control: socket.socket, output: socket.socket) -> None:
+    def __init__(self, job_id: str, control: socket.socket, output: socket.socket,
+                 handler: str = "", *, reused: bool = False) -> None:
         self.job_id = job_id
         self.control = control
         self.output = output
+        self.handler = handler
+        self.reused = reused
+        self.done = False
+        self._output = ""  # a reused child's job's, read at its "done"
         self.pid = 0
         self._buffer = b""
+        self._read: list[dict[str, Any]] = []  # read while looking for "done"
 
     def send(self, message: dict[str, Any]) -> None:
         self.control.sendall(orjson.dumps(message) + b"\n")
 
     def read_message(self, timeout: float = WAIT) -> dict[str, Any] | None:
         """The next line from the child, or None when it closed its end."""
+        if self._read:
+            return self._read.pop(0)
+        return self._next_line(timeout)
+
+    def said_done(self, timeout: float) -> bool:
+        """Whether the job's reused child said "done" (within `timeout`)."""
+        if self.done:
+            return True
+        try:
+            while (message := self._next_line(timeout)) is not None:
+                if message == {"t": "done"}:
+                    self.done = True
+                    self._output = self._output_so_far()
+                    return True
+                self._read.append(message)
+        except TimeoutError:
+            pass
+        return False
+
+    def _output_so_far(self) -> str:
+        """What the output socket holds now (a reused child's job's output, read at its
+        "done": the next job's output comes after)."""
+        self.output.settimeout(0)
+        chunks = []
+        with contextlib.suppress(BlockingIOError):
+            while chunk := self.output.recv(65536):
+                chunks.append(chunk)
+        return b"".join(chunks).decode()
+
+    def _next_line(self, timeout: float) -> dict[str, Any] | None:
         self.control.settimeout(timeout)
         while b"\n" not in self._buffer:
             try:
@@ -93,7 +130,11 @@ class JobHandle:
         return data.decode()
 
     def read_output(self, timeout: float = WAIT) -> str:
-        """Everything the job wrote, up to the end of its output."""
+        """Everything the job wrote, up to the end of its output: the end of stream, or
+        a reused child's "done" (its output was all written before)."""
+        if self.reused and self.said_done(timeout):
+            output, self._output = self._output, ""
+            return output
         self.output.settimeout(timeout)
         chunks = []
         while chunk := self.output.recv(65536):
@@ -121,7 +162,13 @@ class ForkServerHarness:
         wrapper: tuple[str, ...] = (),
     ) -> None:
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        table = orjson.dumps(handlers or handler_specs())
+        handlers = handlers or handler_specs()
+        # Handlers whose children run several jobs, and those children between two jobs,
+        # as the supervisor keeps them (`supervisor.forks.idle_children`).
+        self.reused = {name for name, spec in handlers.items()
+                       if spec.get("max_jobs_per_child", 1) > 1}
+        self.idle: dict[str, list[JobHandle]] = {}
+        table = orjson.dumps(handlers)
         table_fd = os.memfd_create("handlers")
         os.write(table_fd, table)
         os.lseek(table_fd, 0, os.SEEK_SET)
@@ -175,10 +222,17 @@ class ForkServerHarness:
         start: bool = True,
         then_send: tuple[dict[str, Any], ...] = (),
     ) -> JobHandle:
-        """Spawn a job; with `start`, its start message (and `then_send`) already sent."""
+        """Spawn a job; with `start`, its start message (and `then_send`) already sent.
+        A job of a reused handler with an idle child runs in that child, as the
+        supervisor starts it: the assignment to the fork server, then the start."""
+        if self.idle.get(handler):
+            return self.assign(self.idle[handler].pop(), payload, key=key, token=token,
+                               attempt=attempt, fence_in=fence_in, start=start,
+                               then_send=then_send)
         control, child_control = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         output, child_output = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        job = JobHandle(f"job-{next(_job_ids)}", control, output)
+        job = JobHandle(f"job-{next(_job_ids)}", control, output, handler,
+                        reused=handler in self.reused)
         self.jobs.append(job)
         if start:
             self.start(job, payload, key=key, token=token, attempt=attempt)
@@ -193,6 +247,22 @@ class ForkServerHarness:
             self.fence(job, fence_clock() + fence_in)
         spawned = self.event(job, "spawned")
         job.pid = spawned["pid"]
+        return job
+
+    def assign(
+        self, idle: JobHandle, payload: Any = None, *, key: str, token: int, attempt: int,
+        fence_in: float | None, start: bool, then_send: tuple[dict[str, Any], ...],
+    ) -> JobHandle:
+        job = JobHandle(f"job-{next(_job_ids)}", idle.control, idle.output, idle.handler,
+                        reused=True)
+        job.pid = idle.pid
+        self.jobs.append(job)
+        deadline = fence_clock() + (3600.0 if fence_in is None else fence_in)
+        self.send({"op": "assign", "job": job.job_id, "pid": job.pid, "deadline": deadline})
+        if start:
+            self.start(job, payload, key=key, token=token, attempt=attempt)
+            for message in then_send:
+                job.send(message)
         return job
 
     def start(
@@ -211,7 +281,20 @@ class ForkServerHarness:
         )
 
     def exited(self, job: JobHandle, timeout: float = WAIT) -> dict[str, Any]:
-        return self.event(job, "exited", timeout)
+        """The job's `exited` event; for a reused child that said "done" (and kept
+        as idle, the fork server told: `finished`), the one its "done" stands for."""
+        if not job.reused:
+            return self.event(job, "exited", timeout)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with contextlib.suppress(TimeoutError):
+                return self.event(job, "exited", 0.02)
+            if job.said_done(0.02):
+                self.send({"op": "finished", "jobs": [job.job_id]})
+                self.idle.setdefault(job.handler, []).append(job)
+                return {"ev": "exited", "job": job.job_id, "pid": job.pid, "code": 0,
+                        "signal": None, "fenced": False, "reason": None, "survivors": None}
+        raise TimeoutError(f"{job.job_id} did not end")
 
     def close(self) -> None:
         if self.process.poll() is None:

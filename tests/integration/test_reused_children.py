@@ -22,8 +22,8 @@ import pytest
 from sandbox.jobs import Jobs
 from sandbox.loader import HandlerSpec
 from sandbox.protocol import Exited, fence_clock
-from sandbox.spares import IDLE_LIMIT_VARIABLE
 from supervisor import Client
+from supervisor.forks.idle_children import IDLE_LIMIT_VARIABLE
 from tests.helpers.pool import finished, wait_for
 from tests.integration.conftest import Pool
 from tests.integration.test_forkserver import (
@@ -252,6 +252,24 @@ def test_a_fenced_job_kills_its_child_and_the_next_job_gets_a_new_one(
     assert after.pid != job.pid
 
 
+@pytest.mark.parametrize("fence_in", [0.5, -1.0])  # ahead; passed already
+def test_a_job_started_on_a_reused_childs_channel_is_fenced_by_its_assignment_alone(
+    server: ForkServerHarness, fence_in: float
+) -> None:
+    """A supervisor frozen right after it wrote a reused child's start: the assignment
+    it wrote before is all the fork server gets (no fence moves, no kill), and the fork
+    server kills the child when that fence passes (at once, if it had passed)."""
+    before, _, _ = run(server, "sleeps", {"seconds": 0})
+    started = time.monotonic()
+    job = server.spawn("sleeps", {"seconds": 30}, fence_in=fence_in)  # assign, start
+    assert job.pid == before.pid
+    exited = server.exited(job)
+    took = time.monotonic() - started
+    assert (exited["fenced"], exited["signal"]) == (True, 9), exited
+    assert max(0.0, fence_in) - 0.05 < took < max(0.0, fence_in) + 2, took
+    assert wait_until_gone(job.pid, 5)
+
+
 def test_a_stopped_job_ends_its_child(server: ForkServerHarness) -> None:
     before, _, _ = run(server, "sleeps", {"seconds": 0})
     job = server.spawn("sleeps", {"seconds": 30})
@@ -311,19 +329,20 @@ def test_idle_children_go_with_the_fork_server() -> None:
     assert wait_until_gone(job.pid, 5)
 
 
-IDLE_LIMIT = 1.0  # seconds; the fork server's is a minute (`sandbox.spares.IDLE_LIMIT`)
+IDLE_LIMIT = 1.0  # seconds; the supervisor's is a minute (`idle_children.IDLE_LIMIT`)
 
 
-def test_a_child_idle_past_the_limit_exits_and_the_next_job_gets_a_fresh_one() -> None:
-    harness = ForkServerHarness({"identity": reused("identity", 100)},
-                                env={IDLE_LIMIT_VARIABLE: str(IDLE_LIMIT)})
+def test_a_retired_idle_child_exits_and_the_next_job_gets_a_fresh_one() -> None:
+    """The supervisor retires a child idle too long by closing its channel: it exits,
+    the fork server says nothing of it, and the next job gets a fresh child."""
+    harness = ForkServerHarness({"identity": reused("identity", 100)})
     try:
         first, _, _ = run(harness, "identity")
         again, _, _ = run(harness, "identity")
-        assert again.pid == first.pid  # reused while it was not idle for long
-        idle_from = time.monotonic()
-        assert wait_until_gone(first.pid, IDLE_LIMIT + 5)
-        assert time.monotonic() - idle_from > IDLE_LIMIT / 2  # not at once
+        assert again.pid == first.pid
+        retired = harness.idle["identity"].pop()
+        retired.close()
+        assert wait_until_gone(first.pid, 5)
         after, message, exited = run(harness, "identity")
         assert after.pid != first.pid
         assert message is not None and message["t"] == "result", message
@@ -444,6 +463,25 @@ def test_pool_the_next_job_in_a_reused_child_cannot_read_the_earlier_ones_scratc
     assert (seen["secret"], seen["earlier_exists"], seen["note"]) == (None, False, None), seen
 
 
+def test_pool_notes_left_on_a_reused_childs_channel_never_reach_its_next_job(
+    reused_pool: Pool,
+) -> None:
+    """Notes the first job never read stay on the child's channel after its "done": the
+    next job in the same child starts without them (the child takes nothing before its
+    start)."""
+    client = reused_pool.client()
+    client.dispatch("unread-1", {"secret": "s", "unread": 2}, handler="traces")
+    running_pid(client, "unread-1")
+    client.notify("unread-1", {"n": 1})
+    client.notify("unread-1", {"n": 2})
+    first = wait_for(lambda: finished(client, "unread-1"), 30, message="unread-1")
+    assert first["state"] == "succeeded", first
+    second = finish(client, "unread-2", "traces", {"earlier": first["result"]["scratch"]})
+    assert second["state"] == "succeeded", second
+    assert second["result"]["pid"] == first["result"]["pid"]  # the same child
+    assert second["result"]["note"] is None, second
+
+
 @pytest.mark.parametrize("handler", ["sleeps", "waits"])  # stop-unaware, stop-aware
 def test_pool_a_stopped_job_ends_stopped_and_its_child_is_not_reused(
     reused_pool: Pool, handler: str
@@ -510,6 +548,33 @@ def test_pool_a_fenced_job_kills_its_child_and_the_next_job_gets_a_new_one(
     client.stop("f-long", timeout=20)  # it may have been claimed again meanwhile
     after = finish(client, "f-after", "sleeps", {"seconds": 0})
     assert after["state"] == "succeeded" and after["result"]["pid"] != first
+
+
+def test_pool_a_supervisor_frozen_as_its_reused_child_starts_a_job_leaves_it_fenced(
+    reused_pool: Pool, tmp_path: Path
+) -> None:
+    """The supervisor is SIGSTOPped as soon as the job's handler starts in a reused
+    child, before a renewal could move the job's fence: the fence the assignment carried
+    is the one that holds, and the fork server kills the child within the lease."""
+    client = reused_pool.client()
+    first = finish(client, "z-warm", "sleeps", {"seconds": 0})["result"]["pid"]
+    pids = tmp_path / "frozen.pids"
+    client.dispatch("z-long", {"seconds": 60, "pids": str(pids)}, handler="sleeps")
+    supervisor = reused_pool.supervisors[0]
+    deadline = time.monotonic() + 20
+    while not pids.exists() or not pids.read_text().strip():
+        assert time.monotonic() < deadline, "the job did not start"
+        time.sleep(0.001)
+    supervisor.signal(signal.SIGSTOP)
+    frozen_at = time.monotonic()
+    try:
+        assert pids.read_text().split() == [str(first)]  # in the reused child
+        assert wait_until_gone(first, 2 + 3)
+        killed_after = time.monotonic() - frozen_at
+    finally:
+        supervisor.signal(signal.SIGCONT)
+    assert killed_after < 2 + 1, killed_after  # lease_ttl 2
+    client.stop("z-long", timeout=20)  # it may have been claimed again meanwhile
 
 
 @AS_ROOT

@@ -15,6 +15,8 @@ from supervisor.job.channel import ControlReader
 REQUESTS = [
     protocol.Spawn(job="7", handler="h", deadline=12.5),
     protocol.Spawn(job="7", handler="h"),
+    protocol.Assign(job="9", pid=11, deadline=12.5),
+    protocol.Finished(jobs=["7", "8"]),
     protocol.Fence(jobs=["7", "8"], deadline=3.0),
     protocol.Signal(job="7", signal=15),
     protocol.Kill(job="7"),
@@ -44,6 +46,7 @@ MESSAGES = [
     protocol.EndSchedule(),
     protocol.Spans(spans=[], dropped=1),
     protocol.ThreadStacks(threads=[{"thread": "main"}]),
+    protocol.Done(),
 ]
 
 
@@ -64,11 +67,23 @@ def test_a_message_decodes_to_itself(message: protocol.Message) -> None:
     assert protocol.decode_message(line[:-1]) == message
 
 
+def test_a_packet_of_several_requests_decodes_to_them_in_order() -> None:
+    requests = [protocol.Finished(jobs=["7"]), protocol.Assign(job="9", pid=11, deadline=1.0)]
+    packet = protocol.encode_requests(requests)
+    assert protocol.decode_requests(packet) == requests
+    assert protocol.decode_requests(protocol.encode(REQUESTS[0])) == [REQUESTS[0]]
+
+
 def test_the_wire_is_the_documented_json() -> None:
     assert orjson.loads(protocol.encode(protocol.Fence(jobs=["7"], deadline=3.0))) == {
         "op": "fence", "jobs": ["7"], "deadline": 3.0}
     assert orjson.loads(protocol.encode_line(protocol.Stop(reason="stop"))) == {
         "t": "stop", "reason": "stop"}
+    assert orjson.loads(protocol.encode(protocol.Assign(job="9", pid=11, deadline=2.0))) == {
+        "op": "assign", "job": "9", "pid": 11, "deadline": 2.0}
+    assert orjson.loads(protocol.encode(protocol.Finished(jobs=["7"]))) == {
+        "op": "finished", "jobs": ["7"]}
+    assert protocol.encode_line(protocol.Done()) == b'{"t":"done"}\n'
 
 
 def test_the_result_and_checkpoint_lines_are_messages_too() -> None:
