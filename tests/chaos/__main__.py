@@ -52,13 +52,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--overlap", action="store_true",
                         help="the store's faults (Redis's, PostgreSQL's) at the same time as "
                              "the supervisors' faults")
+    parser.add_argument("--reuse", type=int, default=1, metavar="N",
+                        help="every handler but the long one runs up to N jobs per child "
+                             "(max_jobs_per_child; default 1, a fresh child per job)")
     parser.add_argument("--dir", type=Path, help="where the run keeps its files")
     parser.add_argument("--keep", action="store_true", help="keep the run's files")
     return parser.parse_args(argv)
 
 
 def chaos_run(minutes: float, seed: int, store: str, directory: Path,
-              log: Callable[[str], None], supervisors: int = 3, overlap: bool = False) -> Report:
+              log: Callable[[str], None], supervisors: int = 3, overlap: bool = False,
+              reuse: int = 1) -> Report:
     rng = random.Random(seed)
     seconds = minutes * 60
     run_id = f"c{seed}x{os.getpid()}"
@@ -69,7 +73,8 @@ def chaos_run(minutes: float, seed: int, store: str, directory: Path,
     log(f"seed {seed}: {len(faults)} faults, {len(work)} workload items, dir {directory}")
     ledger = directory / "ledger.jsonl"
     history = History(wall_minus_boot=time.time() - now())
-    cluster = Cluster(directory, store=store, pool=run_id, supervisors=supervisors)
+    cluster = Cluster(directory, store=store, pool=run_id, supervisors=supervisors,
+                      reuse=reuse)
     monitor = ProcessMonitor(ledger)
     try:
         cluster.start()
@@ -199,8 +204,10 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.supervisors <= 24:
         raise SystemExit("--supervisors: from 1 to 24")
     store = "sentinel" if args.sentinel else args.store
+    if args.reuse < 1:
+        raise SystemExit("--reuse: 1 or more")
     report = chaos_run(args.minutes, args.seed, store, directory, log, args.supervisors,
-                       args.overlap)
+                       args.overlap, args.reuse)
     text = render(report)
     print(text, flush=True)
     (directory / "report.txt").write_text(text + "\n")

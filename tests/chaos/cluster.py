@@ -37,9 +37,12 @@ TICK_SCHEDULE = "chaos_tick"
 TICK_EVERY = 2
 
 
-def handlers() -> dict[str, dict[str, Any]]:
+def handlers(reuse: int = 1) -> dict[str, dict[str, Any]]:
+    """The run's handlers; with `reuse` > 1, all but the long one run up to that many jobs
+    per child (max_jobs_per_child: a reused child gets its jobs on its own channel)."""
     def job(function: str, **options: Any) -> dict[str, Any]:
-        return {"path": "chaos_jobs.py", "function": function, **options}
+        reused = {"max_jobs_per_child": reuse} if reuse > 1 else {}
+        return {"path": "chaos_jobs.py", "function": function, **reused, **options}
 
     return {
         "short": job("short", timeout=30, max_attempts=5),
@@ -48,14 +51,16 @@ def handlers() -> dict[str, dict[str, Any]]:
         "fail_for_good": job("fail_for_good", timeout=30, max_attempts=3),
         "stoppable": job("stoppable", timeout=0, rebalance=False, max_attempts=5),
         "checkpointing": job("checkpointing", timeout=60, max_attempts=10),
-        "long": job("long_running", timeout=0, max_attempts=100),
+        "long": job("long_running", timeout=0, max_attempts=100, max_jobs_per_child=1),
         LIMITED: job("short", timeout=30, max_attempts=5, max_running=LIMITED_MAX_RUNNING),
     }
 
 
 class Cluster:
-    def __init__(self, directory: Path, *, store: str, pool: str, supervisors: int = 3) -> None:
+    def __init__(self, directory: Path, *, store: str, pool: str, supervisors: int = 3,
+                 reuse: int = 1) -> None:
         self.ids, self.joiner = supervisor_ids(supervisors)
+        self.reuse = reuse
         self.directory = directory
         self.pool = pool
         self.redis = RedisServer(args=DURABLE_REDIS) if store == "redis" else None
@@ -79,7 +84,8 @@ class Cluster:
         return f"sqlite:///{self.directory}/pool.db"
 
     def config(self, supervisor: str) -> Path:
-        path = write_pool(self.directory, store=self.store, pool=self.pool, handlers=handlers(),
+        path = write_pool(self.directory, store=self.store, pool=self.pool,
+                          handlers=handlers(self.reuse),
                           name=f"{supervisor}.toml", id=supervisor, capacity=CAPACITY,
                           lease_ttl=LEASE_TTL, drain_timeout=DRAIN_TIMEOUT,
                           stop_grace=STOP_GRACE)
