@@ -25,7 +25,14 @@ from typing import Any
 
 from supervisor import Client
 from tests.chaos.checker import Drain, History, Report, check, render
-from tests.chaos.cluster import LEASE_TTL, TICK_EVERY, TICK_SCHEDULE, Cluster, wait_until
+from tests.chaos.cluster import (
+    LEASE_TTL,
+    TICK_EVERY,
+    TICK_SCHEDULE,
+    Cluster,
+    handlers,
+    wait_until,
+)
 from tests.chaos.faults import FaultInjector
 from tests.chaos.ledger import now, read_ledger
 from tests.chaos.monitor import ProcessMonitor, job_processes_by_environment
@@ -72,7 +79,9 @@ def chaos_run(minutes: float, seed: int, store: str, directory: Path,
     work = plan_work(rng, seconds, run_id)
     log(f"seed {seed}: {len(faults)} faults, {len(work)} workload items, dir {directory}")
     ledger = directory / "ledger.jsonl"
-    history = History(wall_minus_boot=time.time() - now())
+    history = History(wall_minus_boot=time.time() - now(),
+                      reused_handlers=[name for name, handler in handlers(reuse).items()
+                                       if handler.get("max_jobs_per_child", 1) > 1])
     cluster = Cluster(directory, store=store, pool=run_id, supervisors=supervisors,
                       reuse=reuse)
     monitor = ProcessMonitor(ledger)

@@ -9,7 +9,8 @@ later one).  After that it was dead or alive until `gone_by` (the first time the
 found it gone; unknown if it never looked).  Another process of the key starting before
 `proven_end` is a proven overlap: a violation.  One starting between `proven_end` and
 `gone_by` is an uncertain window: the process may have died at once (SIGKILL writes no
-end line), so it is counted and reported, not failed.
+end line), so it is counted and reported, not failed.  A reused child (`--reuse`) outlives
+its jobs: a run there that wrote its end line ended with it.
 """
 
 from __future__ import annotations
@@ -92,6 +93,8 @@ class History:
     drains: list[Drain] = field(default_factory=list)
     # per schedule: name, every, fires, skipped, missed, ticks (see check_schedule_ticks)
     schedule_ticks: list[dict[str, Any]] = field(default_factory=list)
+    # the handlers whose jobs ran in reused children (`--reuse`)
+    reused_handlers: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -113,15 +116,26 @@ class Report:
         return not self.violations
 
 
-def proven_end(run: Run, fates: dict[int, ProcessFate]) -> float:
-    fate = fates.get(run.pid)
+def ended_in_a_reused_child(run: Run, history: History) -> bool:
+    """A run of a handler with reused children that wrote its end line: its process
+    lives on, idle or running other jobs, and its own run ended with that line (the
+    handler's last act, after its threads were joined)."""
+    return run.ended is not None and history.kinds.get(run.key) in history.reused_handlers
+
+
+def proven_end(run: Run, history: History) -> float:
+    if ended_in_a_reused_child(run, history):
+        return run.last_line
+    fate = history.fates.get(run.pid)
     if fate is None or fate.last_alive is None:
         return run.last_line
     return max(run.last_line, fate.last_alive)
 
 
-def gone_by(run: Run, fates: dict[int, ProcessFate]) -> float:
-    fate = fates.get(run.pid)
+def gone_by(run: Run, history: History) -> float:
+    if ended_in_a_reused_child(run, history):
+        return run.last_line
+    fate = history.fates.get(run.pid)
     return math.inf if fate is None or fate.dead_at is None else fate.dead_at
 
 
@@ -142,13 +156,13 @@ def check_overlaps(history: History, uncertain: list[float]) -> list[Violation]:
     violations = []
     for key, runs in runs_by_key(history.runs).items():
         for earlier, later in itertools.combinations(runs, 2):
-            end = proven_end(earlier, history.fates)
+            end = proven_end(earlier, history)
             if later.started < end:
                 violations.append(Violation("overlap", (
                     f"key {key}: {_who(earlier)} was alive {1000 * (end - later.started):.0f} ms "
                     f"after {_who(later)} started")))
-            elif later.started < gone_by(earlier, history.fates):
-                uncertain.append(gone_by(earlier, history.fates) - later.started)
+            elif later.started < gone_by(earlier, history):
+                uncertain.append(gone_by(earlier, history) - later.started)
     return violations
 
 
@@ -334,7 +348,7 @@ def check_schedule_ticks(history: History) -> list[Violation]:
 def check_max_running(history: History) -> list[Violation]:
     """8. Never more than max_running processes of the limited handler alive at once
     (proven lives only: from a start to its proven end)."""
-    lives = sorted((run.started, proven_end(run, history.fates), run)
+    lives = sorted((run.started, proven_end(run, history), run)
                    for run in history.runs if history.kinds.get(run.key) == LIMITED)
     violations = []
     for started, _end, run in lives:
@@ -369,9 +383,9 @@ def child_exits_after_kills(history: History) -> list[float]:
     """Seconds from each supervisor SIGKILL to the exit of each job process it ran (as
     the pidfd told it: an upper bound)."""
     by_key = runs_by_key(history.runs)
-    return [gone_by(run, history.fates) - kill.at
+    return [gone_by(run, history) - kill.at
             for kill in history.kills for key in kill.keys for run in by_key.get(key, [])
-            if run.started < kill.at <= gone_by(run, history.fates)]
+            if run.started < kill.at <= gone_by(run, history)]
 
 
 def moves(history: History) -> Counter[str]:

@@ -30,6 +30,7 @@ def load_history(directory: Path) -> History:
         drains=[Drain(**drain) for drain in saved["drains"]],
         schedule_ticks=saved["schedule_ticks"],
         wall_minus_boot=saved.get("wall_minus_boot", 0.0),
+        reused_handlers=saved.get("reused_handlers", []),
     )
 
 

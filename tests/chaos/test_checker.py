@@ -85,6 +85,22 @@ def test_1_the_monitor_seeing_a_process_in_proc_proves_it_alive() -> None:
         "key s1: pid 101 (token 1) was alive 30 ms after pid 108 (token 9) started"]
 
 
+def test_1_a_reused_child_outlives_its_job_that_wrote_its_end() -> None:
+    """Pid 101 lives on after s1's end line (10.5) as a reused child, idle or running
+    other jobs: with s1's handler reused, a later run of s1 overlaps nothing; with the
+    process still in s1's run (no end line), it does."""
+    history = clean()
+    history.fates[101] = ProcessFate(101, 30.0, None)
+    history.runs.append(run("s1", 9, 108, 12.0, 12.5))
+    assert violations(check(history), "overlap") == [
+        "key s1: pid 101 (token 1) was alive 18000 ms after pid 108 (token 9) started"]
+    history.reused_handlers = [history.kinds["s1"]]
+    assert check(history).ok, render(check(history))
+    history.runs[0].ended = None
+    assert violations(check(history), "overlap") == [
+        "key s1: pid 101 (token 1) was alive 18000 ms after pid 108 (token 9) started"]
+
+
 def test_1_a_start_after_a_killed_process_s_last_sign_is_uncertain_not_a_violation() -> None:
     history = clean()
     history.runs.append(run("k1", 7, 109, 41.05, 42.0))  # 106: last seen 41.02, gone by 41.1
