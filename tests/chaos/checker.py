@@ -119,8 +119,10 @@ class Report:
 def ended_in_a_reused_child(run: Run, history: History) -> bool:
     """A run of a handler with reused children that wrote its end line: its process
     lives on, idle or running other jobs, and its own run ended with that line (the
-    handler's last act, after its threads were joined)."""
-    return run.ended is not None and history.kinds.get(run.key) in history.reused_handlers
+    handler's last act, after its threads were joined).  A key the driver did not
+    dispatch (a schedule's tick) is known by its run's kind, its handler's name."""
+    handler = history.kinds.get(run.key, run.kind)
+    return run.ended is not None and handler in history.reused_handlers
 
 
 def proven_end(run: Run, history: History) -> float:

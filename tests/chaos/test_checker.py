@@ -101,6 +101,16 @@ def test_1_a_reused_child_outlives_its_job_that_wrote_its_end() -> None:
         "key s1: pid 101 (token 1) was alive 18000 ms after pid 108 (token 9) started"]
 
 
+def test_1_a_ticks_job_in_a_reused_child_is_known_by_its_runs_kind() -> None:
+    """A schedule's tick job is not among the driver's dispatched keys."""
+    history = clean()
+    history.reused_handlers = ["short"]
+    history.runs.append(run("tick-1", 20, 120, 50.0, 50.1))
+    history.runs.append(run("tick-1", 21, 121, 53.0, 53.1))
+    history.fates[120] = ProcessFate(120, 60.0, None)
+    assert check(history).ok, render(check(history))
+
+
 def test_1_a_start_after_a_killed_process_s_last_sign_is_uncertain_not_a_violation() -> None:
     history = clean()
     history.runs.append(run("k1", 7, 109, 41.05, 42.0))  # 106: last seen 41.02, gone by 41.1
