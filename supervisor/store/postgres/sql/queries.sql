@@ -139,9 +139,6 @@ SELECT state, count(*) AS n FROM poolsup.jobs
 WHERE pool = %(pool)s AND (finished_at IS NULL OR finished_at >= %(cutoff)s)
 GROUP BY state;
 
--- name: pending_count
-SELECT count(*) FROM poolsup.jobs WHERE pool = %(pool)s AND state = 'pending';
-
 -- name: max_pending
 SELECT max_pending FROM poolsup.pool_settings WHERE pool = %(pool)s;
 
