@@ -7,6 +7,7 @@ server, so a child reaches its handler without importing anything.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -182,6 +183,9 @@ def _run_jobs(
             except OSError as error:
                 retire = f"its job's scratch directory could not be removed: {error}"
         if retire is not None:
+            if code == 0 and not stop_seen:  # not its job's failure or stop: say why
+                with contextlib.suppress(OSError):
+                    channel.send(protocol.Retired(reason=retire))
             break
         open_job_stdio()
         try:

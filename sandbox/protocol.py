@@ -93,6 +93,8 @@ Two channels:
                                                     it is clean (`sandbox.reuse`); it
                                                     waits for its next "start", its
                                                     last job's output all written
+    {"t": "retired", "reason": TEXT}                a reused child whose job went well
+                                                    exits instead, for this reason
     {"t": "spans", "spans": [SPAN, ...], "dropped": N}
                                                     a traced job's finished spans, before
                                                     its result (sandbox/otel_child.py)
@@ -139,6 +141,7 @@ MSG_STACKS = "stacks"  # the job's thread stacks, asked for with sandbox.stacks.
 MSG_SNOOZE = "snooze"
 MSG_END_SCHEDULE = "end_schedule"
 MSG_DONE = "done"
+MSG_RETIRED = "retired"  # a reused child exits after this job, for a reason of its own
 
 
 # -- the fork server channel: supervisor -> fork server ("op")
@@ -339,8 +342,14 @@ class Done:
     t: str = MSG_DONE
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Retired:
+    t: str = MSG_RETIRED
+    reason: Any = ""  # why it cannot be made clean for the next job (unchecked)
+
+
 Message = (Start | Stop | Notify | Ack | Checkpoint | Result | Error | Snooze | EndSchedule
-           | Spans | ThreadStacks | Done)
+           | Spans | ThreadStacks | Done | Retired)
 
 
 
@@ -361,7 +370,7 @@ def _by_tag(tag: str, *kinds: type) -> dict[str, tuple[type, frozenset[str]]]:
 _REQUESTS = _by_tag("op", Spawn, Assign, Finished, Fence, Signal, Kill, AskStacks, Exit, Ping)
 _EVENTS = _by_tag("ev", Ready, Spawned, SpawnFailed, Pong, Exited)
 _MESSAGES = _by_tag("t", Start, Stop, Notify, Ack, Checkpoint, Result, Error, Snooze,
-                    EndSchedule, Spans, ThreadStacks, Done)
+                    EndSchedule, Spans, ThreadStacks, Done, Retired)
 
 def assignment(handler: str, scratch: str) -> bytes:
     """What the fork server hands a child with a job's sockets: the handler's name and

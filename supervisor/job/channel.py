@@ -55,6 +55,7 @@ READS_PER_CALL = 4
 FEEDS_PER_CALL = 256  # sockets read at one callback, at most (a level-triggered epoll:
 # the rest are read at the next)
 MAX_TRACEBACK = 8192
+MAX_RETIRED_REASON = 200
 # Room for an error message and its traceback on top of a result's own limit.
 MESSAGE_OVERHEAD = 1024 * 1024
 
@@ -213,6 +214,8 @@ class ControlReader:
         self.result_answered_stop = False
         self.snooze: float | None = None  # the handler raised sandbox.Snooze(this)
         self.end_schedule = False  # a producer raised sandbox.EndSchedule
+        # Why a reused child could not be made clean after a job that ended well.
+        self.retired: str | None = None
         self.traceback = ""
         self.protocol_error: str | None = None
 
@@ -300,6 +303,8 @@ class ControlReader:
                 self.error, self.end_schedule = None, True
             case protocol.Done():
                 self._on_done()
+            case protocol.Retired(reason=reason):
+                self.retired = str(reason)[:MAX_RETIRED_REASON]
             # Anything else a child may send (a message meant for it) means nothing here.
 
     def _take_result(self, value_json: bytes, *, answered_stop: bool) -> None:

@@ -380,6 +380,8 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices,
     if kept is not None:
         await kept.finish()  # before the outcome, so that `logs` after the end is whole
     job.fork_server.done_with(child, reusable=not writer.cut)
+    if reader.retired is not None:
+        job.log.info("its child (pid %s) is not reused: %s", child.pid, reader.retired)
     if not job.lease_lost and (checkpoints.unwritten or courier.unwritten):
         with anyio.move_on_after(FLUSH_TIMEOUT):
             await checkpoints.flush()

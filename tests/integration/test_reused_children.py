@@ -173,7 +173,14 @@ def test_a_job_that_closed_its_stdio_leaves_the_next_job_working_stdio(
 
 
 def test_a_job_that_leaks_a_thread_retires_its_child(server: ForkServerHarness) -> None:
-    first_pid, pristine, _ = dirty(server, "thread")
+    job = server.spawn("dirty", {"ways": ["thread"]}, key="leaks-a-thread")
+    message = job.read_message()
+    assert message is not None and message["t"] == "result", message
+    pristine = message["value"]["seen"]
+    # It says why it is not reused, for the supervisor's log.
+    assert job.read_message() == {"t": "retired", "reason": "its job left 1 thread(s) running"}
+    assert server.exited(job)["code"] == 0
+    first_pid = job.pid
     pid, seen, _ = dirty(server)
     assert pid != first_pid
     assert seen["threads"] == pristine["threads"]
@@ -379,6 +386,7 @@ POOL_HANDLERS: dict[str, dict[str, Any]] = {
              "cpu_limit": 1, "max_attempts": 1},
     "unsettles": {"path": "reused.py", "function": "unsettles", "max_jobs_per_child": 100,
                   "max_attempts": 1},
+    "dirty": {"path": "reused.py", "function": "dirty", "max_jobs_per_child": 100},
     "traces": {"path": "reused.py", "function": "leaves_traces", "max_jobs_per_child": 100,
                "max_attempts": 1},
     "unsettles_as_nobody": {"path": "reused.py", "function": "unsettles",
@@ -599,6 +607,18 @@ def test_pool_what_a_job_changed_in_its_process_never_reaches_the_next(
     pristine, seen = first["result"]["seen"], after["result"]["seen"]
     assert (seen["pid"] == pristine["pid"]) is reused
     assert seen == {**pristine, "pid": seen["pid"]}
+
+
+def test_pool_a_child_not_reused_after_a_job_that_went_well_is_logged_with_why(
+    reused_pool: Pool,
+) -> None:
+    client = reused_pool.client()
+    first = finish(client, "leaks-a-thread", "dirty", {"ways": ["thread"]})
+    assert first["state"] == "succeeded", first
+    after = finish(client, "after-the-thread", "dirty", {"ways": []})
+    assert after["result"]["seen"]["pid"] != first["result"]["seen"]["pid"]
+    assert (f"its child (pid {first['result']['seen']['pid']}) is not reused: its job left "
+            "1 thread(s) running") in reused_pool.logs()
 
 
 def test_pool_a_child_idle_past_the_limit_is_retired_and_fails_nothing(

@@ -95,8 +95,10 @@ def test_an_attempt_is_a_span_of_the_dispatch_with_the_handlers_spans_below_it(
         assert receiver.wait_for(lambda spans, w=work: named(spans, "inner call", w))
         # The job's process saw nothing of the exporter's settings.
         assert records[key]["result"]["otel_environ"] == []
-    if per_child == 2:
-        assert records["first"]["result"]["pid"] == records["second"]["result"]["pid"]
+    if per_child == 2 and records["first"]["result"]["pid"] != records["second"]["result"]["pid"]:
+        # Not reused: a child retires for a reason it says (under load, a reader thread
+        # slow to end), never silently.
+        assert "is not reused: " in pool.logs(), pool.logs()
 
     failed = receiver.wait_for(attempt_of("broken"), message="the failed attempt's span")
     assert (failed.parent_span_id, failed.status, failed.status_message) == (
