@@ -1,7 +1,8 @@
 """The supervisor's CPU per no-op job, alone (no peers, a few seconds): its process's
 user+system time (psutil) while it runs `--jobs` jobs dispatched ahead, divided by
-the jobs; its start is not counted (it is printed apart). Robust on a busy machine, unlike a rate. The fork
-server's own CPU (not its children's) is read the same way, beside it.
+the jobs; its start is not counted (it is printed apart). Robust on a busy machine,
+unlike a rate. The fork server's own CPU (not its children's) is read the same way,
+beside it.
 
     python bench/supervisor_cpu.py [--jobs 1000] [--max-jobs-per-child 1] [--capacity 2]
                                    [--store redis|sqlite] [--profile out.txt]
