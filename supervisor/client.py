@@ -217,8 +217,7 @@ class AsyncClient:
 
     async def _dispatch(self, request: DispatchRequest) -> dict[str, Any]:
         store = await self._opened()
-        await store.dispatch(request)
-        return (await store.job(request.key)).to_json()
+        return (await store.dispatch(request)).to_json()
 
     async def dispatch_many(self, items: Iterable[Mapping[str, Any]], *,
                             connection: Any = None) -> list[dict[str, Any]]:

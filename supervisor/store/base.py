@@ -53,10 +53,10 @@ class Store(Protocol):
 
     # --- Dispatch and schedules: redis/dispatch.py, sqlite/dispatch.py
 
-    async def dispatch(self, request: DispatchRequest) -> None:
-        """Create a pending job, claimable from max(store time, `run_at`).  Raises
-        `JobExists` if the key is live.  A finished record of the key is replaced;
-        notifications left from it are dropped."""
+    async def dispatch(self, request: DispatchRequest) -> JobRecord:
+        """Create a pending job, claimable from max(store time, `run_at`), and return its
+        record.  Raises `JobExists` if the key is live.  A finished record of the key is
+        replaced; notifications left from it are dropped."""
 
     async def dispatch_many(
         self, requests: Sequence[DispatchRequest], *, fired: FiredTick | None = None

@@ -30,6 +30,17 @@ async def test_dispatch_creates_a_pending_record(store: Store) -> None:
     assert record.to_json()["payload"] == {"x": [1, 2]}
 
 
+async def test_dispatch_answers_the_record_it_made(store: Store) -> None:
+    made = await store.dispatch(new_job("k1", payload=b'{"x": 1}', max_attempts=2))
+    assert made == await store.job("k1")
+    assert (made.key, made.state, made.payload) == ("k1", "pending", {"x": 1})
+    # Again, over a finished record of the key: the new one's.
+    await store.stop("k1")
+    again = await store.dispatch(new_job("k1", payload=b'{"x": 2}'))
+    assert again == await store.job("k1")
+    assert (again.state, again.payload) == ("pending", {"x": 2})
+
+
 async def test_dispatch_of_a_live_key_raises_job_exists(store: Store) -> None:
     await store.dispatch(new_job("k1", payload=b'{"first": true}'))
     with pytest.raises(JobExists):

@@ -15,12 +15,13 @@ import orjson
 from psycopg.types.json import Jsonb
 
 from supervisor.errors import DispatchRefused, StaleTick
-from supervisor.store.postgres.context import PgPart
 from supervisor.store.postgres.db import Tx
+from supervisor.store.postgres.reads import PgReads
 from supervisor.store.records import (
     RELEASED,
     DispatchRequest,
     FiredTick,
+    JobRecord,
     ScheduleBook,
     ScheduleRecord,
     TickRequest,
@@ -78,11 +79,12 @@ async def check_current(tx: Tx, fired: FiredTick | None) -> None:
                         f"{fired.owner} is no longer current; its plan changes nothing")
 
 
-class PgDispatch(PgPart):
-    async def dispatch(self, request: DispatchRequest) -> None:
+class PgDispatch(PgReads):  # a dispatch answers the record it made
+    async def dispatch(self, request: DispatchRequest) -> JobRecord:
         (refused,) = await self.dispatch_each([request])
         if refused is not None:
             raise refused
+        return await self.job(request.key)
 
     async def dispatch_many(
         self, requests: Sequence[DispatchRequest], *, fired: FiredTick | None = None

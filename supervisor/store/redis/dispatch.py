@@ -27,6 +27,7 @@ from supervisor.store.records import (
     UNCHECKED,
     DispatchRequest,
     FiredTick,
+    JobRecord,
     ScheduleBook,
     ScheduleRecord,
     TickRequest,
@@ -35,7 +36,7 @@ from supervisor.store.records import (
 )
 from supervisor.store.redis.connection import translated_errors
 from supervisor.store.redis.context import RedisPart
-from supervisor.store.redis.records import milliseconds, seconds
+from supervisor.store.redis.records import decode_job, milliseconds, seconds
 from supervisor.store.redis.scripts import ScriptArg
 from supervisor.store.refusals import refusal
 
@@ -62,8 +63,14 @@ class RedisDispatch(RedisPart):
     async def dispatch_each(
         self, requests: Sequence[DispatchRequest], *, fired: FiredTick | None = None
     ) -> list[DispatchRefused | None]:
+        return (await self._dispatched(requests, fired=fired))[0]
+
+    async def _dispatched(
+        self, requests: Sequence[DispatchRequest], *, fired: FiredTick | None = None
+    ) -> tuple[list[DispatchRefused | None], JobRecord | None]:
+        """`dispatch_each`'s answer, and the job's record when one request created it."""
         if not requests:
-            return []
+            return [], None
         k = self._ctx.keys
         keys = [k.pending, *k.all_done, k.write_probe, k.schedule(fired.schedule if fired else ""),
                 k.settings]
@@ -76,21 +83,25 @@ class RedisDispatch(RedisPart):
                      _ms_or_blank(request.run_at), request.schedule or "", request.priority,
                      request.group or "", milliseconds(request.unique_for),
                      request.traceparent or "", request.tracestate or ""]
-        created, max_pending = await self._ctx.run("dispatch", keys, args,
-                                                   subject=requests[0].key)
+        created, max_pending, record = await self._ctx.run("dispatch", keys, args,
+                                                           subject=requests[0].key)
         limit = None if max_pending is None else int(max_pending)
         return [refusal(request, int(code), limit)
-                for request, code in zip(requests, created, strict=True)]
+                for request, code in zip(requests, created, strict=True)], (
+            decode_job(dict(zip(record[::2], record[1::2], strict=True))) if record else None)
 
     async def dispatch_many(
         self, requests: Sequence[DispatchRequest], *, fired: FiredTick | None = None
     ) -> list[bool]:
         return [refused is None for refused in await self.dispatch_each(requests, fired=fired)]
 
-    async def dispatch(self, request: DispatchRequest) -> None:
-        (refused,) = await self.dispatch_each([request])
+    async def dispatch(self, request: DispatchRequest) -> JobRecord:
+        (refused,), record = await self._dispatched([request])
         if refused is not None:
             raise refused
+        if record is None:  # the script answers a created job's record
+            raise StoreError(f"dispatch of {request.key!r} answered no record")
+        return record
 
     async def fire_tick(self, request: TickRequest) -> TickResult:
         k = self._ctx.keys

@@ -24,6 +24,7 @@ from supervisor.store.records import (
     RELEASED,
     DispatchRequest,
     FiredTick,
+    JobRecord,
     ScheduleBook,
     ScheduleRecord,
     TickRequest,
@@ -39,8 +40,8 @@ from supervisor.store.refusals import (
 )
 from supervisor.store.sqlite import history
 from supervisor.store.sqlite import output as sqlite_output
-from supervisor.store.sqlite.context import SqlitePart
 from supervisor.store.sqlite.db import Tx
+from supervisor.store.sqlite.reads import SqliteReads
 
 EVENT_KEEP_SECONDS = 60.0
 
@@ -90,11 +91,12 @@ def check_current(tx: Tx, fired: FiredTick | None) -> None:
                         f"{fired.owner} is no longer current; its plan changes nothing")
 
 
-class SqliteDispatch(SqlitePart):
-    async def dispatch(self, request: DispatchRequest) -> None:
+class SqliteDispatch(SqliteReads):  # a dispatch answers the record it made
+    async def dispatch(self, request: DispatchRequest) -> JobRecord:
         (refused,) = await self.dispatch_each([request])
         if refused is not None:
             raise refused
+        return await self.job(request.key)
 
     async def dispatch_many(
         self, requests: Sequence[DispatchRequest], *, fired: FiredTick | None = None

@@ -15,7 +15,8 @@
 --       window (ms, 0 for none), traceparent and tracestate ('' for none)
 -- Returns: {OK, {per request: 1 created, 0 the key was live, 2 it finished within the
 --          unique window, 3 the pool holds max_pending pending jobs}, max_pending
---          or false}, or {STALE_TICK}
+--          or false, the job's hash (HGETALL) when one request created its job}, or
+--          {STALE_TICK}
 
 local FIXED_KEYS, KEYS_PER, FIXED_ARGS, ARGS_PER = 7, 4, 3, 11
 if not tick_is_current(KEYS[6], ARGV[2], ARGV[3]) then
@@ -70,4 +71,8 @@ if #requests > 0 then
     wake_waiting(pool, ARGV[1], handler, n)
   end
 end
-return {OK, created, max_pending or false}
+local record = false
+if #created == 1 and created[1] == 1 then  -- a caller's one job: its record, no read after
+  record = redis.call('HGETALL', KEYS[FIXED_KEYS + 1])
+end
+return {OK, created, max_pending or false, record}
