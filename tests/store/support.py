@@ -53,12 +53,22 @@ async def wait_for_work(store: Store, *, owner: str = OWNER, lease_ttl: float = 
     assert not batch.jobs, batch
 
 
+WITNESS_CLAIMS = 10
+
+
 async def claim_one(
     store: Store, *, owner: str = OWNER, lease_ttl: float = LONG_TTL, max_lease_losses: int = 3
 ) -> ClaimedJob:
-    batch = await claim(
-        store, 1, owner=owner, lease_ttl=lease_ttl, max_lease_losses=max_lease_losses
-    )
+    """The one job a claim starts. A lease that ended while nobody claimed for more than
+    MIN_CLAIM_GAP (a loaded machine's test, asleep past its expiry) waits for a witness:
+    claimed again every half second, as a supervisor does, until it is judged."""
+    for _ in range(WITNESS_CLAIMS):
+        batch = await claim(
+            store, 1, owner=owner, lease_ttl=lease_ttl, max_lease_losses=max_lease_losses
+        )
+        if batch.jobs or not batch.left_to_witness:
+            break
+        await anyio.sleep(0.5)
     assert len(batch.jobs) == 1, batch
     return batch.jobs[0]
 
