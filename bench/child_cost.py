@@ -54,7 +54,7 @@ def main() -> None:
             client.dispatch("warm-up", None, handler="marks")
             while client.status()["counts"]["succeeded"] < 1:
                 time.sleep(0.05)
-            time.sleep(0.2)  # the child forked ahead is waiting: its start is counted below
+            time.sleep(0.2)  # the children forked ahead wait: their start is counted below
             before = reaped(server)
             client.dispatch_many([{"key": f"marks-{index}", "handler": "marks",
                                    "payload": None} for index in range(args.jobs)])

@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from sandbox import confinement, job_io, linux, protocol, reuse, tracing
+from sandbox import confinement, job_io, linux, protocol, raw_signal, reuse, tracing
 from sandbox.channel import ControlChannel
 from sandbox.confinement import Confinement, ConfinementError
 from sandbox.context import EndSchedule, Fail, Inbox, Job, Snooze, Stopped
@@ -51,8 +51,8 @@ def become_job_process(*, server_pid: int, keep_fds: Collection[int], devnull_fd
     linux.become_child_subreaper()
     signal.set_wakeup_fd(-1)
     for signum in (signal.SIGCHLD, signal.SIGHUP, signal.SIGTERM):
-        signal.signal(signum, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+        raw_signal.set_handler(signum, raw_signal.SIG_DFL)
+    raw_signal.set_handler(signal.SIGINT, signal.default_int_handler)
     os.dup2(devnull_fd, 0)
     # 1 and 2 stay (the fork server's) until the job's output replaces them.
     low = 3

@@ -193,7 +193,10 @@ def apply(confinement: Confinement, *, server_pid: int) -> None:
         what = f"cannot set nice {confinement.nice}"
         _attempt(what, os.setpriority, os.PRIO_PROCESS, 0, confinement.nice)
     # Empty already: the fork server cleared its own before forking (`clear_environment`).
-    os.environ.update(confinement.environ)
+    # One by one: `update` checks its argument against the Mapping ABC, whose machinery
+    # a fresh child would copy page by page.
+    for name, value in confinement.environ.items():
+        os.environ[name] = value
     # While it may still mount: a root supervisor's job switches user after.
     _attempt("sandbox", confinement.sandbox.hide)
     if confinement.identity is not None:

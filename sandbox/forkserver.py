@@ -6,8 +6,8 @@ ran one on that child's own channel (`sandbox.reuse`); it tells the fork server 
 Run as `python -m sandbox.forkserver --control-fd FD --handlers-fd FD` (or
 `--handlers JSON`); see `sandbox.protocol` for the messages. It imports the sandbox and
 every handler file once, so a forked child starts its handler without importing
-anything. It keeps one child forked ahead, waiting, so that a spawn does not wait for
-fork either.
+anything. It keeps children forked ahead, waiting, so that a spawn does not wait for
+fork either; it forks them a few at a time, which costs it less (`WarmChildren`).
 
 It also enforces what must not depend on the supervisor's event loop: fences (at a
 job's deadline, on `protocol.fence_clock`, it kills the job) and each handler's memory
@@ -35,12 +35,13 @@ from sandbox.confinement import Confinement
 from sandbox.jobs import Jobs
 from sandbox.loader import LoadedHandler, parse_handler_table, preload
 from sandbox.scratch import ScratchRoot
-from sandbox.spares import IdleChild, IdleChildren, WarmChild
+from sandbox.spares import IdleChild, IdleChildren, WarmChild, WarmChildren
 from sandbox.stacks import STACKS_SIGNAL
 from sandbox.warm_fork import fork_job_child
 
 _LOOP_TICK = 0.5  # seconds between checks that the parent is still there
 _SHUTDOWN_TIMEOUT = 2.0
+FORKED_AHEAD = 4  # children forked in a row to wait for jobs (`WarmChildren`)
 
 
 class SpawnRefused(Exception):
@@ -69,7 +70,7 @@ class ForkServer:
         self._selector = selectors.DefaultSelector()
         self._devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
         self._wakeup_fd = -1
-        self._warm: WarmChild | None = None
+        self._warm = WarmChildren(FORKED_AHEAD)
         self._idle = IdleChildren()
         self._terminated = False
         self._exiting = False
@@ -263,11 +264,11 @@ class ForkServer:
             _log(problem)
 
     def _hand_over(self, handler: str, scratch: str, fds: list[int]) -> WarmChild:
-        """Give the job to the warm child (forking one if there is none): that child.
-        Its assignment socket is left open."""
-        for _ in range(2):  # a warm child can have died waiting: then fork another
-            warm = self._warm or self._fork_child()
-            self._warm = None
+        """Give the job to the oldest warm child (forking one if there is none): that
+        child. Its assignment socket is left open."""
+        # Warm children can have died waiting: then the next, and at worst a new one.
+        for _ in range(self._warm.batch + 1):
+            warm = self._warm.take() or self._fork_child()
             try:
                 socket.send_fds(warm.assignment, [protocol.assignment(handler, scratch)], fds)
             except OSError:
@@ -277,40 +278,36 @@ class ForkServer:
         raise SpawnRefused("no child process took the job")
 
     def _fork_ahead(self) -> None:
-        if self._warm is None:
+        if self._warm:
+            return
+        for _ in range(self._warm.batch):
             try:
-                self._warm = self._fork_child()
+                self._warm.add(self._fork_child())
             except OSError as exc:
                 _log(f"cannot fork a child ahead: {exc}")
+                return
 
     def _fork_child(self) -> WarmChild:
         return fork_job_child(server_pid=self._pid, handlers=self._handlers,
                               confinements=self._confinements, devnull=self._devnull)
 
-    def _discard_warm_child(self) -> None:
-        if self._warm is not None:
-            self._warm.assignment.close()  # end of stream: it exits
-            self._warm = None
-
     # -- children
 
     def _spare_pids(self) -> set[int]:
         spares = self._idle.pids()
-        if self._warm is not None:
-            spares.add(self._warm.pid)
+        spares |= self._warm.pids()
         return spares
 
     def _reap(self) -> None:
         events, dead = self._jobs.reap(self._spare_pids(), protocol.fence_clock())
-        if self._warm is not None and self._warm.pid in dead:
-            self._discard_warm_child()
+        self._warm.forget(dead)
         for idle in self._idle.forget(dead):
             self._remove_scratch(idle.scratch)
         for event in events:
             self._send(event)
 
     def _shutdown(self) -> None:
-        self._discard_warm_child()
+        self._warm.close()
         for pid in self._idle.pids():
             proctree.kill_tree(pid)
         deadline = time.monotonic() + _SHUTDOWN_TIMEOUT

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
-from sandbox import descriptors, protocol
+from sandbox import descriptors, protocol, raw_signal
 from sandbox.channel import ControlChannel
 from sandbox.context import Inbox, Job, Stopped
 
@@ -80,9 +80,9 @@ class StopGuard:
         read_fd, write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._pipe = (read_fd, write_fd)
         signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
-        signal.signal(signal.SIGTERM, self._on_sigterm)
+        raw_signal.set_handler(signal.SIGTERM, self._on_sigterm)
         # The fork server blocks SIGTERM across fork so that none is lost before now.
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        raw_signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGTERM,))
         return read_fd
 
     def end_reader(self) -> None:
@@ -94,9 +94,9 @@ class StopGuard:
 
     def uninstall(self) -> None:
         """Block SIGTERM again, and close the wakeup pipe (its reader has stopped)."""
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        raw_signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGTERM,))
         signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raw_signal.set_handler(signal.SIGTERM, raw_signal.SIG_DFL)
         if self._pipe is not None:
             descriptors.close_all(self._pipe)
             self._pipe = None

@@ -1,10 +1,11 @@
-"""Children waiting for a job: the one forked ahead, and those that ran a job of a
+"""Children waiting for a job: those forked ahead, and those that ran a job of a
 handler with max_jobs_per_child > 1 and wait, on their own channel to the supervisor,
 for the next job of that handler."""
 
 from __future__ import annotations
 
 import socket
+from collections import deque
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -15,6 +16,41 @@ class WarmChild:
 
     pid: int
     assignment: socket.socket
+
+
+class WarmChildren:
+    """The children forked ahead, oldest first, each waiting on its assignment socket.
+
+    Forked `batch` at a time, when none is left: after each fork the fork server copies
+    every page it writes first (the fork shared them all with the new child again), so
+    forking several in a row pays for those copies once for all of them."""
+
+    def __init__(self, batch: int) -> None:
+        self.batch = batch
+        self._children: deque[WarmChild] = deque()
+
+    def __bool__(self) -> bool:
+        return bool(self._children)
+
+    def add(self, child: WarmChild) -> None:
+        self._children.append(child)
+
+    def take(self) -> WarmChild | None:
+        return self._children.popleft() if self._children else None
+
+    def pids(self) -> set[int]:
+        return {child.pid for child in self._children}
+
+    def forget(self, pids: Collection[int]) -> None:
+        """Drop the children that died (`pids`, reaped), closing their sockets."""
+        for child in [child for child in self._children if child.pid in pids]:
+            child.assignment.close()
+            self._children.remove(child)
+
+    def close(self) -> None:
+        """End of stream for every one: each exits."""
+        while self._children:
+            self._children.popleft().assignment.close()
 
 
 @dataclass(frozen=True, kw_only=True)

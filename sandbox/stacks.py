@@ -19,7 +19,7 @@ import traceback
 from types import FrameType
 from typing import Any
 
-from sandbox import protocol
+from sandbox import protocol, raw_signal
 from sandbox.channel import ControlChannel
 
 STACKS_SIGNAL = signal.SIGRTMIN + 3
@@ -52,7 +52,7 @@ def install_stack_reporter(channel: ControlChannel) -> None:
         threading.Thread(target=_send, args=(channel, stacks), name="poolsup-stacks",
                          daemon=True).start()
 
-    signal.signal(STACKS_SIGNAL, report)
+    raw_signal.set_handler(STACKS_SIGNAL, report)
 
 
 def _send(channel: ControlChannel, stacks: list[dict[str, Any]]) -> None:

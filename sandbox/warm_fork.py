@@ -11,7 +11,7 @@ import traceback
 from collections.abc import Mapping
 from typing import NoReturn
 
-from sandbox import child, descriptors
+from sandbox import child, descriptors, raw_signal
 from sandbox.confinement import Confinement
 from sandbox.loader import LoadedHandler
 from sandbox.spares import WarmChild
@@ -23,7 +23,7 @@ def fork_job_child(*, server_pid: int, handlers: Mapping[str, LoadedHandler],
     # Or the child would inherit, and later write, our buffered output.
     descriptors.flush_stdio()
     # Blocked across fork, so that a SIGTERM sent to a new job waits for its handler.
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    raw_signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGTERM,))
     try:
         pid = os.fork()
         if pid == 0:
@@ -32,7 +32,7 @@ def fork_job_child(*, server_pid: int, handlers: Mapping[str, LoadedHandler],
         ours.close()
         raise
     finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        raw_signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGTERM,))
         theirs.close()
     return WarmChild(pid=pid, assignment=ours)
 

@@ -24,6 +24,7 @@ import psutil
 import pytest
 
 from sandbox import confinement, linux
+from sandbox.forkserver import FORKED_AHEAD
 from sandbox.loader import HandlerSpec
 from sandbox.protocol import fence_clock
 
@@ -742,7 +743,7 @@ def test_fork_server_memory_is_locked_and_its_childrens_is_not(
     job = server.spawn("sleeps", {"seconds": 60})
     try:
         job_children = psutil.Process(server.process.pid).children()
-        assert job.pid in {child.pid for child in job_children}  # with the one forked ahead
+        assert job.pid in {child.pid for child in job_children}  # with those forked ahead
         for child in job_children:
             assert linux.locked_bytes(child.pid) == 0
     finally:
@@ -750,15 +751,28 @@ def test_fork_server_memory_is_locked_and_its_childrens_is_not(
         server.exited(job)
 
 
-def test_a_spawn_survives_the_death_of_the_child_forked_ahead(
+def test_children_are_forked_ahead_a_few_at_a_time(own_server: ForkServerHarness) -> None:
+    waiting = {child.pid for child in psutil.Process(own_server.process.pid).children()}
+    assert len(waiting) == FORKED_AHEAD
+    jobs = [own_server.spawn("echo") for _ in range(FORKED_AHEAD)]
+    assert {job.pid for job in jobs} == waiting  # none forked for its spawn
+    for job in jobs:
+        assert job.read_message() is not None
+        assert own_server.exited(job)["code"] == 0
+    again = {child.pid for child in psutil.Process(own_server.process.pid).children()}
+    assert len(again) == FORKED_AHEAD and not again & waiting  # the next batch
+
+
+def test_a_spawn_survives_the_death_of_the_children_forked_ahead(
     own_server: ForkServerHarness,
 ) -> None:
     waiting = psutil.Process(own_server.process.pid).children()
-    assert len(waiting) == 1  # forked ahead, waiting for a job
-    waiting[0].kill()
-    waiting[0].wait(timeout=WAIT)  # reaped by the fork server
+    assert len(waiting) == FORKED_AHEAD  # forked ahead, waiting for a job
+    for child in waiting:
+        child.kill()
+        child.wait(timeout=WAIT)  # reaped by the fork server
     job = own_server.spawn("echo")
-    assert job.pid != waiting[0].pid
+    assert job.pid not in {child.pid for child in waiting}
     assert job.read_message() is not None
     assert own_server.exited(job)["code"] == 0
 
@@ -771,7 +785,7 @@ def test_children_die_within_a_second_of_a_killed_fork_server(
     assert job.pid in {child.pid for child in children}
     own_server.process.kill()
     own_server.process.wait(timeout=WAIT)
-    for child in children:  # the job and the child forked ahead
+    for child in children:  # the job and the children forked ahead
         assert wait_until_gone(child.pid, 1.0)
 
 
