@@ -169,7 +169,11 @@ class ForkServerClient:
         `ForkServer._assign`). A job whose fence passed before the assignment is not
         started. The child takes only a start (`sandbox.child.next_start`), so nothing
         of it runs before that. A child gone meanwhile never runs the job: the write
-        fails (`Child.never_started`), or the fork server answers `spawn_failed`."""
+        fails (`Child.never_started`). The fork server answers `spawn_failed` when the
+        child no longer waits: gone, or killed for its last job's fence or a limit, which
+        may have come after our check and before the child read the start (a moment of
+        the job may have run before SIGKILL landed); the job ends as a crash, its
+        attempt spent."""
         key = job_id if key is None else key
         await self._referee.before_fork(key)
         if not self.alive:
