@@ -36,7 +36,7 @@ from supervisor.store.records import (
 )
 from supervisor.store.redis.connection import translated_errors
 from supervisor.store.redis.context import RedisPart
-from supervisor.store.redis.records import decode_job, milliseconds, seconds
+from supervisor.store.redis.records import decode_job, milliseconds, pairs, seconds
 from supervisor.store.redis.scripts import ScriptArg
 from supervisor.store.refusals import refusal
 
@@ -67,8 +67,9 @@ class RedisDispatch(RedisPart):
 
     async def _dispatched(
         self, requests: Sequence[DispatchRequest], *, fired: FiredTick | None = None
-    ) -> tuple[list[DispatchRefused | None], JobRecord | None]:
-        """`dispatch_each`'s answer, and the job's record when one request created it."""
+    ) -> tuple[list[DispatchRefused | None], list[bytes] | None]:
+        """`dispatch_each`'s answer, and the job's hash (flat, as HGETALL in Lua answers
+        it) when one request created its job."""
         if not requests:
             return [], None
         k = self._ctx.keys
@@ -87,8 +88,7 @@ class RedisDispatch(RedisPart):
                                                            subject=requests[0].key)
         limit = None if max_pending is None else int(max_pending)
         return [refusal(request, int(code), limit)
-                for request, code in zip(requests, created, strict=True)], (
-            decode_job(dict(zip(record[::2], record[1::2], strict=True))) if record else None)
+                for request, code in zip(requests, created, strict=True)], record or None
 
     async def dispatch_many(
         self, requests: Sequence[DispatchRequest], *, fired: FiredTick | None = None
@@ -101,7 +101,7 @@ class RedisDispatch(RedisPart):
             raise refused
         if record is None:  # the script answers a created job's record
             raise StoreError(f"dispatch of {request.key!r} answered no record")
-        return record
+        return decode_job(dict(pairs(record)))
 
     async def fire_tick(self, request: TickRequest) -> TickResult:
         k = self._ctx.keys

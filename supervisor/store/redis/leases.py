@@ -20,14 +20,13 @@ from supervisor.store.records import (
 from supervisor.store.redis.connection import translated_errors
 from supervisor.store.redis.context import RedisPart
 from supervisor.store.redis.keys import queue_id
-from supervisor.store.redis.records import milliseconds, seconds
+from supervisor.store.redis.records import milliseconds, pairs, seconds
 from supervisor.store.redis.scripts import ScriptArg
 
 
 def _key_tokens(flat: list[bytes]) -> frozenset[tuple[str, int]]:
     """A script's {key, token, key, token, ...} answer as (key, token) pairs."""
-    return frozenset((key.decode(), int(token)) for key, token in zip(flat[::2], flat[1::2],
-                                                                       strict=True))
+    return frozenset((key.decode(), int(token)) for key, token in pairs(flat))
 
 
 def _optional(value: float | None) -> ScriptArg:

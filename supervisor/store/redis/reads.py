@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import cast
 
 import orjson
 
@@ -26,7 +26,7 @@ from supervisor.store.records import (
 from supervisor.store.redis.connection import translated_errors
 from supervisor.store.redis.context import RedisPart
 from supervisor.store.redis.pages import page_keys
-from supervisor.store.redis.records import decode_job, milliseconds, seconds
+from supervisor.store.redis.records import decode_job, milliseconds, pairs, seconds
 
 # What `snapshot` reads of each running job: all but the payload, result, error and
 # history, which `status` does not show (most of a job hash's bytes, and most of the
@@ -89,16 +89,16 @@ class RedisReads(RedisPart):
             "members", [k.supervisors, k.seen, k.running], [k.prefix], subject=self._ctx.pool
         )
         store_time = seconds(now)
-        last_seen = {member: seconds(score) for member, score in _pairs(seen)}
+        last_seen = {member: seconds(score) for member, score in pairs(seen)}
         load: dict[str, dict[str, int]] = {}
         for owner, handler, count in zip(running[0::3], running[1::3], running[2::3],
                                          strict=True):
             load.setdefault(owner.decode(), {})[handler.decode()] = int(count)
         members = live_members(
             ((info, store_time - last_seen.get(member, float("-inf")))
-             for member, info in _pairs(entries)),
+             for member, info in pairs(entries)),
             load,
-            {member.decode(): int(count) for member, count in _pairs(inbound)},
+            {member.decode(): int(count) for member, count in pairs(inbound)},
         )
         return Membership(store_time=store_time, members=members)
 
@@ -240,8 +240,3 @@ def _running_record(row: Sequence[bytes | None]) -> JobRecord:
         checkpoint_at=time(checkpoint_at), run_at=time(run_at), schedule=text(schedule),
         priority=int(priority or 0), group=text(group),
     )
-
-
-def _pairs(flat: Sequence[Any]) -> zip[tuple[Any, Any]]:
-    """[a1, b1, a2, b2, ...] -> (a1, b1), (a2, b2), ..."""
-    return zip(flat[0::2], flat[1::2], strict=True)

@@ -6,7 +6,7 @@ absent means None.  Payload, result and checkpoint are JSON text.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import orjson
@@ -20,6 +20,11 @@ def seconds(ms: bytes | str) -> float:
 
 def milliseconds(seconds: float) -> float:
     return seconds * 1000.0
+
+
+def pairs(flat: Sequence[Any]) -> zip[tuple[Any, Any]]:
+    """[a1, b1, a2, b2, ...] (a script's answer, HGETALL's in Lua) -> (a1, b1), (a2, b2), ..."""
+    return zip(flat[0::2], flat[1::2], strict=True)
 
 
 def decode_job(raw: Mapping[bytes, bytes], *, history: bool = True) -> JobRecord:
