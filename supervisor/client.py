@@ -438,9 +438,15 @@ class Client:
         return cls(store, **options)
 
     def _call(self, method: Callable[..., Coroutine[Any, Any, T]], *args: Any, **kwargs: Any) -> T:
-        """`method`'s answer, run on the portal's loop; the portal's stop cancels what is
-        left of it (its loop's end cancels every task)."""
-        return asyncio.run_coroutine_threadsafe(method(*args, **kwargs), self._loop).result()
+        """`method`'s answer, run on the portal's loop. A call the caller leaves (Ctrl-C
+        in `wait`) is cancelled there, as the portal's stop cancels its own tasks: else
+        the client's close at exit would wait for it."""
+        future = asyncio.run_coroutine_threadsafe(method(*args, **kwargs), self._loop)
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()  # done already (the call raised): nothing happens
+            raise
 
     def dispatch(self, key: str, payload: Any = None, *, connection: Any = None,
                  **options: Any) -> dict[str, Any]:
