@@ -220,3 +220,31 @@ def leaves_traces(job: Job) -> dict[str, Any]:
     seen["earlier_exists"] = os.path.exists(earlier)
     seen["note"] = job.next_notification(timeout=1.0)
     return seen
+
+
+def uses_scratch(job: Job) -> dict[str, Any]:
+    """What it finds of its scratch directory, read from `POOLSUP_JOB_SCRATCH` without
+    changing it; then it leaves the directory as `job.payload["leave"]` says: "file" (one
+    left in it), "emptied" (a file made and removed), "mode" (0755), "xattr" (an extended
+    attribute), or anything else: as it found it."""
+    path = os.environ["POOLSUP_JOB_SCRATCH"]
+    info = os.stat(path)
+    seen: dict[str, Any] = {
+        "pid": os.getpid(), "path": path, "inode": info.st_ino,
+        "mode": info.st_mode & 0o7777, "entries": os.listdir(path),
+        "xattrs": os.listxattr(path),
+    }
+    leave = job.payload.get("leave")
+    if leave in ("file", "emptied"):
+        with open(os.path.join(path, "left.txt"), "w") as file:
+            file.write(job.key)
+        if leave == "emptied":
+            os.remove(os.path.join(path, "left.txt"))
+    elif leave == "mode":
+        os.chmod(path, 0o755)
+    elif leave == "xattr":
+        try:
+            os.setxattr(path, "user.poolsup-test", b"left")
+        except OSError as error:  # a file system without user attributes
+            seen["xattr_error"] = str(error)
+    return seen

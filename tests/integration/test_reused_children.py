@@ -54,6 +54,7 @@ def server() -> Iterator[ForkServerHarness]:
         "allocates": reused("allocates", 100, memory_limit=100 << 20),
         "hoards": reused("hoards", 100, memory_limit=100 << 20),
         "unsettles": reused("unsettles", 100),
+        "uses_scratch": reused("uses_scratch", 100),
         "unsettles_as_nobody": reused("unsettles", 100, user="nobody", group="nogroup",
                                       cwd="/tmp"),
     })
@@ -185,6 +186,39 @@ def test_a_job_that_leaks_a_thread_retires_its_child(server: ForkServerHarness) 
     assert pid != first_pid
     assert seen["threads"] == pristine["threads"]
     assert wait_until_gone(first_pid, 5)
+
+
+def test_a_job_that_leaves_its_scratch_directory_as_it_found_it_makes_none_for_the_next(
+    server: ForkServerHarness,
+) -> None:
+    """A job that never writes in its scratch directory costs no directory of its own:
+    the next job in the same child gets the same one. A job that changed it in any way
+    (left a file, its mode, an attribute) has it removed, and the next gets a new one."""
+
+    def scratch(leave: str | None = None) -> dict[str, Any]:
+        job, message, exited = run(server, "uses_scratch", {"leave": leave},
+                                   key=f"scratch-{job_no()}")
+        assert message is not None and message["t"] == "result", message
+        assert (exited["code"], exited["signal"]) == (0, None), exited
+        return {**message["value"], "pid": job.pid}
+
+    untouched = [scratch() for _ in range(3)]
+    assert len({seen["pid"] for seen in untouched}) == 1  # one child
+    assert len({(seen["path"], seen["inode"]) for seen in untouched}) == 1
+    for seen in untouched:
+        assert (seen["mode"], seen["entries"], seen["xattrs"]) == (0o700, [], [])
+    last = scratch("emptied")  # what it made is gone: as it found it
+    assert (last["path"], last["inode"]) == (untouched[0]["path"], untouched[0]["inode"])
+    for leave in ("file", "mode", "xattr"):
+        changed = scratch(leave)
+        assert changed["pid"] == untouched[0]["pid"]
+        if "xattr_error" in changed:
+            pytest.skip(f"no user extended attributes here: {changed['xattr_error']}")
+        after = scratch()
+        assert after["pid"] == changed["pid"]
+        assert after["path"] != changed["path"], leave
+        assert not os.path.exists(changed["path"]), leave
+        assert (after["mode"], after["entries"], after["xattrs"]) == (0o700, [], []), leave
 
 
 def unsettle(server: ForkServerHarness, handler: str, way: str
