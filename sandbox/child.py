@@ -27,7 +27,7 @@ from sandbox.context import EndSchedule, Fail, Inbox, Job, Snooze, Stopped
 from sandbox.job_io import JobTraces, StopGuard, start_reader
 from sandbox.loader import HandlerSpec, LoadedHandler, load_handler
 from sandbox.process_state import ProcessState
-from sandbox.scratch import JobDirectory, left_as_made, make_job_directory, remove_job_directory
+from sandbox.scratch import JobDirectory, end_job_directory, make_job_directory
 from sandbox.stacks import install_stack_reporter
 
 EXIT_STOPPED = 128 + signal.SIGTERM
@@ -126,8 +126,8 @@ def _run_jobs(
 ) -> int:
     """Run up to max_jobs_per_child jobs of one handler, one after another, each in a
     clean process (`sandbox.reuse`) and a scratch directory of its own (made in
-    `directory`, the child's; the last job's, if it left it as it got it:
-    `sandbox.scratch.left_as_made`); the exit code of the last.
+    `directory`, the child's; the last job's under a new name, if it left it as it got
+    it: `sandbox.scratch.end_job_directory`); the exit code of the last.
 
     Every job comes on the child's one control socket, its output goes to its one
     output socket: the supervisor is this process's peer. After a job that may be
@@ -143,19 +143,20 @@ def _run_jobs(
     setup_error = _confine(settings, server_pid)
     job_start = ProcessState.capture()  # as confined: nice and limits are the handler's
     memory_limit = handler.spec.memory_limit
-    kept: JobDirectory | None = None  # the last job's, left as it was made
+    set_aside: JobDirectory | None = None  # the last job's, left as it was made
     for number in range(1, handler.spec.max_jobs_per_child + 1):
         # Made ready while it waits for its job: its output, its scratch directory.
         if number > 1:
             setup_error = _renew(settings, pristine.cwd_fd)
         os.dup2(output_fd, 1)
         os.dup2(output_fd, 2)
-        job_directory, kept = kept, None
-        if directory and job_directory is None:
+        job_directory = None
+        if directory:
             try:
-                job_directory = make_job_directory(directory, number)
+                job_directory = make_job_directory(directory, number, set_aside)
             except OSError as error:
                 setup_error = setup_error or f"no scratch directory: {error}"
+        set_aside = None
         scratch = "" if job_directory is None else job_directory.path
         _scratch_environment(scratch, settings.strict)
         start = None
@@ -181,13 +182,10 @@ def _run_jobs(
         if retire is None:
             retire = job_start.restore() or pristine.restore()
         if retire is None and job_directory is not None:
-            if left_as_made(job_directory):
-                kept = job_directory
-            else:
-                try:
-                    remove_job_directory(job_directory)
-                except OSError as error:
-                    retire = f"its job's scratch directory could not be removed: {error}"
+            try:
+                set_aside = end_job_directory(job_directory)
+            except OSError as error:
+                retire = f"its job's scratch directory could not be removed: {error}"
         if retire is not None:
             if code == 0 and not stop_seen:  # not its job's failure or stop: say why
                 with contextlib.suppress(OSError):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import resource
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -229,8 +230,12 @@ def uses_scratch(job: Job) -> dict[str, Any]:
     attribute), or anything else: as it found it."""
     path = os.environ["POOLSUP_JOB_SCRATCH"]
     info = os.stat(path)
+    # Its birth, which tells a directory made again from one kept (an inode's number is
+    # given again at once): statx, which os.stat does not read.
+    born = subprocess.run(["stat", "--format=%w", path], capture_output=True, text=True,
+                          check=True).stdout.strip()
     seen: dict[str, Any] = {
-        "pid": os.getpid(), "path": path, "inode": info.st_ino,
+        "pid": os.getpid(), "path": path, "inode": info.st_ino, "born": born,
         "mode": info.st_mode & 0o7777, "entries": os.listdir(path),
         "xattrs": os.listxattr(path),
     }
