@@ -73,6 +73,7 @@ class Child:
         "done", only a fence or a limit has the last word (the fork server ended the job
         before it heard `finished`); any other death came after the job was over."""
         if self.done and not status.fenced and status.reason is None:
+            self.spawned.set()  # no report of it is coming, if none came
             return  # its channel's end keeps it from being reused
         self.done = False
         self.status = status

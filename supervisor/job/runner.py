@@ -379,6 +379,10 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices,
     output.flush()
     if kept is not None:
         await kept.finish()  # before the outcome, so that `logs` after the end is whole
+    if child.done and not child.spawned.is_set():
+        # A fresh child's first job can be over before the fork server's report of the
+        # child (its pid) is read: without it the child could not be kept.
+        await child.spawned.wait()
     job.fork_server.done_with(child, reusable=not writer.cut)
     if reader.retired is not None:
         job.log.info("its child (pid %s) is not reused: %s", child.pid, reader.retired)
