@@ -1,9 +1,12 @@
 """Each job's scratch directory: made by the fork server when it hands the job to a
-child, private (mode 0700, the job's user's), and removed with everything in it when
-the job ends. A reused child gets one directory for its life, removed when it is gone,
-and makes each of its jobs a directory of its own in it, gone from its path at the
-job's end: removed, or, if the job left it as it got it, set aside for the next
-(`end_job_directory`).
+child, private (mode 0700, the job's user's), and gone from its path when the job ends:
+removed with everything in it, or, if the job left it as it got it (`left_as_made`),
+set aside (renamed) to be the next job's under the next job's own path. Most jobs never
+write there: two renames then cost a few microseconds where a directory made and one
+removed cost a journal write each on a disk's file system (0.1-0.3 ms under load). A
+reused child gets one directory for its life, removed when it is gone, and makes each of
+its jobs a directory of its own in it, the same way (`make_job_directory`,
+`end_job_directory`).
 
 All of a fork server's live in one directory of its own (`ScratchRoot.jobs`), made in
 the temporary directory when it starts (under systemd's PrivateTmp, a private one): a
@@ -14,6 +17,7 @@ decoys `sandbox.hiding` covers hidden paths with.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import glob
 import os
 import shutil
@@ -22,6 +26,10 @@ import tempfile
 from dataclasses import dataclass
 
 from sandbox import hiding
+
+Owner = tuple[int, int]  # uid, gid
+
+MOST_SET_ASIDE = 8  # per owner, in a fork server: more are removed
 
 
 class ScratchRoot:
@@ -36,33 +44,43 @@ class ScratchRoot:
         self.jobs = os.path.join(self.path, "jobs")
         os.mkdir(self.jobs, 0o711)
         self.decoys = hiding.make_decoys(self.path)
-        self._by_job: dict[str, str] = {}
+        self._by_job: dict[str, tuple[JobDirectory, Owner | None]] = {}
+        self._set_aside: dict[Owner | None, list[JobDirectory]] = {}
         self._count = 0
 
-    def make(self, job_id: str, owner: tuple[int, int] | None) -> str:
+    def make(self, job_id: str, owner: Owner | None) -> str:
         """A fresh directory for `job_id`, owned by `owner` (uid, gid) if given."""
         self._count += 1
-        path = os.path.join(self.jobs, str(self._count))
-        os.mkdir(path, 0o700)
-        if owner is not None:
-            os.chown(path, *owner)
-        self._by_job[job_id] = path
-        return path
+        set_aside = self._set_aside.get(owner)
+        directory = take_directory(os.path.join(self.jobs, str(self._count)),
+                                   set_aside.pop() if set_aside else None, owner)
+        self._by_job[job_id] = (directory, owner)
+        return directory.path
 
     def rename(self, job_id: str, new_job_id: str) -> None:
         """`job_id`'s directory is `new_job_id`'s now (a reused child's next job)."""
-        path = self._by_job.pop(job_id, None)
-        if path is not None:
-            self._by_job[new_job_id] = path
+        made = self._by_job.pop(job_id, None)
+        if made is not None:
+            self._by_job[new_job_id] = made
 
     def remove(self, job_id: str) -> str | None:
-        """Remove `job_id`'s directory; what went wrong, if something did."""
-        path = self._by_job.pop(job_id, None)
-        if path is not None:
-            try:
-                _remove(path)
-            except OSError as error:
-                return f"cannot remove the scratch directory of {job_id}: {error}"
+        """`job_id`'s directory gone from its path, set aside for a later job of the same
+        owner if it was left as made; what went wrong, if something did."""
+        made = self._by_job.pop(job_id, None)
+        if made is None:
+            return None
+        directory, owner = made
+        kept = self._set_aside.setdefault(owner, [])
+        try:
+            if len(kept) < MOST_SET_ASIDE:
+                self._count += 1
+                aside = set_aside(directory, os.path.join(self.jobs, f"aside-{self._count}"))
+                if aside is not None:
+                    kept.append(aside)
+            else:
+                remove_directory(directory.path)
+        except OSError as error:
+            return f"cannot remove the scratch directory of {job_id}: {error}"
         return None
 
     def close(self) -> None:
@@ -107,60 +125,58 @@ def _remove(path: str) -> None:
 
 @dataclass(frozen=True)
 class JobDirectory:
-    """A reused child's job's directory, and which directory it was when made."""
+    """A job's directory, and which directory it was when made."""
 
     path: str
     device: int
     inode: int
+    owner: Owner
 
 
-_SET_ASIDE = "next"  # beside the numbered ones: the directory a job left as it got it
+_SET_ASIDE = "next"  # beside a reused child's numbered ones: its last job's, left as made
 
 
-def make_job_directory(child_directory: str, number: int,
-                       set_aside: JobDirectory | None = None) -> JobDirectory:
-    """A fresh directory for a reused child's `number`th job, in the directory the fork
-    server made for the child: the one set aside at the last job's end, under the new
-    name, if there is one (`end_job_directory`)."""
-    path = os.path.join(child_directory, str(number))
-    if set_aside is not None:
-        try:
-            os.rename(set_aside.path, path)
-            return JobDirectory(path, set_aside.device, set_aside.inode)
-        except OSError:
-            _remove(set_aside.path)
+def take_directory(path: str, aside: JobDirectory | None,
+                   owner: Owner | None = None) -> JobDirectory:
+    """A fresh directory at `path`: `aside` renamed there if it is still as it was made,
+    else a new one, owned by `owner` if given."""
+    if aside is not None:
+        if left_as_made(aside):
+            try:
+                os.rename(aside.path, path)
+                return dataclasses.replace(aside, path=path)
+            except OSError:
+                pass
+        _remove(aside.path)
     os.mkdir(path, 0o700)
+    if owner is not None:
+        os.chown(path, *owner)
     made = os.lstat(path)
-    return JobDirectory(path, made.st_dev, made.st_ino)
+    return JobDirectory(path, made.st_dev, made.st_ino, (made.st_uid, made.st_gid))
 
 
-def end_job_directory(directory: JobDirectory) -> JobDirectory | None:
-    """At a reused child's job's end, its directory's path is gone (the next job must not
-    read what it left). A directory the job left as it got it is set aside for the next
-    job (returned): a rename, where removing one and making the next costs a journal
-    write each on a disk's file system (0.1-0.3 ms of the child's time between two
-    jobs). Any other is removed with all in it; OSError if it cannot be."""
+def set_aside(directory: JobDirectory, aside: str) -> JobDirectory | None:
+    """At its job's end, `directory` leaves its path (the next job must not read what it
+    left): renamed to `aside` if the job left it as it got it (returned, for
+    `take_directory`), else removed with all in it; OSError if it cannot be."""
     if left_as_made(directory):
-        set_aside = os.path.join(os.path.dirname(directory.path), _SET_ASIDE)
         try:
-            os.rename(directory.path, set_aside)
-            return JobDirectory(set_aside, directory.device, directory.inode)
+            os.rename(directory.path, aside)
+            return dataclasses.replace(directory, path=aside)
         except OSError:
             pass
-    _remove(directory.path)
-    if os.path.lexists(directory.path):
-        raise OSError(f"cannot remove {directory.path}")
+    remove_directory(directory.path)
     return None
 
 
 def left_as_made(directory: JobDirectory) -> bool:
     """Whether a job left its directory as it got it: the same directory (none put in
-    its place or mounted on it), empty, mode 0700, no extended attribute (an ACL is
-    one)."""
+    its place or mounted on it), empty, mode 0700, its owner's, no extended attribute
+    (an ACL is one)."""
     try:
         now = os.lstat(directory.path)
-        if (now.st_dev, now.st_ino, now.st_mode) != (
-                directory.device, directory.inode, stat.S_IFDIR | 0o700):
+        if (now.st_dev, now.st_ino, now.st_mode, (now.st_uid, now.st_gid)) != (
+                directory.device, directory.inode, stat.S_IFDIR | 0o700, directory.owner):
             return False
         if os.listxattr(directory.path, follow_symlinks=False):
             return False
@@ -168,3 +184,23 @@ def left_as_made(directory: JobDirectory) -> bool:
             return next(entries, None) is None
     except OSError:
         return False
+
+
+def remove_directory(path: str) -> None:
+    """Remove `path` with all in it; OSError if it is still there."""
+    _remove(path)
+    if os.path.lexists(path):
+        raise OSError(f"cannot remove {path}")
+
+
+def make_job_directory(child_directory: str, number: int,
+                       aside: JobDirectory | None = None) -> JobDirectory:
+    """A fresh directory for a reused child's `number`th job, in the directory the fork
+    server made for the child: the last job's, set aside, if there is one."""
+    return take_directory(os.path.join(child_directory, str(number)), aside)
+
+
+def end_job_directory(directory: JobDirectory) -> JobDirectory | None:
+    """A reused child's job's directory, at the job's end: set aside for its next job
+    (returned), or removed (`set_aside`)."""
+    return set_aside(directory, os.path.join(os.path.dirname(directory.path), _SET_ASIDE))
