@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import orjson
 import pytest
 
@@ -204,5 +205,48 @@ async def test_a_reused_childs_start_is_written_only_after_its_assignment() -> N
             theirs.close()
     finally:
         for sock in (ours, control, child_control, output, child_output):
+            sock.close()
+        process.wait()
+
+
+async def test_a_done_childs_notice_goes_with_its_next_assignment_or_soon_after() -> None:
+    """The fork server wakes once per reused job: the `finished` notice of a child's
+    last job waits for the next request (the assignment of its next job, a claim's round
+    trip later), in one packet with it; with no request, it goes on its own soon."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ours.setblocking(False)
+    theirs.settimeout(5)
+    pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(2)]
+    process = subprocess.Popen(["true"])  # noqa: ASYNC220 - stands in for the fork server
+    server = ForkServerClient(process, ours)
+
+    def done(job_id: str) -> None:
+        (control, _), (output, _) = pairs
+        control.setblocking(False)
+        child = Child(job_id=job_id, key="k", forked_at=0.0, control_socket=control,
+                      output_socket=output, handler="h", pid=4242)
+        child.reported_done()
+        server.done_with(child, reusable=True)
+
+    try:
+        async with anyio.create_task_group() as group:
+            await group.start(server.serve)
+            theirs.sendall(orjson.dumps({"ev": "ready", "pid": 1, "handlers": {}}))
+            await server.wait_ready()
+            done("job-1")
+            for _ in range(3):  # the loop goes round, as while the next claim is out
+                await anyio.lowlevel.checkpoint()
+            child = await server.start("job-2", "h", protocol.fence_clock() + 60,
+                                       first_message=b"START\n")
+            requests = protocol.decode_requests(theirs.recv(65536))
+            assert requests[0] == protocol.Finished(jobs=["job-1"])
+            assert isinstance(requests[1], protocol.Assign) and requests[1].job == "job-2"
+            child.reported_done()
+            server.done_with(child, reusable=True)
+            packet = await anyio.to_thread.run_sync(theirs.recv, 65536)  # no request comes
+            assert protocol.decode_requests(packet) == [protocol.Finished(jobs=["job-2"])]
+            group.cancel_scope.cancel()
+    finally:
+        for sock in (ours, theirs, *(end for pair in pairs for end in pair)):
             sock.close()
         process.wait()
