@@ -23,6 +23,11 @@ class ControlChannel:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=fd)
         self._buffer = b""
         self._send_lock = threading.Lock()
+        # A reused child's job's last message (its result, error, snooze) waits for what
+        # follows it, `done` or `retired`: one write, one wake-up of the supervisor,
+        # which ends the job only at "done" anyway.
+        self.holds_last = False
+        self._held = b""
 
     def read_message(self) -> protocol.Message | None:
         """The next message, or None at end of stream."""
@@ -54,6 +59,20 @@ class ControlChannel:
     def send_raw_line(self, line: bytes) -> None:
         with self._send_lock:
             self.sock.sendall(line)
+
+    def send_last(self, line: bytes) -> None:
+        """The job's last message: held if `holds_last`, else sent now."""
+        if self.holds_last:
+            self._held = line
+        else:
+            self.send_raw_line(line)
+
+    def send_held(self, after: protocol.Message | None = None) -> None:
+        """The job's last message held, if one is, then `after`, in one write."""
+        line = self._held + (b"" if after is None else protocol.encode_line(after))
+        self._held = b""
+        if line:
+            self.send_raw_line(line)
 
     def save_checkpoint(self, value_json: bytes) -> None:
         """Send a checkpoint (JSON text) for the supervisor to store under the lease; if

@@ -163,40 +163,61 @@ def _run_jobs(
         if number > 1 and (start := next_start(channel)) is None:
             return 0  # the supervisor retired this child, or is gone
         traces = JobTraces()
+        channel.holds_last = number < handler.spec.max_jobs_per_child
         code = main(channel, name, handler.function, handler.error, handler.spec,
                     setup_error=setup_error, traces=traces, scratch=scratch, start=start)
-        if number == handler.spec.max_jobs_per_child:
+        if not channel.holds_last:
             break
         stop_seen = traces.stop_seen
-        ended = traces.close()
-        retire = reuse.retire_reason(
-            exit_code=code,
-            stop_seen=stop_seen,
-            leftovers_gone=code == 0 and reuse.end_descendants(),
-            extra_threads=threading.active_count() - pristine.threads,
-            rss=reuse.resident_bytes() if memory_limit is not None else 0,
-            memory_limit=memory_limit,
-        )
-        if retire is None and not ended:
-            retire = "its control socket's reader did not end"
-        if retire is None:
-            retire = job_start.restore() or pristine.restore()
-        if retire is None and job_directory is not None:
-            try:
-                set_aside = end_job_directory(job_directory)
-            except OSError as error:
-                retire = f"its job's scratch directory could not be removed: {error}"
+        try:
+            retire, set_aside = _made_clean(code, traces, pristine, job_start, memory_limit,
+                                            job_directory)
+        except BaseException:
+            channel.send_held()  # the job's last message, before this process dies of it
+            raise
         if retire is not None:
-            if code == 0 and not stop_seen:  # not its job's failure or stop: say why
-                with contextlib.suppress(OSError):
-                    channel.send(protocol.Retired(reason=retire))
+            told = protocol.Retired(reason=retire) if code == 0 and not stop_seen else None
+            with contextlib.suppress(OSError):  # not its job's failure or stop: say why
+                channel.send_held(told)
             break
         open_job_stdio()
         try:
-            channel.send(protocol.Done())
+            channel.send_held(protocol.Done())
         except OSError:
             return 0  # the supervisor is gone
     return code
+
+
+def _made_clean(
+    code: int,
+    traces: JobTraces,
+    pristine: reuse.Pristine,
+    job_start: ProcessState,
+    memory_limit: int | None,
+    job_directory: JobDirectory | None,
+) -> tuple[str | None, JobDirectory | None]:
+    """Make this process clean after a job (`sandbox.reuse`): why it cannot run another,
+    if it cannot, and the job's directory set aside for the next, if it was left as made."""
+    stop_seen = traces.stop_seen
+    ended = traces.close()
+    retire = reuse.retire_reason(
+        exit_code=code,
+        stop_seen=stop_seen,
+        leftovers_gone=code == 0 and reuse.end_descendants(),
+        extra_threads=threading.active_count() - pristine.threads,
+        rss=reuse.resident_bytes() if memory_limit is not None else 0,
+        memory_limit=memory_limit,
+    )
+    if retire is None and not ended:
+        retire = "its control socket's reader did not end"
+    if retire is None:
+        retire = job_start.restore() or pristine.restore()
+    if retire is not None or job_directory is None:
+        return retire, None
+    try:
+        return None, end_job_directory(job_directory)
+    except OSError as error:
+        return f"its job's scratch directory could not be removed: {error}", None
 
 
 def next_start(channel: ControlChannel) -> protocol.Start | None:
@@ -332,7 +353,7 @@ def main(
     try:
         # Whether the handler returned in answer to a stop: after a drain or a move,
         # such a value does not end the job (it runs again elsewhere).
-        channel.send_raw_line(protocol.result_line(data, stopping=inbox.stop_seen))
+        channel.send_last(protocol.result_line(data, stopping=inbox.stop_seen))
     except OSError:
         return 1
     return 0
@@ -368,7 +389,7 @@ def _from_handler(tb: TracebackType | None, function: Callable[..., Any]) -> Tra
 
 def _report(channel: ControlChannel, message: protocol.Message, code: int = 0) -> int:
     try:
-        channel.send(message)
+        channel.send_last(protocol.encode_line(message))
     except OSError:
         return 1
     return code

@@ -1,21 +1,51 @@
-"""A job's end of its control socket (sandbox/channel.py) once the supervisor is gone: a
-checkpoint that cannot be sent is lost like any save at a crash, and the handler is not
-failed for it (found by the 30-minute --overlap chaos run: a long job's run ended by
-'raise' when its supervisor was SIGKILLed during a save)."""
+"""A job's end of its control socket: a reused child's job's last message goes with
+what follows it, in one write, so that the supervisor wakes once for both."""
 
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterator
 
+import pytest
+
+from sandbox import protocol
 from sandbox.channel import ControlChannel
 
 
-def test_a_checkpoint_saved_after_the_supervisor_is_gone_does_not_raise() -> None:
+@pytest.fixture
+def pair() -> Iterator[tuple[ControlChannel, socket.socket]]:
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    theirs.setblocking(False)
     channel = ControlChannel(ours.detach())
+    yield channel, theirs
+    channel.sock.close()
     theirs.close()
 
-    for _ in range(3):  # the first send may still be taken by the kernel
-        channel.save_checkpoint(b'{"count": 5}')
-    channel.acknowledge(1)
-    channel.sock.close()
+
+def received(sock: socket.socket) -> bytes:
+    try:
+        return sock.recv(65536)
+    except BlockingIOError:
+        return b""
+
+
+def test_a_held_last_message_goes_with_the_done_in_one_write(
+    pair: tuple[ControlChannel, socket.socket],
+) -> None:
+    channel, supervisor = pair
+    channel.holds_last = True
+    channel.send_last(b'{"t":"result","value":1}\n')
+    assert received(supervisor) == b""
+    channel.send_held(protocol.Done())
+    assert received(supervisor) == b'{"t":"result","value":1}\n' + protocol.encode_line(
+        protocol.Done())
+    channel.send_held()  # nothing held: nothing written
+    assert received(supervisor) == b""
+
+
+def test_a_last_message_not_held_goes_at_once(
+    pair: tuple[ControlChannel, socket.socket],
+) -> None:
+    channel, supervisor = pair
+    channel.send_last(b'{"t":"result","value":1}\n')
+    assert received(supervisor) == b'{"t":"result","value":1}\n'
