@@ -135,7 +135,9 @@ def _run_jobs(
     job is over, its output all written, and this process clean; the next job starts
     with its `start` there (the fork server was told first, and fences it). A job after
     which the process cannot be made clean is this process's last: it exits, as
-    one-job children do, and the fork server reports the job's exit.
+    one-job children do, and the fork server reports the job's exit. A child spawned
+    as a successor (`ForkServerClient._start_successor`) is confined and waits for its
+    first job's start the same way.
     """
     control_fd, output_fd = fds
     channel = ControlChannel(control_fd)
@@ -159,9 +161,8 @@ def _run_jobs(
         set_aside = None
         scratch = "" if job_directory is None else job_directory.path
         _scratch_environment(scratch, settings.strict)
-        start = None
-        if number > 1 and (start := next_start(channel)) is None:
-            return 0  # the supervisor retired this child, or is gone
+        if (start := next_start(channel)) is None:
+            return 0  # the supervisor retired this child (or a successor), or is gone
         traces = JobTraces()
         channel.holds_last = number < handler.spec.max_jobs_per_child
         code = main(channel, name, handler.function, handler.error, handler.spec,

@@ -56,6 +56,7 @@ class Child:
     spawn_error: str | None = None
     status: ExitStatus | None = None
     wake: Doorbell | None = None  # its job's: rung when it exits
+    jobs_left: int = 0  # jobs it may run, this one included (max_jobs_per_child); 0: not counted
     # A reused child said "done" on its channel: its job is over, it waits for the next.
     done: bool = False
     signalled: bool = False  # a signal or kill was sent for its job: it is not reused

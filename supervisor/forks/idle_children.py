@@ -26,6 +26,7 @@ class IdleChild:
     pid: int
     control: socket.socket
     output: socket.socket
+    jobs_left: int = 0  # how many more it may run (max_jobs_per_child); 0: not counted
 
     def close(self) -> None:
         """Retire it: at the end of stream it exits."""

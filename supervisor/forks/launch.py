@@ -123,7 +123,9 @@ async def open_fork_server(
         child_sock.close()
     parent_sock.setblocking(False)
     idle_limit = float(os.environ.get(IDLE_LIMIT_VARIABLE, IDLE_LIMIT))
-    server = ForkServerClient(process, parent_sock, referee, idle_limit)
+    server = ForkServerClient(process, parent_sock, referee, idle_limit,
+                              {name: handler.max_jobs_per_child
+                               for name, handler in handlers.items()})
     async with anyio.create_task_group() as group:
         await group.start(server.serve)
         try:

@@ -250,3 +250,54 @@ async def test_a_done_childs_notice_goes_with_its_next_assignment_or_soon_after(
         for sock in (ours, theirs, *(end for pair in pairs for end in pair)):
             sock.close()
         process.wait()
+
+
+async def lines_until(child: Child, last: str) -> list[dict[str, object]]:
+    """What `child` says on its control socket, up to a message of type `last`."""
+    sock, data, said = child.control_socket, b"", []
+    with anyio.fail_after(10):
+        while not said or said[-1]["t"] != last:
+            await anyio.wait_readable(sock)
+            chunk = sock.recv(65536)
+            assert chunk, f"its channel ended after {said}"
+            data += chunk
+            *whole, data = data.split(b"\n")
+            said.extend(orjson.loads(line) for line in whole)
+    return said
+
+
+async def test_a_reused_childs_last_job_starts_its_successor(tmp_path: Path) -> None:
+    """The job after a reused child's last runs in a child spawned, confined and kept
+    idle while the last one ran: it starts on that child's channel (its pid known at
+    once), not with a spawn whose report comes later."""
+    config = load_config(write_pool(
+        tmp_path, store=f"sqlite:///{tmp_path}/pool.db", pool="successor",
+        handlers={"echo": {"path": "basic.py", "function": "echo",
+                           "max_jobs_per_child": 2}},
+    ), require_handlers=True)
+
+    def start_line(key: str) -> bytes:
+        return protocol.encode_line(protocol.Start(
+            key=key, payload=orjson.Fragment(b'"hi"'), token=3, attempt=1,
+            checkpoint=None, trace=None))
+
+    async with open_fork_server(config.handlers) as server:
+        fence = protocol.fence_clock() + 60
+        first = await server.start("job-1", "echo", fence, first_message=start_line("a"))
+        assert [said["t"] for said in await lines_until(first, "done")] == ["result", "done"]
+        with anyio.fail_after(10):
+            await first.spawned.wait()
+        first.reported_done()
+        server.done_with(first, reusable=True)
+        last = await server.start("job-2", "echo", fence, first_message=start_line("b"))
+        assert last.pid == first.pid  # its second job, its last
+        assert (await lines_until(last, "result"))[-1]["value"]["key"] == "b"
+        with anyio.fail_after(10):
+            await last.exited.wait()  # it exits after its last job
+        last.close()
+        await anyio.sleep(1.0)  # the successor was spawned at the last job's start
+        after = await server.start("job-3", "echo", fence, first_message=start_line("c"))
+        assert after.pid not in (None, first.pid)  # known at once: no spawn's report
+        assert (await lines_until(after, "done"))[0]["value"]["key"] == "c"
+        after.reported_done()
+        server.done_with(after, reusable=True)
