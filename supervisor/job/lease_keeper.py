@@ -82,18 +82,28 @@ class LeaseKeeper:
 
     def _look(self) -> None:
         self._soon = None
-        if self._unshown(started_by=fence_clock() - EARLY_RENEWAL_DELAY):
+        due, unreported = self._unshown(started_by=fence_clock() - EARLY_RENEWAL_DELAY)
+        if due:
             self._early_due = True
             self._wake.ring()
-        if self._later:
+        if self._later or unreported:
             self._later = False
             self.renew_soon()
 
-    def _unshown(self, started_by: float) -> bool:
-        """Whether a job claimed by `started_by` runs a child no renewal has shown yet."""
-        return any(job.child is not None and not job.finalizing and not job.lease_lost
-                   and job.claimed_at <= started_by and job.token not in self._shown
-                   for job in self._registry)
+    def _unshown(self, started_by: float) -> tuple[bool, bool]:
+        """Whether a job claimed by `started_by` runs a child whose pid no renewal has
+        shown yet; and whether one runs a child whose pid the fork server has not
+        reported yet (a busy host's report can come after this look: look again)."""
+        due = unreported = False
+        for job in self._registry:
+            child = job.child
+            if child is None or job.finalizing or job.lease_lost:
+                continue
+            if child.pid is None:
+                unreported = True
+            elif job.claimed_at <= started_by and job.token not in self._shown:
+                due = True
+        return due, unreported
 
     async def run(self) -> None:
         interval = renew_interval(self._lease_ttl)

@@ -86,3 +86,23 @@ async def test_jobs_over_within_the_delay_cause_no_renewal() -> None:
         await anyio.sleep(3 * EARLY_RENEWAL_DELAY)
         group.cancel_scope.cancel()
     assert store.pids == []
+
+
+async def test_a_pid_reported_after_the_delay_is_shown_when_it_comes() -> None:
+    """A fresh child's job runs before the fork server's report of its pid is read; on a
+    busy host the report can come after the early renewal's look. The keeper looks
+    again until the pid is known, and renews then, not at the next regular renewal."""
+    store, registry = CountingStore(), Registry(slot_freed=lambda: None)
+    async with anyio.create_task_group() as group:
+        keeper = await keeper_running(store, registry, group)
+        job = started_job(registry, 1)
+        assert job.child is not None
+        job.child.pid = None  # not reported yet
+        keeper.renew_soon()
+        await anyio.sleep(3 * EARLY_RENEWAL_DELAY)
+        job.child.pid = os.getpid()  # the report comes
+        with anyio.fail_after(5):  # the regular renewal is minutes away
+            while not any(pid is not None for pids in store.pids for pid in pids):  # noqa: ASYNC110
+                await anyio.sleep(EARLY_RENEWAL_DELAY / 5)
+        group.cancel_scope.cancel()
+    assert store.pids == [[os.getpid()]]  # no renewal for a pid not known yet
