@@ -171,8 +171,8 @@ def _run_jobs(
             break
         stop_seen = traces.stop_seen
         try:
-            retire, set_aside = _made_clean(code, traces, pristine, job_start, memory_limit,
-                                            job_directory)
+            retire, set_aside = _made_clean(code, stop_seen, traces, pristine, job_start,
+                                            memory_limit, job_directory)
         except BaseException:
             channel.send_held()  # the job's last message, before this process dies of it
             raise
@@ -191,6 +191,7 @@ def _run_jobs(
 
 def _made_clean(
     code: int,
+    stop_seen: bool,
     traces: JobTraces,
     pristine: reuse.Pristine,
     job_start: ProcessState,
@@ -199,7 +200,6 @@ def _made_clean(
 ) -> tuple[str | None, JobDirectory | None]:
     """Make this process clean after a job (`sandbox.reuse`): why it cannot run another,
     if it cannot, and the job's directory set aside for the next, if it was left as made."""
-    stop_seen = traces.stop_seen
     ended = traces.close()
     retire = reuse.retire_reason(
         exit_code=code,

@@ -122,7 +122,6 @@ def _remove(path: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-
 @dataclass(frozen=True)
 class JobDirectory:
     """A job's directory, and which directory it was when made."""
@@ -141,12 +140,8 @@ def take_directory(path: str, aside: JobDirectory | None,
     """A fresh directory at `path`: `aside` renamed there if it is still as it was made,
     else a new one, owned by `owner` if given."""
     if aside is not None:
-        if left_as_made(aside):
-            try:
-                os.rename(aside.path, path)
-                return dataclasses.replace(aside, path=path)
-            except OSError:
-                pass
+        if (moved := _moved_if_as_made(aside, path)) is not None:
+            return moved
         _remove(aside.path)
     os.mkdir(path, 0o700)
     if owner is not None:
@@ -159,14 +154,21 @@ def set_aside(directory: JobDirectory, aside: str) -> JobDirectory | None:
     """At its job's end, `directory` leaves its path (the next job must not read what it
     left): renamed to `aside` if the job left it as it got it (returned, for
     `take_directory`), else removed with all in it; OSError if it cannot be."""
-    if left_as_made(directory):
-        try:
-            os.rename(directory.path, aside)
-            return dataclasses.replace(directory, path=aside)
-        except OSError:
-            pass
+    if (moved := _moved_if_as_made(directory, aside)) is not None:
+        return moved
     remove_directory(directory.path)
     return None
+
+
+def _moved_if_as_made(directory: JobDirectory, path: str) -> JobDirectory | None:
+    """`directory` renamed to `path`, if it is as it was made and the rename worked."""
+    if not left_as_made(directory):
+        return None
+    try:
+        os.rename(directory.path, path)
+    except OSError:
+        return None
+    return dataclasses.replace(directory, path=path)
 
 
 def left_as_made(directory: JobDirectory) -> bool:

@@ -250,7 +250,7 @@ class ForkServerClient:
         self._notice_finished(child.job_id)
         self._idle.keep(child.handler, IdleChild(
             pid=child.pid, control=child.control_socket, output=child.output_socket,
-            jobs_left=self._jobs_per_child.get(child.handler, 0)))
+            jobs_left=child.jobs_left))
 
     def done_with(self, child: Child, *, reusable: bool) -> None:
         """The job of `child` ended and its supervision is over: keep the child for the
