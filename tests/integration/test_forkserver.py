@@ -261,9 +261,15 @@ class ForkServerHarness:
         deadline = fence_clock() + (3600.0 if fence_in is None else fence_in)
         self.send({"op": "assign", "job": job.job_id, "pid": job.pid, "deadline": deadline})
         if start:
-            self.start(job, payload, key=key, token=token, attempt=attempt)
-            for message in then_send:
-                job.send(message)
+            try:
+                self.start(job, payload, key=key, token=token, attempt=attempt)
+                for message in then_send:
+                    job.send(message)
+            except (BrokenPipeError, ConnectionResetError):
+                # The fork server killed it at the assignment (a fence already passed)
+                # before the start was written: the supervisor's `_reuse` takes the same
+                # error as "it died waiting"; the child's `exited` event says the rest.
+                pass
         return job
 
     def start(
