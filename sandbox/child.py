@@ -67,29 +67,46 @@ def wait_for_job(
     handlers: Mapping[str, LoadedHandler],
     confinements: Mapping[str, Confinement],
     server_pid: int,
+    *,
+    confined_for: str | None = None,
 ) -> int:
     """Wait for the fork server to hand over a job, confine this process as the job's
     handler wants, then run the job (or, for a handler with max_jobs_per_child > 1,
-    jobs one after another: `_run_jobs`); return the exit code.
+    jobs one after another: `_run_jobs`); return the exit code. A child forked
+    `confined_for` a handler confines itself first, then waits: the fork server hands
+    it only that handler's jobs, and it runs no other.
 
     The hand-over is one packet: the handler's name and the job's scratch directory
     (`protocol.assignment`), with the job's control and output sockets attached. End
     of stream means there will be no job. The fork server hands over nothing more: a
     reused child's next jobs come on its control socket.
     """
+    setup_error = None
+    if confined_for is not None:
+        _keep_ruleset_of(confined_for, confinements)
+        setup_error = _confine(confinements[confined_for], server_pid)
     data, fds, _, _ = socket.recv_fds(assignment, _ASSIGNMENT_SIZE, 2)
     assignment.close()
     if len(fds) != 2:
         return 0
     name, scratch = protocol.read_assignment(data)
     handler = handlers[name]
-    for other, settings in confinements.items():  # their Landlock rulesets
+    if confined_for is not None:
+        if name != confined_for:
+            return 1  # never sent: confined for another handler, it must not run this one
+    else:
+        _keep_ruleset_of(name, confinements)
+        if handler.spec.max_jobs_per_child > 1:
+            return _run_jobs(fds, name, scratch, handler, confinements[name], server_pid)
+        setup_error = _confine(confinements[name], server_pid)
+    return _run_job(fds, name, scratch, handler, setup_error, confinements[name].strict)
+
+
+def _keep_ruleset_of(name: str, confinements: Mapping[str, Confinement]) -> None:
+    """Close the Landlock rulesets of the other handlers."""
+    for other, settings in confinements.items():
         if other != name:
             settings.sandbox.close()
-    if handler.spec.max_jobs_per_child > 1:
-        return _run_jobs(fds, name, scratch, handler, confinements[name], server_pid)
-    setup_error = _confine(confinements[name], server_pid)
-    return _run_job(fds, name, scratch, handler, setup_error, confinements[name].strict)
 
 
 def _run_job(

@@ -42,6 +42,7 @@ from sandbox.warm_fork import fork_job_child
 _LOOP_TICK = 0.5  # seconds between checks that the parent is still there
 _SHUTDOWN_TIMEOUT = 2.0
 FORKED_AHEAD = 4  # children forked in a row to wait for jobs (`WarmChildren`)
+HANDLERS_FORKED_FOR = 3  # handlers whose children forked ahead are kept confined and waiting
 
 
 class SpawnRefused(Exception):
@@ -70,7 +71,7 @@ class ForkServer:
         self._selector = selectors.DefaultSelector()
         self._devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
         self._wakeup_fd = -1
-        self._warm = WarmChildren(FORKED_AHEAD)
+        self._warm = WarmChildren(FORKED_AHEAD, kept_handlers=HANDLERS_FORKED_FOR)
         self._idle = IdleChildren()
         self._terminated = False
         self._exiting = False
@@ -80,7 +81,7 @@ class ForkServer:
         self._control.setblocking(False)
         self._selector.register(self._control, selectors.EVENT_READ)
         self._selector.register(self._wakeup_fd, selectors.EVENT_READ)
-        self._fork_ahead()
+        self._fork_ahead(next(iter(self._handlers)) if len(self._handlers) == 1 else None)
         errors = {
             name: handler.error or self._confinements[name].error
             for name, handler in self._handlers.items()
@@ -220,7 +221,7 @@ class ForkServer:
         if deadline is not None:
             self._jobs.set_fence(job_id, float(deadline))
         self._send(protocol.Spawned(job=job_id, pid=taker.pid))
-        self._fork_ahead()
+        self._fork_ahead(name)
 
     def _finished(self, job_id: str) -> None:
         """The supervisor read "done" from the job's reused child: the job is over and
@@ -268,7 +269,7 @@ class ForkServer:
         child. Its assignment socket is left open."""
         # Warm children can have died waiting: then the next, and at worst a new one.
         for _ in range(self._warm.batch + 1):
-            warm = self._warm.take() or self._fork_child()
+            warm = self._warm.take(handler) or self._fork_child(None)
             try:
                 socket.send_fds(warm.assignment, [protocol.assignment(handler, scratch)], fds)
             except OSError:
@@ -277,19 +278,27 @@ class ForkServer:
             return warm
         raise SpawnRefused("no child process took the job")
 
-    def _fork_ahead(self) -> None:
-        if self._warm:
+    def _fork_ahead(self, handler: str | None) -> None:
+        """Children for the next jobs of `handler` (the last spawn's; None before the
+        first), if none waits for one: confined for it as they wait, unless its
+        children run several jobs (they confine once they know their first; their
+        later jobs need no fork)."""
+        if handler is not None and self._handlers[handler].spec.max_jobs_per_child > 1:
+            handler = None
+        if self._warm.ready_for(handler):
             return
+        self._warm.keep_latest(handler)
         for _ in range(self._warm.batch):
             try:
-                self._warm.add(self._fork_child())
+                self._warm.add(self._fork_child(handler))
             except OSError as exc:
                 _log(f"cannot fork a child ahead: {exc}")
                 return
 
-    def _fork_child(self) -> WarmChild:
+    def _fork_child(self, confined_for: str | None) -> WarmChild:
         return fork_job_child(server_pid=self._pid, handlers=self._handlers,
-                              confinements=self._confinements, devnull=self._devnull)
+                              confinements=self._confinements, devnull=self._devnull,
+                              confined_for=confined_for)
 
     # -- children
 

@@ -12,21 +12,28 @@ from dataclasses import dataclass
 
 @dataclass(eq=False, kw_only=True)
 class WarmChild:
-    """A child waiting on `assignment` to be handed a job."""
+    """A child waiting on `assignment` to be handed a job: of any handler, or only of
+    `confined_for`, the handler it confined itself for while it waits."""
 
     pid: int
     assignment: socket.socket
+    confined_for: str | None = None
 
 
 class WarmChildren:
     """The children forked ahead, oldest first, each waiting on its assignment socket.
 
-    Forked `batch` at a time, when none is left: after each fork the fork server copies
-    every page it writes first (the fork shared them all with the new child again), so
-    forking several in a row pays for those copies once for all of them."""
+    Forked `batch` at a time, when none is left for a handler: after each fork the fork
+    server copies every page it writes first (the fork shared them all with the new
+    child again), so forking several in a row pays for those copies once for all of
+    them. Those of a handler confine themselves while they wait, so that its next job
+    does not wait for that either; they are kept for the `kept_handlers` handlers
+    forked for last, and the others' told to exit, so that a pool of many handlers
+    does not keep a batch waiting for each."""
 
-    def __init__(self, batch: int) -> None:
+    def __init__(self, batch: int, kept_handlers: int = 1) -> None:
         self.batch = batch
+        self.kept_handlers = kept_handlers
         self._children: deque[WarmChild] = deque()
 
     def __bool__(self) -> bool:
@@ -35,8 +42,42 @@ class WarmChildren:
     def add(self, child: WarmChild) -> None:
         self._children.append(child)
 
-    def take(self) -> WarmChild | None:
-        return self._children.popleft() if self._children else None
+    def take(self, handler: str) -> WarmChild | None:
+        """The oldest child waiting for a job of `handler`: confined for it, else one
+        confined for none; a child confined for another handler never runs it."""
+        found = self._for(handler)
+        if found is not None:
+            self._children.remove(found)
+        return found
+
+    def ready_for(self, handler: str | None) -> bool:
+        """Whether a child waits that would take a job of `handler` (None: of any)."""
+        return self._for(handler) is not None
+
+    def _for(self, handler: str | None) -> WarmChild | None:
+        unconfined = None
+        for child in self._children:
+            if child.confined_for == handler:
+                return child
+            if child.confined_for is None and unconfined is None:
+                unconfined = child
+        return unconfined
+
+    def keep_latest(self, handler: str | None) -> None:
+        """`handler` was forked for last: end the children of the handlers not among the
+        `kept_handlers` forked for last (`handler` among them)."""
+        order: list[str] = []  # newest first
+        for child in reversed(self._children):
+            if child.confined_for is not None and child.confined_for not in order:
+                order.append(child.confined_for)
+        if handler is not None and handler in order:
+            order.remove(handler)
+            order.insert(0, handler)
+        kept = set(order[:self.kept_handlers])
+        for child in [child for child in self._children
+                      if child.confined_for is not None and child.confined_for not in kept]:
+            child.assignment.close()  # end of stream: it exits
+            self._children.remove(child)
 
     def pids(self) -> set[int]:
         return {child.pid for child in self._children}

@@ -18,7 +18,10 @@ from sandbox.spares import WarmChild
 
 
 def fork_job_child(*, server_pid: int, handlers: Mapping[str, LoadedHandler],
-                   confinements: Mapping[str, Confinement], devnull: int) -> WarmChild:
+                   confinements: Mapping[str, Confinement], devnull: int,
+                   confined_for: str | None = None) -> WarmChild:
+    """A child that waits for a job; with `confined_for`, it confines itself for that
+    handler while it waits, and runs only its jobs."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     # Or the child would inherit, and later write, our buffered output.
     descriptors.flush_stdio()
@@ -27,19 +30,20 @@ def fork_job_child(*, server_pid: int, handlers: Mapping[str, LoadedHandler],
     try:
         pid = os.fork()
         if pid == 0:
-            _run_job_child(theirs, server_pid, handlers, confinements, devnull)
+            _run_job_child(theirs, server_pid, handlers, confinements, devnull, confined_for)
     except OSError:
         ours.close()
         raise
     finally:
         raw_signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGTERM,))
         theirs.close()
-    return WarmChild(pid=pid, assignment=ours)
+    return WarmChild(pid=pid, assignment=ours, confined_for=confined_for)
 
 
 def _run_job_child(assignment: socket.socket, server_pid: int,
                    handlers: Mapping[str, LoadedHandler],
-                   confinements: Mapping[str, Confinement], devnull: int) -> NoReturn:
+                   confinements: Mapping[str, Confinement], devnull: int,
+                   confined_for: str | None) -> NoReturn:
     """In the child: wait for a job and run it; never returns to the server loop."""
     code = 1
     try:
@@ -47,7 +51,8 @@ def _run_job_child(assignment: socket.socket, server_pid: int,
                                         for settings in confinements.values()
                                         if settings.sandbox.ruleset_fd is not None)]
         child.become_job_process(server_pid=server_pid, keep_fds=kept, devnull_fd=devnull)
-        code = child.wait_for_job(assignment, handlers, confinements, server_pid)
+        code = child.wait_for_job(assignment, handlers, confinements, server_pid,
+                                  confined_for=confined_for)
     except BaseException:
         with contextlib.suppress(BaseException):
             traceback.print_exc()

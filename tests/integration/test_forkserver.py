@@ -927,16 +927,63 @@ def test_user_group_cwd_nice_and_cpu_rlimit(limited: ForkServerHarness) -> None:
     job = limited.spawn("confined")
     message = job.read_message()
     assert message is not None, limited.exited(job)
+    # The parent-death signal among them: a change of user clears it, and the child
+    # must arm it again.
+    assert message["value"] == confined_identity()
+    assert limited.exited(job)["code"] == 0
+
+
+def confined_identity() -> dict[str, Any]:
+    """What the "confined" handler of `limited_specs` returns."""
     nobody = pwd.getpwnam("nobody")
-    assert message["value"] == {
-        "uid": nobody.pw_uid, "gid": grp.getgrnam("nogroup").gr_gid,
-        "groups": sorted(os.getgrouplist("nobody", grp.getgrnam("nogroup").gr_gid)),
+    nogroup = grp.getgrnam("nogroup").gr_gid
+    return {
+        "uid": nobody.pw_uid, "gid": nogroup,
+        "groups": sorted(os.getgrouplist("nobody", nogroup)),
         "home": nobody.pw_dir, "user": "nobody", "cwd": "/tmp", "nice": 5,
         "core": [0, 0], "nofile": [4096, 4096], "cpu": [2, 3],
-        # A change of user clears it: the child must arm it again.
         "parent_death_signal": signal.SIGKILL,
     }
-    assert limited.exited(job)["code"] == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
+def test_children_forked_ahead_for_a_handler_wait_confined_and_run_none_of_anothers() -> None:
+    """The children forked ahead after a spawn confine themselves for its handler while
+    they wait (its user, nice and limits are off its next job's way); a job of another
+    handler never runs in one of them."""
+    harness = ForkServerHarness(limited_specs(), table_by_fd=True,
+                                env={"POOLSUP_TEST_SECRET": SECRET})
+    try:
+        server = psutil.Process(harness.process.pid)
+        first = {child.pid for child in server.children()}
+        for _ in range(FORKED_AHEAD):  # the first batch, forked for no handler
+            job = harness.spawn("confined")
+            assert job.read_message() is not None
+            assert harness.exited(job)["code"] == 0
+        waiting = {child.pid for child in server.children()} - first
+        assert len(waiting) == FORKED_AHEAD
+        nobody = pwd.getpwnam("nobody").pw_uid
+        deadline = time.monotonic() + WAIT
+        while not all(psutil.Process(pid).uids().real == nobody for pid in waiting):
+            assert time.monotonic() < deadline, "not confined while waiting"
+            time.sleep(0.01)
+        assert {psutil.Process(pid).nice() for pid in waiting} == {5}
+
+        other = harness.spawn("unconfined")
+        message = other.read_message()
+        assert message is not None, harness.exited(other)
+        assert other.pid not in waiting
+        assert (message["value"]["uid"], message["value"]["nice"]) == (os.geteuid(), 0)
+        assert harness.exited(other)["code"] == 0
+
+        again = harness.spawn("confined")
+        message = again.read_message()
+        assert message is not None, harness.exited(again)
+        assert again.pid in waiting
+        assert message["value"] == confined_identity()
+        assert harness.exited(again)["code"] == 0
+    finally:
+        harness.close()
 
 
 def test_unknown_user_fails_the_handler_like_an_import_error(
