@@ -70,8 +70,9 @@ class WarmChildren:
         for child in reversed(self._children):
             if child.confined_for is not None and child.confined_for not in order:
                 order.append(child.confined_for)
-        if handler is not None and handler in order:
-            order.remove(handler)
+        if handler is not None:  # about to be forked for, if it has none
+            if handler in order:
+                order.remove(handler)
             order.insert(0, handler)
         kept = set(order[:self.kept_handlers])
         for child in [child for child in self._children
