@@ -32,6 +32,7 @@ from collections import deque
 
 from sandbox import child, confinement, descriptors, linux, proctree, protocol, tracing
 from sandbox.confinement import Confinement
+from sandbox.held_starts import HeldStarts
 from sandbox.jobs import Jobs
 from sandbox.loader import LoadedHandler, parse_handler_table, preload
 from sandbox.scratch import ScratchRoot
@@ -72,6 +73,7 @@ class ForkServer:
         self._devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
         self._wakeup_fd = -1
         self._warm = WarmChildren(FORKED_AHEAD, kept_handlers=HANDLERS_FORKED_FOR)
+        self._starts = HeldStarts()
         self._idle = IdleChildren()
         self._terminated = False
         self._exiting = False
@@ -102,6 +104,8 @@ class ForkServer:
             self._jobs.enforce_fences(now)
             self._jobs.enforce_limits(now)
             self._reap()
+            for report in self._starts.due(now):
+                self._send(report)
         self._shutdown()
 
     def _install_signal_handlers(self) -> None:
@@ -123,10 +127,11 @@ class ForkServer:
         return self._exiting or self._terminated or os.getppid() != self._parent_pid
 
     def _select_timeout(self) -> float:
-        due = self._jobs.next_due()
-        if due is None:
+        dues = [due for due in (self._jobs.next_due(), self._starts.next_due())
+                if due is not None]
+        if not dues:
             return _LOOP_TICK
-        return min(_LOOP_TICK, max(0.0, due - protocol.fence_clock()))
+        return min(_LOOP_TICK, max(0.0, min(dues) - protocol.fence_clock()))
 
     # -- messages from the supervisor
 
@@ -220,7 +225,11 @@ class ForkServer:
                        handler=name)
         if deadline is not None:
             self._jobs.set_fence(job_id, float(deadline))
-        self._send(protocol.Spawned(job=job_id, pid=taker.pid))
+        report = protocol.Spawned(job=job_id, pid=taker.pid)
+        if self._handlers[name].spec.max_jobs_per_child == 1:
+            self._starts.hold(report, protocol.fence_clock())  # sent with a short job's exit
+        else:  # the supervisor waits for it to reuse the child
+            self._send(report)
         self._fork_ahead(name)
 
     def _finished(self, job_id: str) -> None:
@@ -316,6 +325,8 @@ class ForkServer:
             self._send(event)
 
     def _shutdown(self) -> None:
+        for report in self._starts.take_all():
+            self._send(report)
         self._warm.close()
         for pid in self._idle.pids():
             proctree.kill_tree(pid)
@@ -336,6 +347,8 @@ class ForkServer:
 
     def _send(self, event: protocol.Event) -> None:
         if isinstance(event, protocol.Exited):
+            if (start := self._starts.take(event.job)) is not None:
+                self._outbox.append(protocol.encode(start))
             self._remove_scratch(event.job)  # its processes are gone
         self._outbox.append(protocol.encode(event))
         self._flush()

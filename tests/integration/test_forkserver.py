@@ -757,6 +757,22 @@ def test_fork_server_memory_is_locked_and_its_childrens_is_not(
         server.exited(job)
 
 
+def test_a_one_job_childs_start_is_reported_while_it_runs_and_before_its_exit(
+    server: ForkServerHarness,
+) -> None:
+    """Held a moment (`sandbox.held_starts`), so that a short job's start and exit reach
+    the supervisor together, but not for the job's whole run."""
+    began = time.monotonic()
+    job = server.spawn("sleeps", {"seconds": 60})  # returns at its `spawned` event
+    assert time.monotonic() - began < 1.0
+    assert psutil.Process(job.pid).status() != psutil.STATUS_ZOMBIE
+    server.send({"op": "kill", "job": job.job_id})
+    assert server.exited(job)["pid"] == job.pid
+    short = server.spawn("echo")  # its start comes with its exit, or before it
+    assert short.read_message() is not None
+    assert server.exited(short)["code"] == 0
+
+
 def test_children_are_forked_ahead_a_few_at_a_time(own_server: ForkServerHarness) -> None:
     waiting = {child.pid for child in psutil.Process(own_server.process.pid).children()}
     assert len(waiting) == FORKED_AHEAD
