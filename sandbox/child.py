@@ -93,14 +93,13 @@ def wait_for_job(
         return 0
     name, scratch = protocol.read_assignment(data)
     handler = handlers[name]
-    if confined_for is not None:
-        if name != confined_for:
-            return 1  # never sent: confined for another handler, it must not run this one
-    else:
+    if confined_for is None:
         _keep_ruleset_of(name, confinements)
         if handler.spec.max_jobs_per_child > 1:
             return _run_jobs(fds, name, scratch, handler, confinements[name], server_pid)
         setup_error = _confine(confinements[name], server_pid)
+    elif name != confined_for:
+        return 1  # never sent: confined for another handler, it must not run this one
     return _run_job(fds, name, scratch, handler, setup_error, confinements[name].strict)
 
 

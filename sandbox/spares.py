@@ -31,13 +31,10 @@ class WarmChildren:
     forked for last, and the others' told to exit, so that a pool of many handlers
     does not keep a batch waiting for each."""
 
-    def __init__(self, batch: int, kept_handlers: int = 1) -> None:
+    def __init__(self, batch: int, kept_handlers: int) -> None:
         self.batch = batch
         self.kept_handlers = kept_handlers
         self._children: deque[WarmChild] = deque()
-
-    def __bool__(self) -> bool:
-        return bool(self._children)
 
     def add(self, child: WarmChild) -> None:
         self._children.append(child)
@@ -51,7 +48,8 @@ class WarmChildren:
         return found
 
     def ready_for(self, handler: str | None) -> bool:
-        """Whether a child waits that would take a job of `handler` (None: of any)."""
+        """Whether a child waits that would take a job of `handler` (None: whether one
+        forked for no handler waits)."""
         return self._for(handler) is not None
 
     def _for(self, handler: str | None) -> WarmChild | None:
