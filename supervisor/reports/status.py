@@ -9,7 +9,10 @@ from supervisor.pool.loads import member_load, takes_work
 from supervisor.store.records import ALL_STATES, PoolSnapshot
 
 
-def render_status_json(snapshot: PoolSnapshot) -> dict[str, Any]:
+def render_status_json(snapshot: PoolSnapshot,
+                       shared_handlers: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """`shared_handlers`: those whose jobs share a child (child_concurrency > 1), as the
+    reader's config has them."""
     now = snapshot.store_time
     share = shares([member_load(entry, eligible=takes_work(entry))
                     for entry in snapshot.supervisors])
@@ -71,6 +74,7 @@ def render_status_json(snapshot: PoolSnapshot) -> dict[str, Any]:
                 ),
                 "rss_bytes": record.stats.rss_bytes,
                 "cpu_percent": record.stats.cpu_percent,
+                "shared_child": record.handler in shared_handlers,
             }
             for record in snapshot.running
         ],
