@@ -90,12 +90,13 @@ def wait_for_job(
     data, fds, _, _ = socket.recv_fds(assignment, _ASSIGNMENT_SIZE, 2)
     if len(fds) != 2:
         return 0
-    name, scratch, job_id = protocol.read_assignment(data)
+    name, scratch, job_id, slot = protocol.read_assignment(data)
     handler = handlers[name]
     if handler.spec.child_concurrency > 1 and confined_for is None:
         _keep_ruleset_of(name, confinements)
         setup_error = _confine(confinements[name], server_pid)
-        return shared.serve(assignment, fds, name, scratch, job_id, handler, setup_error)
+        return shared.serve(assignment, fds, name, scratch, job_id, slot, handler,
+                            setup_error)
     assignment.close()
     if confined_for is None:
         _keep_ruleset_of(name, confinements)

@@ -30,7 +30,16 @@ import sys
 import time
 from collections import deque
 
-from sandbox import child, confinement, descriptors, linux, proctree, protocol, tracing
+from sandbox import (
+    child,
+    confinement,
+    descriptors,
+    linux,
+    proctree,
+    protocol,
+    step_marks,
+    tracing,
+)
 from sandbox.confinement import Confinement
 from sandbox.held_starts import HeldStarts
 from sandbox.jobs import Jobs
@@ -70,7 +79,9 @@ class ForkServer:
         self._confinements = confinements
         self._parent_pid = parent_pid
         self._pid = os.getpid()
-        self._jobs = Jobs()
+        step_marks.make()  # before the first fork: every child shares it
+        self._slots = step_marks.Slots()
+        self._jobs = Jobs(stepping=self._stepping_in)
         self._outbox: deque[bytes] = deque()
         self._selector = selectors.DefaultSelector()
         self._devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
@@ -228,9 +239,11 @@ class ForkServer:
                 else:
                     self._joined(shared, job_id, name, deadline)
                     return
+            slot = self._slots.take() if self._shared_job(name) else -1
             try:
-                taker = self._hand_over(name, scratch, fds, job_id)
+                taker = self._hand_over(name, scratch, fds, job_id, slot)
             except BaseException:
+                self._slots.give_back(slot)
                 self._remove_scratch(job_id)
                 raise
         except (SpawnRefused, OSError) as exc:
@@ -242,7 +255,8 @@ class ForkServer:
         # "done" there, and its next job starts there (`_finished`, `_assign`). A shared
         # child's assignment socket stays: its next jobs come there, its reports too.
         if self._handlers[name].spec.child_concurrency > 1:
-            shared = SharedChild(pid=taker.pid, handler=name, assignment=taker.assignment)
+            shared = SharedChild(pid=taker.pid, handler=name, assignment=taker.assignment,
+                                 slot=slot)
             self._shared.add(shared)
             taker.assignment.setblocking(False)
             self._selector.register(taker.assignment, selectors.EVENT_READ, shared)
@@ -258,6 +272,10 @@ class ForkServer:
         else:  # the supervisor waits for it to reuse the child
             self._send(report)
         self._fork_ahead(name)
+
+    def _stepping_in(self, pid: int) -> str | None:
+        shared = self._shared.get(pid)
+        return None if shared is None else step_marks.read(shared.slot)
 
     def _shared_job(self, handler: str) -> bool:
         return self._handlers[handler].spec.child_concurrency > 1
@@ -350,15 +368,16 @@ class ForkServer:
         if self._scratch is not None and (problem := self._scratch.remove(job_id)):
             _log(problem)
 
-    def _hand_over(self, handler: str, scratch: str, fds: list[int], job_id: str) -> WarmChild:
+    def _hand_over(self, handler: str, scratch: str, fds: list[int], job_id: str,
+                   slot: int) -> WarmChild:
         """Give the job to the oldest warm child (forking one if there is none): that
         child. Its assignment socket is left open."""
         # Warm children can have died waiting: then the next, and at worst a new one.
         for _ in range(self._warm.batch + 1):
             warm = self._warm.take(handler) or self._fork_child(None)
             try:
-                socket.send_fds(warm.assignment, [protocol.assignment(handler, scratch, job_id)],
-                                fds)
+                socket.send_fds(warm.assignment,
+                                [protocol.assignment(handler, scratch, job_id, slot)], fds)
             except OSError:
                 warm.assignment.close()
                 continue  # reaped and killed as a leftover
@@ -402,6 +421,7 @@ class ForkServer:
         for idle in self._idle.forget(dead):
             self._remove_scratch(idle.scratch)
         for shared in self._shared.forget(dead):
+            self._slots.give_back(shared.slot)
             if shared.assignment.fileno() in self._selector.get_map():
                 self._selector.unregister(shared.assignment)
             shared.assignment.close()

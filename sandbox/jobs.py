@@ -26,14 +26,18 @@ import contextlib
 import heapq
 import os
 import signal
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from sandbox import linux, proctree, protocol
 from sandbox.leftovers import ExitHold
-from sandbox.limits import TreeWatch, cpu_reason, format_size, slow_interval
+from sandbox.limits import TreeWatch, cpu_reason, format_size, memory_reason, slow_interval
 from sandbox.loader import HandlerSpec
 from sandbox.stacks import STACKS_SIGNAL
+
+# How long a shared child over a limit has to name the job that took it there (its
+# watcher samples every sandbox.shared.WATCH_INTERVAL) before all its jobs die unblamed.
+BLAME_WAIT = 0.05
 
 
 @dataclass(eq=False, kw_only=True)
@@ -59,11 +63,16 @@ class ForkedJob:
 
 
 class Jobs:
-    def __init__(self) -> None:
+    def __init__(self, stepping: Callable[[int], str | None] = lambda pid: None) -> None:
+        # The job whose step the shared child `pid` runs now, if it says (step_marks).
+        self._stepping = stepping
         self._by_id: dict[str, ForkedJob] = {}
         self._by_pid: dict[int, dict[str, ForkedJob]] = {}  # a shared child's: several
         self._fences: list[tuple[float, str]] = []  # a heap; stale entries are skipped
         self._hold = ExitHold()
+        # Shared children over a limit, waiting (until when) for the child to name the job
+        # whose step took it there, and the reason.
+        self._blame_waits: dict[int, tuple[float, str]] = {}
 
     def __contains__(self, job_id: object) -> bool:
         return job_id in self._by_id
@@ -132,7 +141,7 @@ class Jobs:
         it (unless already ending on their own account)."""
         for sibling in self._by_pid.get(job.pid, {}).values():
             if sibling is not job and not sibling.ending:
-                sibling.killed_for = f"job {job.job_id} of its shared child {why}"
+                sibling.killed_for = f"the job of token {job.job_id} {why}"
         proctree.kill_tree(job.pid)
 
     def next_due(self) -> float | None:
@@ -146,6 +155,7 @@ class Jobs:
             dues.append(self._fences[0][0])
         if (held_until := self._hold.next_due()) is not None:
             dues.append(held_until)
+        dues.extend(until for until, _ in self._blame_waits.values())
         return min(dues, default=None)
 
     # -- fences
@@ -176,7 +186,10 @@ class Jobs:
                 continue
             reason = watch.observe(proctree.usage(job.pid), now, slowest)
             if reason is not None:
-                self._over_limit(job.pid, reason)
+                self._over_limit(job.pid, reason, now)
+        for pid, (until, reason) in list(self._blame_waits.items()):
+            if until <= now:
+                self._over_limit(pid, reason, now)
 
     def over_limit(self, job_id: str) -> None:
         """A shared child names the job whose step took it over its memory limit: the
@@ -185,15 +198,27 @@ class Jobs:
         if job is not None and job.shared and not job.ending:
             job.over = True
             if job.watch is not None and job.watch.memory_limit is not None:
-                self._over_limit(job.pid, f"memory limit {format_size(job.watch.memory_limit)}"
-                                 " exceeded")
+                limit, peak = job.watch.memory_limit, job.watch.peak_rss
+                _, reason = self._blame_waits.get(job.pid, (0.0, None))
+                self._over_limit(job.pid, reason or (
+                    memory_reason(limit, peak) if peak > limit
+                    else f"memory limit {format_size(limit)} exceeded"), None)
 
-    def _over_limit(self, pid: int, reason: str) -> None:
+    def _over_limit(self, pid: int, reason: str, now: float | None) -> None:
         """End the child `pid` for `reason`: the job of its own (or the one its shared
-        child named) fails for it; a shared child's others, when it named none, are
-        released with it, as are those it did not name."""
+        child named) fails for it, the others are released. A shared child that named
+        none yet is given BLAME_WAIT to (from `now`; None: no more); then, naming none,
+        all its jobs are released."""
         jobs = list(self._by_pid.get(pid, {}).values())
-        blamed = [job for job in jobs if job.over] or (jobs if len(jobs) == 1 else [])
+        stepping = self._stepping(pid) if len(jobs) > 1 else None
+        blamed = ([job for job in jobs if job.over]
+                  or [job for job in jobs if job.job_id == stepping]
+                  or (jobs if len(jobs) == 1 else []))
+        if not blamed and now is not None:
+            until, _ = self._blame_waits.setdefault(pid, (now + BLAME_WAIT, reason))
+            if now < until:
+                return
+        self._blame_waits.pop(pid, None)
         for job in blamed[:1]:
             job.reason = reason
             self._kill_child(job, f"went over its limit: {reason}")
@@ -243,6 +268,7 @@ class Jobs:
             if info is None:
                 break
             jobs = self._by_pid.pop(info.si_pid, None)
+            self._blame_waits.pop(info.si_pid, None)
             if jobs:
                 # While the leader is a zombie its group id cannot be reused: kill the
                 # helpers it left in its group before reaping it.

@@ -390,16 +390,15 @@ _EVENTS = _by_tag("ev", Ready, Spawned, SpawnFailed, Pong, Exited)
 _MESSAGES = _by_tag("t", Start, Stop, Notify, Ack, Checkpoint, Result, Error, Snooze,
                     EndSchedule, Spans, ThreadStacks, Done, Retired)
 
-def assignment(handler: str, scratch: str, job_id: str = "") -> bytes:
+def assignment(handler: str, scratch: str, job_id: str = "", slot: int = -1) -> bytes:
     """What the fork server hands a child with a job's sockets: the handler's name, the
-    job's scratch directory and its id."""
-    return f"{handler}\0{scratch}\0{job_id}".encode()
+    job's scratch directory, its id, and a shared child's slot in `sandbox.step_marks`."""
+    return f"{handler}\0{scratch}\0{job_id}\0{slot}".encode()
 
 
-def read_assignment(data: bytes) -> tuple[str, str, str]:
-    handler, _, rest = data.decode().partition("\0")
-    scratch, _, job_id = rest.partition("\0")
-    return handler, scratch, job_id
+def read_assignment(data: bytes) -> tuple[str, str, str, int]:
+    handler, scratch, job_id, slot = [*data.decode().split("\0"), "", "", ""][:4]
+    return handler, scratch, job_id, int(slot or -1)
 
 
 # -- a shared child's reports to the fork server ("rep")

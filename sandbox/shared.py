@@ -35,7 +35,7 @@ from typing import Any, TextIO
 import orjson
 
 from sandbox import child as job_child
-from sandbox import protocol, raw_signal
+from sandbox import protocol, raw_signal, step_marks
 from sandbox.context import EndSchedule, Inbox, Job, Snooze
 from sandbox.loader import LoadedHandler
 
@@ -127,7 +127,7 @@ class SharedJob(Job):
 
 
 def serve(assignment: socket.socket, fds: list[int], handler_name: str, scratch: str,
-          job_id: str, handler: LoadedHandler, setup_error: str | None) -> int:
+          job_id: str, slot: int, handler: LoadedHandler, setup_error: str | None) -> int:
     """Run the jobs the fork server hands this child on `assignment`, the first with
     `fds`, until the fork server ends it; never returns on its own but at the end of
     `assignment`."""
@@ -137,13 +137,14 @@ def serve(assignment: socket.socket, fds: list[int], handler_name: str, scratch:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.stdout = JobOutput(sys.stdout)
     sys.stderr = JobOutput(sys.stderr)
-    host = _Host(assignment, handler_name, handler, setup_error)
+    host = _Host(assignment, handler_name, handler, setup_error, slot)
     return asyncio.run(host.serve(fds, scratch, job_id))
 
 
 class _Host:
     def __init__(self, assignment: socket.socket, name: str, handler: LoadedHandler,
-                 setup_error: str | None) -> None:
+                 setup_error: str | None, slot: int) -> None:
+        self.slot = slot
         self._assignment = assignment
         self._name = name
         self._handler = handler
@@ -151,6 +152,19 @@ class _Host:
         self._memory_limit = handler.spec.memory_limit
         self._statm = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._named_over: set[str] = set()
+
+    def step_ended(self, job_id: str) -> None:
+        limit = self._memory_limit
+        if limit is not None and self.resident_bytes() > limit:
+            self.name_over(job_id)
+
+    def name_over(self, job_id: str) -> None:
+        """Tell the fork server that `job_id` took this process over its memory limit."""
+        if job_id not in self._named_over:
+            self._named_over.add(job_id)
+            self.report(protocol.OverLimit(job=job_id))
+
 
     async def serve(self, fds: list[int], scratch: str, job_id: str) -> int:
         loop = asyncio.get_running_loop()
@@ -171,7 +185,7 @@ class _Host:
                     if not ended.done():
                         ended.set_result(None)
                     return
-                _, job_scratch, new_id = protocol.read_assignment(data)
+                _, job_scratch, new_id, _ = protocol.read_assignment(data)
                 if len(new_fds) == 2:
                     self._start(new_fds, job_scratch, new_id)
 
@@ -292,7 +306,6 @@ class _JobRun:
         self._job_id = job_id
         self._task: asyncio.Task[Any] | None = None
         self._coroutine: Coroutine[Any, Any, Any] | None = None
-        self._over = False  # named to the fork server for the memory limit
 
     async def run(self) -> int:
         start = await self._channel.read_message()
@@ -317,7 +330,7 @@ class _JobRun:
         context.run(_output.set, self._output)
         self._coroutine = function(job)
         watched = (self._coroutine if self._host.memory_limit is None
-                   else _Watched(self._coroutine, self._check_memory).run())
+                   else _Watched(self._coroutine, self._host, self._job_id).run())
         self._task = asyncio.get_running_loop().create_task(watched, context=context)
         listener = asyncio.get_running_loop().create_task(self._listen(inbox))
         try:
@@ -378,22 +391,19 @@ class _JobRun:
                             "function": entry.name, "code": entry.line or ""}
                            for entry in frames]}
 
-    def _check_memory(self) -> None:
-        """After each step of the job's task: a step that took the process over its
-        handler's memory limit is this job's."""
-        limit = self._host.memory_limit
-        if not self._over and limit is not None and self._host.resident_bytes() > limit:
-            self._over = True
-            self._host.report(protocol.OverLimit(job=self._job_id))
 
 
 class _Watched:
-    """A coroutine driven step by step, `after_step` called after each."""
+    """A job's coroutine driven step by step, the host told whose step runs (for its
+    memory limit)."""
 
-    def __init__(self, coroutine: Coroutine[Any, Any, Any], after_step: Callable[[], None]
-                 ) -> None:
+    def __init__(self, coroutine: Coroutine[Any, Any, Any], host: _Host, job_id: str) -> None:
         self._coroutine = coroutine
-        self._after_step = after_step
+        self._host = host
+        self._job_id = job_id
+
+    def _after_step(self) -> None:
+        self._host.step_ended(self._job_id)
 
     async def run(self) -> Any:
         return await self
@@ -403,6 +413,7 @@ class _Watched:
         sent: Any = None
         thrown: BaseException | None = None
         while True:
+            step_marks.mark(self._host.slot, self._job_id)
             try:
                 yielded = coroutine.send(sent) if thrown is None else coroutine.throw(thrown)
             except StopIteration as stop:
@@ -410,6 +421,7 @@ class _Watched:
                 return stop.value
             finally:
                 thrown = None
+                step_marks.clear(self._host.slot)
             self._after_step()
             try:
                 sent = yield yielded

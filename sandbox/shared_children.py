@@ -17,6 +17,7 @@ class SharedChild:
     handler: str
     # Open for the child's life: its further jobs go in there, its reports come out.
     assignment: socket.socket
+    slot: int  # its slot in sandbox.step_marks
     idle_since: float | None = None
 
 
@@ -30,6 +31,9 @@ class SharedChildren:
 
     def add(self, child: SharedChild) -> None:
         self._by_pid[child.pid] = child
+
+    def get(self, pid: int) -> SharedChild | None:
+        return self._by_pid.get(pid)
 
     def pids(self) -> set[int]:
         return set(self._by_pid)

@@ -320,8 +320,7 @@ class AsyncClient:
     async def status(self) -> dict[str, Any]:
         store = await self._opened()
         snapshot = await store.snapshot()
-        status = render_status_json(snapshot, frozenset(
-            name for name, handler in self._handlers.items() if handler.child_concurrency > 1))
+        status = render_status_json(snapshot)
         status["schedules"] = await self.schedules()
         status["limits"] = {}
         for name, handler in self._handlers.items():
