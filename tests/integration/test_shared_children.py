@@ -237,3 +237,36 @@ def test_a_plain_def_handler_with_child_concurrency_is_refused(pool: Pool) -> No
         assert done.returncode == 2, done
         assert "child_concurrency" in done.stderr and "async" in done.stderr, done.stderr
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_a_move_takes_one_job_out_of_a_shared_child_and_leaves_its_sibling_running(
+    pool: Pool, ledger: Path
+) -> None:
+    handlers = {"ledger": shared("ledger", rebalance=True)}
+    pool.start(pool.config(handlers, file="a.toml", id="a", capacity=2, lease_ttl=2))
+    client = pool.client()
+    keys = ["mv-1", "mv-2"]
+    for key in keys:
+        client.dispatch(key, {"ledger": str(ledger), "seconds": 30}, handler="ledger")
+    before = wait_for(lambda: running(client, keys), 20, message="jobs on a")
+    child_pid = before["mv-1"]["pid"]
+    assert before["mv-2"]["pid"] == child_pid
+
+    pool.start(pool.config(handlers, file="b.toml", id="b", capacity=2, lease_ttl=2))
+
+    def split() -> dict[str, str] | None:
+        owners = {key: client.job(key)["supervisor"] for key in keys}
+        return owners if sorted(owners.values()) == ["a", "b"] else None
+
+    owners = wait_for(split, 40, message="one job to move to b")
+    (stayed,) = [key for key, owner in owners.items() if owner == "a"]
+    (moved,) = [key for key, owner in owners.items() if owner == "b"]
+    records = wait_for(lambda: running(client, keys), 20, message="both running again")
+    assert records[stayed]["token"] == before[stayed]["token"], "the sibling was not touched"
+    assert records[stayed]["pid"] == child_pid and psutil.pid_exists(child_pid)
+    assert records[moved]["token"] > before[moved]["token"]
+    for record in records.values():
+        assert record["attempts"] == 1, record
+    moved_events = [event["event"] for event in client.job(moved)["events"]]
+    assert "moved" in moved_events or "released" in moved_events, moved_events
+    assert_one_process_at_a_time(read_ledger(ledger))
