@@ -74,3 +74,12 @@ async def hog(job):
 
 async def waits_in_a_named_place(job):
     await asyncio.sleep(3600)
+
+
+async def many(job):
+    """One of many: prints, sleeps, saves a checkpoint, prints again."""
+    print(f"{job.key} started")
+    await asyncio.sleep(float(job.payload.get("seconds", 5.0)))
+    job.save_checkpoint({"done": True})
+    print(f"{job.key} ends")
+    return job.attempt

@@ -19,6 +19,7 @@ from psycopg.rows import DictRow, dict_row
 
 from supervisor.errors import ConfigError
 from supervisor.redaction import redact_in, redact_url
+from supervisor.store.turns import Turns
 
 SCHEMES = ("postgresql", "postgres")
 CONNECT_TIMEOUT = 5  # seconds (libpq's connect_timeout), unless the URL says otherwise
@@ -74,22 +75,27 @@ class Connections:
         self._conninfo = conninfo
         self._url = url
         self._idle: deque[psycopg.AsyncConnection[DictRow]] = deque()
-        self._slots = anyio.Semaphore(POOL_SIZE)
+        self._turns = Turns(POOL_SIZE)
         self._closed = False
+
+    def turn(self, *, first: bool = False) -> contextlib.AbstractAsyncContextManager[None]:
+        """One of the POOL_SIZE calls at once (`first`: ahead of those waiting, a
+        renewal); `connection` inside it."""
+        return self._turns.turn(first=first)
 
     @contextlib.asynccontextmanager
     async def connection(self) -> AsyncIterator[psycopg.AsyncConnection[DictRow]]:
-        async with self._slots:
-            conn = await self._idle_open() or await self._connect()
-            try:
-                yield conn
-            finally:
-                if (self._closed or conn.closed or conn.autocommit
-                        or conn.info.transaction_status != TransactionStatus.IDLE):
-                    with anyio.CancelScope(shield=True), contextlib.suppress(psycopg.Error):
-                        await conn.close()
-                else:
-                    self._idle.append(conn)
+        """A connection for a call that holds its turn."""
+        conn = await self._idle_open() or await self._connect()
+        try:
+            yield conn
+        finally:
+            if (self._closed or conn.closed or conn.autocommit
+                    or conn.info.transaction_status != TransactionStatus.IDLE):
+                with anyio.CancelScope(shield=True), contextlib.suppress(psycopg.Error):
+                    await conn.close()
+            else:
+                self._idle.append(conn)
 
     async def _idle_open(self) -> psycopg.AsyncConnection[DictRow] | None:
         """An idle connection the server did not close meanwhile.  An idle connection has

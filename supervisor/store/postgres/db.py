@@ -16,7 +16,7 @@ that names the server with its password hidden.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import anyio
@@ -98,10 +98,11 @@ class PgDatabase:
     def closed(self) -> bool:
         return self._closed
 
-    async def write(self, work: Work[_T], *, pool_lock: bool = True) -> _T:
+    async def write(self, work: Work[_T], *, pool_lock: bool = True, first: bool = False) -> _T:
         """Run `work` in one transaction on the primary, holding the pool's lock unless
-        told not to (a dispatch: sql/schema.sql dispatch_jobs)."""
-        return await self._transaction(work, writes=True, pool_lock=pool_lock)
+        told not to (a dispatch: sql/schema.sql dispatch_jobs); with `first`, ahead of
+        the calls waiting for a connection (a renewal)."""
+        return await self._transaction(work, writes=True, pool_lock=pool_lock, first=first)
 
     async def read(self, work: Work[_T]) -> _T:
         """Run `work` in one read transaction (one snapshot), without the pool's lock."""
@@ -126,19 +127,17 @@ class PgDatabase:
             raise StoreUnavailable(f"{self._where}: the store is closed")
         statement = load_queries()[query]
         try:
-            with anyio.fail_after(STORE_TIMEOUT):
-                async with self._pool.connection() as conn:
-                    await conn.set_autocommit(True)
-                    try:
-                        cursor = await conn.execute(statement, {"pool": self._name, **params})
-                        return await cursor.fetchall()
-                    finally:
-                        # A statement cut short leaves the connection busy: it cannot be
-                        # switched back, and the pool closes it instead of keeping it.
-                        if not conn.closed:
-                            with anyio.CancelScope(shield=True), \
-                                    contextlib.suppress(psycopg.Error):
-                                await conn.set_autocommit(False)
+            async with self._pool.turn(), self._timeout(), self._pool.connection() as conn:
+                await conn.set_autocommit(True)
+                try:
+                    cursor = await conn.execute(statement, {"pool": self._name, **params})
+                    return await cursor.fetchall()
+                finally:
+                    # A statement cut short leaves the connection busy: it cannot be
+                    # switched back, and the pool closes it instead of keeping it.
+                    if not conn.closed:
+                        with anyio.CancelScope(shield=True), contextlib.suppress(psycopg.Error):
+                            await conn.set_autocommit(False)
         except TimeoutError as exc:
             raise StoreUnavailable(
                 f"{self._where}: no answer within {STORE_TIMEOUT:g} s") from exc
@@ -147,11 +146,13 @@ class PgDatabase:
         except psycopg.Error as exc:
             raise self.unavailable(exc) from exc
 
-    async def _transaction(self, work: Work[_T], *, writes: bool, pool_lock: bool) -> _T:
+    async def _transaction(self, work: Work[_T], *, writes: bool, pool_lock: bool,
+                           first: bool = False) -> _T:
         if self._closed:
             raise StoreUnavailable(f"{self._where}: the store is closed")
         try:
-            with anyio.fail_after(STORE_TIMEOUT):
+            # The timeout is the server's: it runs once the call has its turn.
+            async with self._pool.turn(first=first), self._timeout():
                 # Each idle connection of the pool may have been closed by a restart.
                 for tries_left in reversed(range(POOL_SIZE + 1)):
                     try:
@@ -165,6 +166,11 @@ class PgDatabase:
                 f"{self._where}: no answer within {STORE_TIMEOUT:g} s") from exc
         except psycopg.Error as exc:
             raise self.unavailable(exc) from exc
+
+    @contextlib.asynccontextmanager
+    async def _timeout(self) -> AsyncIterator[None]:
+        with anyio.fail_after(STORE_TIMEOUT):
+            yield
 
     async def _attempt(self, work: Work[_T], *, writes: bool, pool_lock: bool) -> _T:
         """One try.  A connection the server closed while it was idle in the pool (a

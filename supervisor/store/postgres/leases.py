@@ -255,7 +255,7 @@ class PgLeases(PgPart):
 
         ctx = self._ctx
         sent_at = ctx.witness.sending()
-        result = await ctx.witnessed(sent_at, ctx.db.write(work))
+        result = await ctx.witnessed(sent_at, ctx.db.write(work, first=True))
         ctx.witness.answered(sent_at, store_time, reported=False)
         return result
 

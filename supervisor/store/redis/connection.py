@@ -12,7 +12,7 @@ from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 from redis.asyncio.cluster import RedisCluster
-from redis.asyncio.connection import SSLConnection, parse_url
+from redis.asyncio.connection import BlockingConnectionPool, SSLConnection, parse_url
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import MasterNotFoundError, Sentinel
 from redis.backoff import NoBackoff
@@ -23,6 +23,13 @@ from supervisor.store.redis import url as redis_url
 
 SOCKET_TIMEOUT = 5.0
 HEALTH_CHECK_INTERVAL = 30
+# Connections one client keeps to a server. redis-py's pool holds 100 and fails a command
+# that finds none free ("Too many connections"): a host whose 1,000 running jobs write at
+# the same moment (their output, their ends) lost renewals to it, and its jobs to their
+# fences. One server's pool waits for a free connection instead (up to SOCKET_TIMEOUT);
+# a Cluster's and Sentinel's, which cannot wait, may open more.
+MAX_CONNECTIONS = 64
+MAX_CONNECTIONS_UNQUEUED = 4096
 
 RedisClient = Redis | RedisCluster
 
@@ -65,14 +72,18 @@ def connect(url: str) -> Connection:
     target = redis_url.parse(url, redact_url(url))
     if target.sentinel is not None:
         return _master_of(target.sentinel, target.url)
-    client: type[Redis] | type[RedisCluster] = RedisCluster if target.cluster else Redis
-    return Connection(client.from_url(
-        target.url,
-        socket_timeout=SOCKET_TIMEOUT,
-        socket_connect_timeout=SOCKET_TIMEOUT,
-        health_check_interval=HEALTH_CHECK_INTERVAL,
-        retry=Retry(NoBackoff(), 0),
-    ))
+    options: dict[str, Any] = {
+        "socket_timeout": SOCKET_TIMEOUT,
+        "socket_connect_timeout": SOCKET_TIMEOUT,
+        "health_check_interval": HEALTH_CHECK_INTERVAL,
+        "retry": Retry(NoBackoff(), 0),
+    }
+    if target.cluster:
+        return Connection(RedisCluster.from_url(target.url, max_connections=
+                                                MAX_CONNECTIONS_UNQUEUED, **options))
+    pool = BlockingConnectionPool.from_url(target.url, max_connections=MAX_CONNECTIONS,
+                                           timeout=SOCKET_TIMEOUT, **options)
+    return Connection(Redis.from_pool(pool))
 
 
 def _master_of(sentinel: redis_url.SentinelTarget, master_url: str) -> Connection:
@@ -84,7 +95,9 @@ def _master_of(sentinel: redis_url.SentinelTarget, master_url: str) -> Connectio
     options: dict[str, Any] = {"socket_timeout": SOCKET_TIMEOUT,
                                "socket_connect_timeout": SOCKET_TIMEOUT,
                                "health_check_interval": HEALTH_CHECK_INTERVAL,
-                               "retry": Retry(NoBackoff(), 0), **parse_url(master_url)}
+                               "retry": Retry(NoBackoff(), 0),
+                               "max_connections": MAX_CONNECTIONS_UNQUEUED,
+                               **parse_url(master_url)}
     del options["host"]
     tls = options.pop("connection_class", None) is SSLConnection
     own: dict[str, Any] = {"ssl": tls, "retry": options["retry"],

@@ -1,7 +1,8 @@
 """One SQLite connection used from worker threads, one short transaction per call.
 
 The event loop never touches the connection: every call runs in a worker thread, one
-at a time (a capacity limiter of 1, and a lock for `close`).  Writes take the write
+at a time (`store.turns.Turns`, and a lock for `close`), the lease renewal ahead of every other call
+waiting (`write(..., first=True)`).  Writes take the write
 lock up front (`BEGIN IMMEDIATE`) so that no transaction has to upgrade a read lock,
 which SQLite cannot wait for.  Driver errors become `StoreUnavailable` here.
 
@@ -24,6 +25,7 @@ import anyio.to_thread
 
 from supervisor.errors import StoreUnavailable
 from supervisor.store.sqlite.schema import BUSY_TIMEOUT_MS, is_busy, load_queries, retry_when_busy
+from supervisor.store.turns import Turns
 
 _T = TypeVar("_T")
 WALL_OFFSET_SLACK = 0.005
@@ -83,16 +85,24 @@ class SqliteDatabase:
         self._path = path
         self._pool = pool
         self._lock = threading.Lock()
-        self._limiter = anyio.CapacityLimiter(1)
+        self._turns = Turns(1)
         self._wall_offset = 0.0
 
-    async def write(self, work: Callable[[Tx], _T]) -> _T:
-        """Run `work` in one `BEGIN IMMEDIATE` transaction, in a worker thread."""
-        return await anyio.to_thread.run_sync(self._run, work, True, limiter=self._limiter)
+    async def write(self, work: Callable[[Tx], _T], *, first: bool = False) -> _T:
+        """Run `work` in one `BEGIN IMMEDIATE` transaction, in a worker thread; with
+        `first`, ahead of the calls waiting."""
+        return await self._in_turn(work, True, first)
 
     async def read(self, work: Callable[[Tx], _T]) -> _T:
         """Run `work` in one read transaction (one consistent view), in a worker thread."""
-        return await anyio.to_thread.run_sync(self._run, work, False, limiter=self._limiter)
+        return await self._in_turn(work, False, False)
+
+    async def _in_turn(self, work: Callable[[Tx], _T], immediate: bool, first: bool) -> _T:
+        async with self._turns.turn(first=first):
+            # Shielded: a cancelled caller's transaction still ends before the next one.
+            with anyio.CancelScope(shield=True):
+                result = await anyio.to_thread.run_sync(self._run, work, immediate)
+            return result
 
     @property
     def path(self) -> Path:
@@ -103,7 +113,8 @@ class SqliteDatabase:
         return self._conn is None
 
     async def close(self) -> None:
-        await anyio.to_thread.run_sync(self._close, limiter=self._limiter)
+        async with self._turns.turn(first=True):
+            await anyio.to_thread.run_sync(self._close)
 
     def _close(self) -> None:
         with self._lock:

@@ -244,7 +244,7 @@ class SqliteLeases(SqlitePart):
 
         ctx = self._ctx
         sent_at = ctx.witness.sending()
-        result = await ctx.witnessed(sent_at, ctx.db.write(work))
+        result = await ctx.witnessed(sent_at, ctx.db.write(work, first=True))
         ctx.witness.answered(sent_at, store_boot, reported=False)
         return result
 
