@@ -95,8 +95,7 @@ def wait_for_job(
     if handler.spec.child_concurrency > 1 and confined_for is None:
         _keep_ruleset_of(name, confinements)
         setup_error = _confine(confinements[name], server_pid)
-        return shared.serve(assignment, fds, name, scratch, job_id, slot, handler,
-                            setup_error)
+        return shared.serve(assignment, fds, scratch, job_id, slot, handler, setup_error)
     assignment.close()
     if confined_for is None:
         _keep_ruleset_of(name, confinements)

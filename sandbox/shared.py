@@ -126,8 +126,8 @@ class SharedJob(Job):
         return await self._inbox.next_note(timeout)
 
 
-def serve(assignment: socket.socket, fds: list[int], handler_name: str, scratch: str,
-          job_id: str, slot: int, handler: LoadedHandler, setup_error: str | None) -> int:
+def serve(assignment: socket.socket, fds: list[int], scratch: str, job_id: str, slot: int,
+          handler: LoadedHandler, setup_error: str | None) -> int:
     """Run the jobs the fork server hands this child on `assignment`, the first with
     `fds`, until the fork server ends it; never returns on its own but at the end of
     `assignment`."""
@@ -137,25 +137,27 @@ def serve(assignment: socket.socket, fds: list[int], handler_name: str, scratch:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.stdout = JobOutput(sys.stdout)
     sys.stderr = JobOutput(sys.stderr)
-    host = _Host(assignment, handler_name, handler, setup_error, slot)
+    host = _Host(assignment, handler, setup_error, slot)
     return asyncio.run(host.serve(fds, scratch, job_id))
 
 
 class _Host:
-    def __init__(self, assignment: socket.socket, name: str, handler: LoadedHandler,
+    """The child's side of its jobs: each job's task, the fork server's socket (jobs in,
+    reports out), and the memory the jobs share."""
+
+    def __init__(self, assignment: socket.socket, handler: LoadedHandler,
                  setup_error: str | None, slot: int) -> None:
-        self.slot = slot
+        self.slot = slot  # in sandbox.step_marks
+        self.handler = handler
+        self.setup_error = setup_error  # why its jobs cannot run (confinement), if so
+        self.memory_limit = handler.spec.memory_limit
         self._assignment = assignment
-        self._name = name
-        self._handler = handler
-        self._setup_error = setup_error
-        self._memory_limit = handler.spec.memory_limit
         self._statm = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
         self._tasks: set[asyncio.Task[None]] = set()
         self._named_over: set[str] = set()
 
     def step_ended(self, job_id: str) -> None:
-        limit = self._memory_limit
+        limit = self.memory_limit
         if limit is not None and self.resident_bytes() > limit:
             self.name_over(job_id)
 
@@ -164,7 +166,6 @@ class _Host:
         if job_id not in self._named_over:
             self._named_over.add(job_id)
             self.report(protocol.OverLimit(job=job_id))
-
 
     async def serve(self, fds: list[int], scratch: str, job_id: str) -> int:
         loop = asyncio.get_running_loop()
@@ -227,22 +228,6 @@ class _Host:
                 output.close()
             channel.close()
             self.report(protocol.JobEnded(job=job_id, code=code))
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def handler(self) -> LoadedHandler:
-        return self._handler
-
-    @property
-    def setup_error(self) -> str | None:
-        return self._setup_error
-
-    @property
-    def memory_limit(self) -> int | None:
-        return self._memory_limit
 
 
 class _Channel:
