@@ -513,3 +513,23 @@ def test_wait_replicas_is_read_for_redis_and_refused_on_sqlite(tmp_path: Path) -
     assert "wait_replicas is for Redis stores" in message and "\n" not in message
     negative = MINIMAL.replace('name = "media"', 'name = "media"\nwait_replicas = -1')
     assert "wait_replicas" in error_for(tmp_path, negative)
+
+
+def test_child_concurrency_is_refused_for_a_plain_def_handler(tmp_path: Path) -> None:
+    message = error_for(tmp_path, MINIMAL + "child_concurrency = 8\n")
+
+    assert "[handlers.thumbnail] child_concurrency needs an async handler: run in" in message
+    assert "is a plain def" in message
+
+
+def test_child_concurrency_of_an_async_handler_is_kept(tmp_path: Path) -> None:
+    path = write(tmp_path, MINIMAL + "child_concurrency = 8\n")
+    (tmp_path / "jobs" / "thumbnail.py").write_text("async def run(job):\n    return None\n")
+
+    assert load(path).handlers["thumbnail"].child_concurrency == 8
+
+
+def test_child_concurrency_with_reused_children_is_refused(tmp_path: Path) -> None:
+    message = error_for(tmp_path, MINIMAL + "child_concurrency = 8\nmax_jobs_per_child = 10\n")
+
+    assert "child_concurrency cannot be above 1 with max_jobs_per_child above 1" in message
