@@ -185,7 +185,8 @@ class LeaseKeeper:
 
 
 def _record_children(stats: dict[str, JobStats]) -> None:
-    running = [job for job in stats.values() if job.pid is not None]
+    # By pid: the jobs of a shared child (child_concurrency) show its one process each.
+    running = list({job.pid: job for job in stats.values() if job.pid is not None}.values())
     metrics.running_children.set(len(running))
     metrics.children_rss.set(sum(job.rss_bytes or 0 for job in running))
     metrics.children_cpu.set(sum(job.cpu_percent or 0.0 for job in running))

@@ -270,3 +270,26 @@ def test_a_move_takes_one_job_out_of_a_shared_child_and_leaves_its_sibling_runni
     moved_events = [event["event"] for event in client.job(moved)["events"]]
     assert "moved" in moved_events or "released" in moved_events, moved_events
     assert_one_process_at_a_time(read_ledger(ledger))
+
+
+def test_metrics_count_a_shared_child_once(pool: Pool) -> None:
+    from tests.helpers.redis_server import free_port
+    from tests.integration.test_metrics import scrape, with_metrics
+
+    port = free_port()
+    pool.start(with_metrics(pool.config({"sleeper": shared("sleeper")}, capacity=4,
+                                        lease_ttl=2), port))
+    client = pool.client()
+    keys = ["met-1", "met-2", "met-3"]
+    for key in keys:
+        client.dispatch(key, {"seconds": 8}, handler="sleeper")
+    before = wait_for(lambda: running(client, keys), 20, message="jobs")
+    (pid,) = {record["pid"] for record in before.values()}
+    rss = psutil.Process(pid).memory_info().rss
+
+    def children() -> float | None:
+        found = scrape(port).get(("poolsup_running_children", ()))
+        return found if found else None
+
+    assert wait_for(children, 10, message="the children gauge") == 1
+    assert scrape(port)[("poolsup_children_rss_bytes", ())] < 2 * rss
