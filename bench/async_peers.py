@@ -33,8 +33,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import importlib.metadata
-import json
 import math
 import os
 import platform
@@ -53,7 +51,7 @@ import async_peers_tasks as tasks
 import psutil
 from common import redis_server, supervisor
 from cpu_split import Part, redis_process, snapshot
-from peers import cpu_model, throughput_result, workers
+from peers import cpu_model, save_results, throughput_result, versions, workers
 
 from supervisor import Client
 from tests.helpers.pool import wait_for
@@ -414,14 +412,6 @@ def print_tables(results: dict[str, dict[str, Any]], checks: list[dict[str, Any]
                   f"{'met' if check['met'] else 'MISSED'}")
 
 
-def versions() -> dict[str, str]:
-    found = {"python": platform.python_version()}
-    for package in ("poolsup", "arq", "saq", "redis", "hiredis"):
-        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
-            found[package] = importlib.metadata.version(package)
-    return found
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=2000, help="no-op jobs per system")
@@ -479,14 +469,9 @@ def main() -> None:
     settings["loadavg_after"] = [round(load, 2) for load in os.getloadavg()]
     checks = targets(results)
     print_tables(results, checks, args)
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"async_peers-{began.strftime('%Y%m%dT%H%M%SZ')}.json"
-    path.write_text(json.dumps({"started": began.isoformat(), "settings": settings,
-                                "versions": versions(), "results": results,
-                                "targets": checks, "logs": str(directory)}, indent=1))
-    print(f"\nraw numbers: {path}")
-    if args.check and not all(check["met"] for check in checks):
-        sys.exit(1)
+    save_results("async_peers", began, {
+        "settings": settings, "versions": versions(("poolsup", "arq", "saq", "redis", "hiredis")),
+        "results": results, "targets": checks, "logs": str(directory)}, check=args.check)
 
 
 if __name__ == "__main__":

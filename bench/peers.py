@@ -400,9 +400,10 @@ RUNNERS: dict[str, tuple[Callable[..., dict[str, Any]], Callable[..., dict[str, 
 # --- report -------------------------------------------------------------------------
 
 
-def versions() -> dict[str, str]:
+def versions(packages: tuple[str, ...] = ("poolsup", "rq", "celery", "kombu", "redis")
+             ) -> dict[str, str]:
     found = {"python": platform.python_version()}
-    for package in ("poolsup", "rq", "celery", "kombu", "redis"):
+    for package in packages:
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             found[package] = importlib.metadata.version(package)
     with contextlib.suppress(OSError, subprocess.SubprocessError):
@@ -573,13 +574,19 @@ def main() -> None:
     settings["loadavg_after"] = [round(load, 2) for load in os.getloadavg()]
     checks = targets(results)
     print_table(results, checks, settings)
+    save_results("peers", began, {"settings": settings, "versions": versions(),
+                                  "results": results, "targets": checks,
+                                  "logs": str(directory)}, check=args.check)
+
+
+def save_results(name: str, began: datetime, numbers: dict[str, Any], *, check: bool) -> None:
+    """The run's numbers as JSON in bench/results; with `check`, exit 1 if a target
+    (numbers["targets"]) was missed."""
     RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"peers-{began.strftime('%Y%m%dT%H%M%SZ')}.json"
-    path.write_text(json.dumps({"started": began.isoformat(), "settings": settings,
-                                "versions": versions(), "results": results,
-                                "targets": checks, "logs": str(directory)}, indent=1))
+    path = RESULTS / f"{name}-{began.strftime('%Y%m%dT%H%M%SZ')}.json"
+    path.write_text(json.dumps({"started": began.isoformat(), **numbers}, indent=1))
     print(f"\nraw numbers: {path}")
-    if args.check and not all(check["met"] for check in checks):
+    if check and not all(target["met"] for target in numbers["targets"]):
         sys.exit(1)
 
 
