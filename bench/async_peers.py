@@ -57,7 +57,6 @@ from supervisor import Client
 from tests.helpers.pool import wait_for
 
 BENCH = Path(__file__).resolve().parent
-RESULTS = BENCH / "results"
 SYSTEMS = ("poolsup", "arq", "saq")
 BATCH = 200  # jobs enqueued at once (asyncio.gather) by the arq and saq dispatchers
 POLL = 0.1  # seconds between the dispatcher's completion polls
