@@ -51,6 +51,24 @@ class _Kept(SpanProcessor):
         self.spans, self.dropped = [], 0
         return spans, dropped
 
+    def take_below(self, root: int) -> list[ReadableSpan]:
+        """The spans below the span `root` (a job's attempt), the others kept: one job's of
+        a shared child, whose siblings' spans, maybe of the same trace, finish into the
+        same process."""
+        below, taken = {root}, []
+        grew = True
+        while grew:
+            grew = False
+            for span in self.spans:
+                own = span.get_span_context()
+                if (own is not None and span.parent is not None
+                        and span.parent.span_id in below and own.span_id not in below):
+                    below.add(own.span_id)
+                    taken.append(span)
+                    grew = True
+        self.spans = [span for span in self.spans if span not in taken]
+        return taken
+
 
 class _Provider(TracerProvider):
     """The SDK's provider, but for what it does in every forked child: it detects the
@@ -88,6 +106,26 @@ def run(carried: dict[str, Any], channel: ControlChannel, call: Callable[..., T]
         if spans or dropped:
             with contextlib.suppress(OSError):
                 channel.send_raw_line(spans_line(spans, dropped))
+
+
+def job_context(carried: dict[str, Any]) -> tuple[context.Context, int]:
+    """A job's span context, to make current in its task (a shared child's), and the id
+    of its attempt's span, under which its own spans are made."""
+    carrier = {name: value for name, value in carried.items() if isinstance(value, str)}
+    extracted = _propagator.extract(carrier)
+    return extracted, trace.get_current_span(extracted).get_span_context().span_id
+
+
+def attach(extracted: context.Context) -> None:
+    """Make `extracted` current in the running context (a job's task's copy)."""
+    context.attach(extracted)
+
+
+def job_spans_line(attempt_span: int) -> bytes | None:
+    """The `spans` message of one job of a shared child: the spans finished here below
+    its attempt's span."""
+    spans = _kept.take_below(attempt_span)
+    return spans_line(spans, 0) if spans else None
 
 
 def spans_line(spans: list[ReadableSpan], dropped: int) -> bytes:

@@ -35,7 +35,7 @@ from typing import Any, TextIO
 import orjson
 
 from sandbox import child as job_child
-from sandbox import protocol, raw_signal, step_marks
+from sandbox import protocol, raw_signal, step_marks, tracing
 from sandbox.context import EndSchedule, Inbox, Job, Snooze
 from sandbox.loader import LoadedHandler
 
@@ -313,6 +313,7 @@ class _JobRun:
                         save_checkpoint=channel.save_checkpoint, scratch=self._scratch)
         context = contextvars.copy_context()
         context.run(_output.set, self._output)
+        attempt_span = _traced(start, context)
         self._coroutine = function(job)
         watched = (self._coroutine if self._host.memory_limit is None
                    else _Watched(self._coroutine, self._host, self._job_id).run())
@@ -337,6 +338,8 @@ class _JobRun:
             listener.cancel()
             with contextlib.suppress(OSError, ValueError):
                 self._output.flush()
+            if attempt_span is not None:
+                _send_spans(channel, attempt_span)
         try:
             data = orjson.dumps(value)
         except (TypeError, orjson.JSONEncodeError) as exc:
@@ -376,6 +379,32 @@ class _JobRun:
                             "function": entry.name, "code": entry.line or ""}
                            for entry in frames]}
 
+
+
+def _traced(start: protocol.Start, context: contextvars.Context) -> int | None:
+    """A traced job's span context made current in its task's `context`: the id of its
+    attempt's span (None: not traced, or no SDK here)."""
+    if not isinstance(start.trace, dict):
+        return None
+    if "sandbox.otel_child" not in sys.modules:
+        try:
+            tracing.preload()
+        except ImportError:
+            return None
+    from sandbox import otel_child
+
+    extracted, attempt_span = otel_child.job_context(start.trace)
+    context.run(otel_child.attach, extracted)
+    return attempt_span
+
+
+def _send_spans(channel: _Channel, attempt_span: int) -> None:
+    """The job's spans, with its last message (`spans`, as a process's are)."""
+    from sandbox import otel_child
+
+    if (line := otel_child.job_spans_line(attempt_span)) is not None:
+        with contextlib.suppress(OSError):
+            channel.send_raw_line(line)
 
 
 class _Watched:

@@ -28,3 +28,15 @@ def traced_sleeps(job):
     with tracer.start_as_current_span("sleeping"):
         time.sleep(float(job.payload.get("seconds", 60)))
     return "woke up"
+
+
+async def traced_async(job):
+    """In a shared child: its spans, made across awaits while its siblings make theirs."""
+    import asyncio
+
+    with tracer.start_as_current_span("handler work") as span:
+        span.set_attribute("job.key", job.key)
+        await asyncio.sleep(0.3)
+        with tracer.start_as_current_span("inner call"):
+            await asyncio.sleep(0.1)
+    return {"pid": os.getpid()}

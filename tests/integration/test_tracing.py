@@ -222,3 +222,28 @@ def test_an_attempt_the_sampler_drops_sends_nothing_of_its_handler_either(
     assert supervisor.wait() == 0  # the exporters are flushed before it exits
 
     assert receiver.spans() == []
+
+
+def test_each_job_of_a_shared_child_sends_its_own_spans(
+    pool: Pool, receiver: OtlpReceiver,
+) -> None:
+    handlers = {"traced": {"path": "traced.py", "function": "traced_async",
+                           "child_concurrency": 4}}
+    pool.start(pool.config(handlers, capacity=4), env=receiver.environment())
+    client = pool.client()
+    keys = ["shared-1", "shared-2", "shared-3"]
+    with dispatching_span():
+        for key in keys:
+            client.dispatch(key, {}, handler="traced")
+    records = {key: wait_for(lambda key=key: finished(client, key), 30, message=key)
+               for key in keys}
+
+    assert len({record["result"]["pid"] for record in records.values()}) == 1, records
+    for key in keys:
+        attempt = receiver.wait_for(attempt_of(key), message=f"the attempt span of {key}")
+        work = receiver.wait_for(lambda spans, a=attempt: named(spans, "handler work", a),
+                                 message=f"the handler's span of {key}")
+        assert work.attributes == {"job.key": key}  # its own, not a sibling's
+        assert receiver.wait_for(lambda spans, w=work: named(spans, "inner call", w))
+    works = [span for span in receiver.spans() if span.name == "handler work"]
+    assert len(works) == len(keys), works
