@@ -27,7 +27,7 @@ def image() -> str:
             pytest.fail(f"containers cannot run here: {problem}")
         pytest.skip(problem)
     try:
-        base, tag, timings = ensure_image()
+        _base, tag, timings = ensure_image()
     except BuildError as error:
         pytest.fail(str(error))
     for what, seconds in timings.items():

@@ -83,8 +83,13 @@ def test_guarantee_11_hostile_jobs_reach_nothing_in_an_unprivileged_container(
     assert check.returncode == 0, check.stdout + check.stderr
     if seccomp == "runtime-default":
         assert "mount namespaces to hide paths no" in check.stdout, check.stdout
+        for profile in ("default", "strict"):
+            assert (f'"{profile}" gives: no_new_privs, hidden paths (Landlock file rules), '
+                    "ptrace kept in the job (Landlock), signals and abstract sockets kept in "
+                    "the job (Landlock)") in check.stdout, check.stdout
     driver = container.exec("python", "/etc/poolsup/systemd_hostile.py",
-                            "/etc/poolsup/pool.toml", "1", "16400", "sqlite", timeout=180)
+                            "/etc/poolsup/pool.toml", "1", "6379", "sqlite", "/tmp",
+                            timeout=180)
     report = driver.stdout + driver.stderr
     assert driver.returncode == 0, f"{report}\n--- the supervisor's log\n{container.logs()}"
     assert "all refused" in report
