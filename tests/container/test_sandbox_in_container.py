@@ -81,6 +81,7 @@ def test_guarantee_11_hostile_jobs_reach_nothing_in_an_unprivileged_container(
 
     check = container.exec("poolsup", "check")
     assert check.returncode == 0, check.stdout + check.stderr
+    print(check.stdout)
     if seccomp == "runtime-default":
         assert "mount namespaces to hide paths no" in check.stdout, check.stdout
         for profile in ("default", "strict"):
