@@ -128,8 +128,10 @@ def _build_base(tag: str) -> None:
 
 
 def _build_image(base: str, tag: str) -> None:
-    podman("build", "--quiet", "--network=host", "--build-arg", f"BASE={base}", "-t", tag,
-           "-f", str(ROOT / "deploy" / "Containerfile"), str(ROOT), timeout=600)
+    # --layers=false: no intermediate image is kept (this tag is the cache).
+    podman("build", "--quiet", "--layers=false", "--network=host", "--build-arg",
+           f"BASE={base}", "-t", tag, "-f", str(ROOT / "deploy" / "Containerfile"), str(ROOT),
+           timeout=600)
 
 
 def _forget_older(repository: str, keep: str) -> None:
