@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from sandbox import confinement, job_io, linux, protocol, raw_signal, reuse, tracing
+from sandbox import confinement, job_io, linux, protocol, raw_signal, reuse, shared, tracing
 from sandbox.channel import ControlChannel
 from sandbox.confinement import Confinement, ConfinementError
 from sandbox.context import EndSchedule, Fail, Inbox, Job, Snooze, Stopped
@@ -33,7 +33,7 @@ from sandbox.stacks import install_stack_reporter
 EXIT_STOPPED = 128 + signal.SIGTERM
 _ASSIGNMENT_SIZE = 4096
 _REHEARSAL_VARIABLE = "POOLSUP_JOB_KEY"
-_SANDBOX_FILES = frozenset({__file__, job_io.__file__, tracing.__file__,
+_SANDBOX_FILES = frozenset({__file__, job_io.__file__, tracing.__file__, shared.__file__,
                             os.path.join(os.path.dirname(__file__), "otel_child.py")})
 
 
@@ -82,17 +82,22 @@ def wait_for_job(
     of stream means there will be no job. The fork server hands over nothing more: a
     reused child's next jobs come on its control socket.
     """
-    setup_error = None
+    setup_error: str | None = None
     if confined_for is not None:
         _keep_ruleset_of(confined_for, confinements)
         setup_error = _confine(confinements[confined_for], server_pid)
     rehearse_job_start()
     data, fds, _, _ = socket.recv_fds(assignment, _ASSIGNMENT_SIZE, 2)
-    assignment.close()
     if len(fds) != 2:
         return 0
-    name, scratch = protocol.read_assignment(data)
+    name, scratch, job_id, slot = protocol.read_assignment(data)
     handler = handlers[name]
+    if handler.spec.child_concurrency > 1 and confined_for is None:
+        _keep_ruleset_of(name, confinements)
+        setup_error = _confine(confinements[name], server_pid)
+        return shared.serve(assignment, fds, name, scratch, job_id, slot, handler,
+                            setup_error)
+    assignment.close()
     if confined_for is None:
         _keep_ruleset_of(name, confinements)
         if handler.spec.max_jobs_per_child > 1:
@@ -389,7 +394,7 @@ def main(
     except EndSchedule:
         return _report(channel, protocol.EndSchedule())
     except BaseException as exc:
-        return _report(channel, _error_message(exc, function))
+        return _report(channel, error_message(exc, function))
     try:
         data = orjson.dumps(value)
     except (TypeError, orjson.JSONEncodeError) as exc:
@@ -403,7 +408,7 @@ def main(
     return 0
 
 
-def _error_message(exc: BaseException, function: Callable[..., Any]) -> protocol.Error:
+def error_message(exc: BaseException, function: Callable[..., Any]) -> protocol.Error:
     if isinstance(exc, SystemExit):
         error = f"handler called sys.exit({exc.code!r})"
     else:

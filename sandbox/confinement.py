@@ -107,7 +107,7 @@ def prepare(spec: HandlerSpec, environ: Mapping[str, str], host: Host | None = N
         nice=spec.nice,
         cpu_limit=spec.cpu_limit,
         identity=identity,
-        reused=spec.max_jobs_per_child > 1,
+        reused=spec.max_jobs_per_child > 1 or spec.child_concurrency > 1,
         sandbox=sandbox,
         strict=spec.sandbox.profile == "strict",
     )

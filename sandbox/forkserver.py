@@ -30,12 +30,22 @@ import sys
 import time
 from collections import deque
 
-from sandbox import child, confinement, descriptors, linux, proctree, protocol, tracing
+from sandbox import (
+    child,
+    confinement,
+    descriptors,
+    linux,
+    proctree,
+    protocol,
+    step_marks,
+    tracing,
+)
 from sandbox.confinement import Confinement
 from sandbox.held_starts import HeldStarts
 from sandbox.jobs import Jobs
 from sandbox.loader import LoadedHandler, parse_handler_table, preload
 from sandbox.scratch import ScratchRoot
+from sandbox.shared_children import SharedChild, SharedChildren
 from sandbox.spares import IdleChild, IdleChildren, WarmChild, WarmChildren
 from sandbox.stacks import STACKS_SIGNAL
 from sandbox.warm_fork import fork_job_child
@@ -44,6 +54,7 @@ _LOOP_TICK = 0.5  # seconds between checks that the parent is still there
 _SHUTDOWN_TIMEOUT = 2.0
 FORKED_AHEAD = 4  # children forked in a row to wait for jobs (`WarmChildren`)
 HANDLERS_FORKED_FOR = 3  # handlers whose children forked ahead are kept confined and waiting
+SHARED_IDLE_LIMIT = 60.0  # seconds a shared child without a job waits before it is killed
 
 
 class SpawnRefused(Exception):
@@ -59,6 +70,7 @@ class ForkServer:
         parent_pid: int,
         scratch: ScratchRoot | None = None,
         sandbox_notes: dict[str, str] | None = None,
+        idle_limit: float = SHARED_IDLE_LIMIT,
     ) -> None:
         self._control = control
         self._scratch = scratch
@@ -67,7 +79,9 @@ class ForkServer:
         self._confinements = confinements
         self._parent_pid = parent_pid
         self._pid = os.getpid()
-        self._jobs = Jobs()
+        step_marks.make()  # before the first fork: every child shares it
+        self._slots = step_marks.Slots()
+        self._jobs = Jobs(stepping=self._stepping_in)
         self._outbox: deque[bytes] = deque()
         self._selector = selectors.DefaultSelector()
         self._devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
@@ -75,6 +89,7 @@ class ForkServer:
         self._warm = WarmChildren(FORKED_AHEAD, kept_handlers=HANDLERS_FORKED_FOR)
         self._starts = HeldStarts()
         self._idle = IdleChildren()
+        self._shared = SharedChildren(idle_limit)
         self._terminated = False
         self._exiting = False
 
@@ -96,6 +111,9 @@ class ForkServer:
                 if key.fd == self._wakeup_fd:
                     descriptors.drain(self._wakeup_fd)
                     continue
+                if isinstance(key.data, SharedChild):
+                    self._read_reports(key.data)
+                    continue
                 if mask & selectors.EVENT_WRITE:
                     self._flush()
                 if mask & selectors.EVENT_READ:
@@ -103,6 +121,9 @@ class ForkServer:
             now = protocol.fence_clock()
             self._jobs.enforce_fences(now)
             self._jobs.enforce_limits(now)
+            for idle in self._shared.idle_too_long(now):
+                idle.idle_since = None
+                proctree.kill_tree(idle.pid)
             self._reap()
             for report in self._starts.due(now):
                 self._send(report)
@@ -127,7 +148,8 @@ class ForkServer:
         return self._exiting or self._terminated or os.getppid() != self._parent_pid
 
     def _select_timeout(self) -> float:
-        dues = [due for due in (self._jobs.next_due(), self._starts.next_due())
+        dues = [due for due in (self._jobs.next_due(), self._starts.next_due(),
+                                self._shared.next_due())
                 if due is not None]
         if not dues:
             return _LOOP_TICK
@@ -208,9 +230,20 @@ class ForkServer:
             if job_id in self._jobs:
                 raise SpawnRefused(f"job {job_id!r} is already running")
             scratch = self._make_scratch(job_id, name)
+            if (shared := self._with_room(name)) is not None:
+                try:
+                    socket.send_fds(shared.assignment,
+                                    [protocol.assignment(name, scratch, job_id)], fds)
+                except OSError:
+                    pass  # it is dying: the job goes to a child of its own
+                else:
+                    self._joined(shared, job_id, name, deadline)
+                    return
+            slot = self._slots.take() if self._shared_job(name) else -1
             try:
-                taker = self._hand_over(name, scratch, fds)
+                taker = self._hand_over(name, scratch, fds, job_id, slot)
             except BaseException:
+                self._slots.give_back(slot)
                 self._remove_scratch(job_id)
                 raise
         except (SpawnRefused, OSError) as exc:
@@ -219,18 +252,80 @@ class ForkServer:
         finally:
             descriptors.close_all(fds)
         # A child's channels are the supervisor's from now on: a reused child says
-        # "done" there, and its next job starts there (`_finished`, `_assign`).
-        taker.assignment.close()
+        # "done" there, and its next job starts there (`_finished`, `_assign`). A shared
+        # child's assignment socket stays: its next jobs come there, its reports too.
+        if self._handlers[name].spec.child_concurrency > 1:
+            shared = SharedChild(pid=taker.pid, handler=name, assignment=taker.assignment,
+                                 slot=slot)
+            self._shared.add(shared)
+            taker.assignment.setblocking(False)
+            self._selector.register(taker.assignment, selectors.EVENT_READ, shared)
+        else:
+            taker.assignment.close()
         self._jobs.add(job_id, taker.pid, self._handlers[name].spec, protocol.fence_clock(),
                        handler=name)
         if deadline is not None:
             self._jobs.set_fence(job_id, float(deadline))
         report = protocol.Spawned(job=job_id, pid=taker.pid)
-        if self._handlers[name].spec.max_jobs_per_child == 1:
+        if self._handlers[name].spec.max_jobs_per_child == 1 and not self._shared_job(name):
             self._starts.hold(report, protocol.fence_clock())  # sent with a short job's exit
         else:  # the supervisor waits for it to reuse the child
             self._send(report)
         self._fork_ahead(name)
+
+    def _stepping_in(self, pid: int) -> str | None:
+        shared = self._shared.get(pid)
+        return None if shared is None else step_marks.read(shared.slot)
+
+    def _shared_job(self, handler: str) -> bool:
+        return self._handlers[handler].spec.child_concurrency > 1
+
+    def _with_room(self, handler: str) -> SharedChild | None:
+        concurrency = self._handlers[handler].spec.child_concurrency
+        if concurrency == 1:
+            return None
+        return self._shared.with_room(handler, concurrency, self._jobs.room,
+                                      self._jobs.ending_child)
+
+    def _joined(self, shared: SharedChild, job_id: str, handler: str,
+                deadline: float | None) -> None:
+        """`job_id` was handed to the shared child `shared`: fenced from now on, on its
+        own."""
+        shared.idle_since = None
+        self._jobs.add(job_id, shared.pid, self._handlers[handler].spec, protocol.fence_clock(),
+                       handler=handler)
+        if deadline is not None:
+            self._jobs.set_fence(job_id, float(deadline))
+        self._send(protocol.Spawned(job=job_id, pid=shared.pid))
+
+    def _read_reports(self, shared: SharedChild) -> None:
+        """What a shared child says: a job's end (reported now, its scratch directory
+        removed), or the job that took it over its memory limit (killed for it)."""
+        while True:
+            try:
+                data = shared.assignment.recv(protocol.MAX_PACKET)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            if not data:  # it is dying: its reap reports what it held
+                self._selector.unregister(shared.assignment)
+                return
+            try:
+                report = protocol.decode_report(data)
+            except ValueError as exc:
+                _log(f"bad report from shared child {shared.pid}: {exc}")
+                continue
+            if isinstance(report, protocol.OverLimit):
+                self._jobs.over_limit(report.job)
+                continue
+            job = self._jobs.get(report.job)
+            if job is None or job.pid != shared.pid:
+                continue  # not one of its jobs: never trusted to end another's
+            if (event := self._jobs.ended(report.job, int(report.code))) is not None:
+                self._send(event)
+            if self._jobs.room(shared.pid) == 0:
+                shared.idle_since = protocol.fence_clock()
 
     def _finished(self, job_id: str) -> None:
         """The supervisor read "done" from the job's reused child: the job is over and
@@ -273,14 +368,16 @@ class ForkServer:
         if self._scratch is not None and (problem := self._scratch.remove(job_id)):
             _log(problem)
 
-    def _hand_over(self, handler: str, scratch: str, fds: list[int]) -> WarmChild:
+    def _hand_over(self, handler: str, scratch: str, fds: list[int], job_id: str,
+                   slot: int) -> WarmChild:
         """Give the job to the oldest warm child (forking one if there is none): that
         child. Its assignment socket is left open."""
         # Warm children can have died waiting: then the next, and at worst a new one.
         for _ in range(self._warm.batch + 1):
             warm = self._warm.take(handler) or self._fork_child(None)
             try:
-                socket.send_fds(warm.assignment, [protocol.assignment(handler, scratch)], fds)
+                socket.send_fds(warm.assignment,
+                                [protocol.assignment(handler, scratch, job_id, slot)], fds)
             except OSError:
                 warm.assignment.close()
                 continue  # reaped and killed as a leftover
@@ -292,7 +389,8 @@ class ForkServer:
         first), if none waits for one: confined for it as they wait, unless its
         children run several jobs (they confine once they know their first; their
         later jobs need no fork)."""
-        if handler is not None and self._handlers[handler].spec.max_jobs_per_child > 1:
+        if handler is not None and (self._handlers[handler].spec.max_jobs_per_child > 1
+                                    or self._shared_job(handler)):
             handler = None
         if self._warm.ready_for(handler):
             return
@@ -314,6 +412,7 @@ class ForkServer:
     def _spare_pids(self) -> set[int]:
         spares = self._idle.pids()
         spares |= self._warm.pids()
+        spares |= self._shared.pids()
         return spares
 
     def _reap(self) -> None:
@@ -321,6 +420,11 @@ class ForkServer:
         self._warm.forget(dead)
         for idle in self._idle.forget(dead):
             self._remove_scratch(idle.scratch)
+        for shared in self._shared.forget(dead):
+            self._slots.give_back(shared.slot)
+            if shared.assignment.fileno() in self._selector.get_map():
+                self._selector.unregister(shared.assignment)
+            shared.assignment.close()
         for event in events:
             self._send(event)
 
@@ -328,6 +432,7 @@ class ForkServer:
         for report in self._starts.take_all():
             self._send(report)
         self._warm.close()
+        self._shared.close()
         for pid in self._idle.pids():
             proctree.kill_tree(pid)
         deadline = time.monotonic() + _SHUTDOWN_TIMEOUT
@@ -391,6 +496,8 @@ def main(argv: list[str] | None = None) -> int:
     # By fd, because a handler's `env` table may hold secrets and argv is public.
     table.add_argument("--handlers-fd", type=int, help="a file holding the handler table")
     table.add_argument("--handlers", help="JSON: {name: {path, function, ...}}")
+    parser.add_argument("--idle-limit", type=float, default=SHARED_IDLE_LIMIT,
+                        help="seconds a shared child without a job lives on")
     parser.add_argument("--tracing", action="store_true",
                         help="the supervisor traces its jobs: preload OpenTelemetry")
     args = parser.parse_args(argv)
@@ -413,7 +520,8 @@ def main(argv: list[str] | None = None) -> int:
         linux.lock_memory()  # a fence must not wait for its enforcer to be swapped in
     except OSError as exc:
         _log(f"memory not locked, swapping may delay fences: {exc}")
-    ForkServer(control, handlers, confinements, parent_pid, scratch, notes).serve()
+    ForkServer(control, handlers, confinements, parent_pid, scratch, notes,
+               idle_limit=args.idle_limit).serve()
     return 0
 
 

@@ -12,6 +12,12 @@ the job done and itself clean (`sandbox.reuse`) to the supervisor, which tells u
 (`finished`), `finish` ends the job, and the child waits, a spare, for the next.
 Everything here is per job, keyed by job id: fences, limits (CPU counted from the
 job's start), signals.
+
+A shared child (an async handler with child_concurrency > 1, `sandbox.shared`) holds
+several jobs at once, each fenced on its own; their child's limits are one watch. The
+child reports each job's end (`ended`); a job whose fence passes unreported, or that
+goes over a limit, or is killed, takes the whole child with it, and the child's other
+jobs exit `killed_for` that job, which releases them without spending an attempt.
 """
 
 from __future__ import annotations
@@ -20,14 +26,18 @@ import contextlib
 import heapq
 import os
 import signal
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from sandbox import linux, proctree, protocol
 from sandbox.leftovers import ExitHold
-from sandbox.limits import TreeWatch, cpu_reason, slow_interval
+from sandbox.limits import TreeWatch, cpu_reason, format_size, memory_reason, slow_interval
 from sandbox.loader import HandlerSpec
 from sandbox.stacks import STACKS_SIGNAL
+
+# How long a shared child over a limit has to name the job that took it there (its
+# watcher samples every sandbox.shared.WATCH_INTERVAL) before all its jobs die unblamed.
+BLAME_WAIT = 0.05
 
 
 @dataclass(eq=False, kw_only=True)
@@ -42,14 +52,27 @@ class ForkedJob:
     deadline: float | None = None
     fenced: bool = False
     reason: str | None = None  # why the fork server ended it, if it did
+    shared: bool = False  # its child runs other jobs at once (child_concurrency > 1)
+    killed_for: str | None = None  # its shared child was killed on another job's account
+    over: bool = False  # its shared child named it for going over its memory limit
+
+    @property
+    def ending(self) -> bool:
+        """The fork server is killing its child: only the reap reports its end."""
+        return self.fenced or self.reason is not None or self.killed_for is not None
 
 
 class Jobs:
-    def __init__(self) -> None:
+    def __init__(self, stepping: Callable[[int], str | None] = lambda pid: None) -> None:
+        # The job whose step the shared child `pid` runs now, if it says (step_marks).
+        self._stepping = stepping
         self._by_id: dict[str, ForkedJob] = {}
-        self._by_pid: dict[int, ForkedJob] = {}
+        self._by_pid: dict[int, dict[str, ForkedJob]] = {}  # a shared child's: several
         self._fences: list[tuple[float, str]] = []  # a heap; stale entries are skipped
         self._hold = ExitHold()
+        # Shared children over a limit, waiting (until when) for the child to name the job
+        # whose step took it there, and the reason.
+        self._blame_waits: dict[int, tuple[float, str]] = {}
 
     def __contains__(self, job_id: object) -> bool:
         return job_id in self._by_id
@@ -65,28 +88,40 @@ class Jobs:
         cpu_base: float = 0.0,
     ) -> ForkedJob:
         job = ForkedJob(
-            job_id=job_id, pid=pid, handler=handler, cpu_limit=spec.cpu_limit, cpu_base=cpu_base
+            job_id=job_id, pid=pid, handler=handler, cpu_limit=spec.cpu_limit, cpu_base=cpu_base,
+            shared=spec.child_concurrency > 1,
         )
-        if spec.memory_limit is not None or spec.cpu_limit is not None:
+        siblings = self._by_pid.setdefault(pid, {})
+        if siblings:  # a shared child's: its limits are the child's, watched once
+            job.watch = next(iter(siblings.values())).watch
+        elif spec.memory_limit is not None or spec.cpu_limit is not None:
             job.watch = TreeWatch(
                 memory_limit=spec.memory_limit, cpu_limit=spec.cpu_limit, cpu_base=cpu_base,
                 due=now,
             )
         self._by_id[job_id] = job
-        self._by_pid[pid] = job
+        siblings[job_id] = job
         return job
+
+    def room(self, pid: int) -> int:
+        """How many jobs the child `pid` runs now."""
+        return len(self._by_pid.get(pid, ()))
+
+    def ending_child(self, pid: int) -> bool:
+        """Whether the fork server is killing the child `pid` for one of its jobs."""
+        return any(job.ending for job in self._by_pid.get(pid, {}).values())
 
     def signal(self, job_id: str, signum: int) -> None:
         """Signal the job's process group (a graceful stop reaches only that)."""
         job = self._by_id.get(job_id)
-        if job is not None:
+        if job is not None and not job.shared:  # a shared child's job: cancelled by its child
             job.signalled = True
             _signal_group(job.pid, signum)
 
     def ask_stacks(self, job_id: str) -> None:
         """Ask the job's own process (not its group) for its thread stacks."""
         job = self._by_id.get(job_id)
-        if job is not None:
+        if job is not None and not job.shared:  # a shared child answers on the job's channel
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(job.pid, STACKS_SIGNAL)
 
@@ -95,23 +130,32 @@ class Jobs:
         job = self._by_id.get(job_id)
         if job is not None:
             job.signalled = True
-            proctree.kill_tree(job.pid)
+            self._kill_child(job, "was killed after its stop_grace")
 
     def kill_all(self) -> None:
-        for job in self._by_id.values():
-            proctree.kill_tree(job.pid)
+        for pid in self._by_pid:
+            proctree.kill_tree(pid)
+
+    def _kill_child(self, job: ForkedJob, why: str) -> None:
+        """Kill `job`'s child and all in it; a shared child's other jobs die `killed_for`
+        it (unless already ending on their own account)."""
+        for sibling in self._by_pid.get(job.pid, {}).values():
+            if sibling is not job and not sibling.ending:
+                sibling.killed_for = f"the job of token {job.job_id} {why}"
+        proctree.kill_tree(job.pid)
 
     def next_due(self) -> float | None:
         """When a fence or a limit sample is next due (on the fence clock), if ever."""
         dues = [
             job.watch.due
             for job in self._by_id.values()
-            if job.watch is not None and job.reason is None  # a killed job waits for reap
+            if job.watch is not None and not job.ending  # a killed job waits for reap
         ]
         if self._fences:
             dues.append(self._fences[0][0])
         if (held_until := self._hold.next_due()) is not None:
             dues.append(held_until)
+        dues.extend(until for until, _ in self._blame_waits.values())
         return min(dues, default=None)
 
     # -- fences
@@ -129,32 +173,81 @@ class Jobs:
             if job is None or job.fenced or job.deadline is None or job.deadline > now:
                 continue
             job.fenced = True
-            proctree.kill_tree(job.pid)
+            self._kill_child(job, "passed its fence")
 
     # -- limits
 
     def enforce_limits(self, now: float) -> None:
-        watched = [(job, job.watch) for job in self._by_id.values() if job.watch is not None]
+        watched = {id(job.watch): (job, job.watch) for job in self._by_id.values()
+                   if job.watch is not None and not job.ending}  # a shared child's once
         slowest = slow_interval(len(watched))
-        for job, watch in watched:
-            if job.reason is not None or watch.due > now:
+        for job, watch in watched.values():
+            if watch.due > now:
                 continue
             reason = watch.observe(proctree.usage(job.pid), now, slowest)
             if reason is not None:
-                job.reason = reason
-                proctree.kill_tree(job.pid)
+                self._over_limit(job.pid, reason, now)
+        for pid, (until, reason) in list(self._blame_waits.items()):
+            if until <= now:
+                self._over_limit(pid, reason, now)
+
+    def over_limit(self, job_id: str) -> None:
+        """A shared child names the job whose step took it over its memory limit: the
+        limit's kill, now or when the watch sees it, is that job's."""
+        job = self._by_id.get(job_id)
+        if job is not None and job.shared and not job.ending:
+            job.over = True
+            if job.watch is not None and job.watch.memory_limit is not None:
+                limit, peak = job.watch.memory_limit, job.watch.peak_rss
+                _, reason = self._blame_waits.get(job.pid, (0.0, None))
+                self._over_limit(job.pid, reason or (
+                    memory_reason(limit, peak) if peak > limit
+                    else f"memory limit {format_size(limit)} exceeded"), None)
+
+    def _over_limit(self, pid: int, reason: str, now: float | None) -> None:
+        """End the child `pid` for `reason`: the job of its own (or the one its shared
+        child named) fails for it, the others are released. A shared child that named
+        none yet is given BLAME_WAIT to (from `now`; None: no more); then, naming none,
+        all its jobs are released."""
+        jobs = list(self._by_pid.get(pid, {}).values())
+        stepping = self._stepping(pid) if len(jobs) > 1 else None
+        blamed = ([job for job in jobs if job.over]
+                  or [job for job in jobs if job.job_id == stepping]
+                  or (jobs if len(jobs) == 1 else []))
+        if not blamed and now is not None:
+            until, _ = self._blame_waits.setdefault(pid, (now + BLAME_WAIT, reason))
+            if now < until:
+                return
+        self._blame_waits.pop(pid, None)
+        for job in blamed[:1]:
+            job.reason = reason
+            self._kill_child(job, f"went over its limit: {reason}")
+        if not blamed:
+            for job in jobs:
+                job.killed_for = (f"its shared child of {len(jobs)} jobs was killed: {reason}"
+                                  " (by no one job that it could tell)")
+            proctree.kill_tree(pid)
 
     # -- ends
 
     def finish(self, job_id: str) -> protocol.Exited | None:
         """The `exited` event of a job whose child, alive, reported it done and itself
         clean; None if the job is being killed (a fence, a limit): its reap reports it."""
+        return self.ended(job_id, 0)
+
+    def ended(self, job_id: str, code: int) -> protocol.Exited | None:
+        """The `exited` event of a job that ended in its child, which lives on (a reused
+        child's "done", a shared child's report); None if the job is being killed: its
+        reap reports it."""
         job = self._by_id.get(job_id)
-        if job is None or job.fenced or job.reason is not None:
+        if job is None or job.ending:
             return None
         del self._by_id[job_id]
-        del self._by_pid[job.pid]
-        return protocol.Exited(job=job_id, pid=job.pid, code=0, signal=None, fenced=False)
+        siblings = self._by_pid[job.pid]
+        del siblings[job_id]
+        if not siblings:
+            del self._by_pid[job.pid]
+        return protocol.Exited(job=job_id, pid=job.pid, code=code, signal=None, fenced=False)
 
     def reap(
         self, spares: Collection[int], now: float
@@ -174,17 +267,19 @@ class Jobs:
                 break
             if info is None:
                 break
-            job = self._by_pid.get(info.si_pid)
-            if job is not None:
+            jobs = self._by_pid.pop(info.si_pid, None)
+            self._blame_waits.pop(info.si_pid, None)
+            if jobs:
                 # While the leader is a zombie its group id cannot be reused: kill the
                 # helpers it left in its group before reaping it.
-                _signal_group(job.pid, signal.SIGKILL)
+                _signal_group(info.si_pid, signal.SIGKILL)
             _, status, rusage = os.wait4(info.si_pid, 0)
             reaped = True
-            if job is not None:
-                cpu_seconds = rusage.ru_utime + rusage.ru_stime - job.cpu_base
-                self._hold.hold(self._exited(job, status, cpu_seconds), now)
-            elif info.si_pid in spares:
+            if jobs:
+                for job in jobs.values():
+                    cpu_seconds = rusage.ru_utime + rusage.ru_stime - job.cpu_base
+                    self._hold.hold(self._exited(job, status, cpu_seconds), now)
+            if info.si_pid in spares:
                 dead_spares.add(info.si_pid)
         if reaped or self._hold:
             leftovers = self._kill_leftovers(set(spares) - dead_spares)
@@ -197,7 +292,6 @@ class Jobs:
 
     def _exited(self, job: ForkedJob, status: int, cpu_seconds: float) -> protocol.Exited:
         del self._by_id[job.job_id]
-        del self._by_pid[job.pid]
         signum = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
         reason = job.reason
         if reason is None and job.cpu_limit is not None and _by_rlimit_cpu(
@@ -211,6 +305,7 @@ class Jobs:
             signal=signum,
             fenced=job.fenced,
             reason=reason,
+            killed_for=job.killed_for,
         )
 
     def _kill_leftovers(self, spares: Collection[int]) -> list[int]:

@@ -33,6 +33,7 @@ class HandlerSpec:
     user: str | None = None
     group: str | None = None
     max_jobs_per_child: int = 1  # jobs one child runs one after another (sandbox.reuse)
+    child_concurrency: int = 1  # an async handler's jobs one child runs at once (sandbox.shared)
     sandbox: SandboxSpec = field(default_factory=SandboxSpec)
 
 
@@ -60,6 +61,7 @@ def _spec(entry: dict[str, Any]) -> HandlerSpec:
         user=entry.get("user"),
         group=entry.get("group"),
         max_jobs_per_child=max(1, int(entry.get("max_jobs_per_child") or 1)),
+        child_concurrency=max(1, int(entry.get("child_concurrency") or 1)),
         sandbox=_sandbox(entry.get("sandbox") or {}),
     )
 
@@ -127,7 +129,12 @@ def preload(specs: dict[str, HandlerSpec]) -> dict[str, LoadedHandler]:
         except BaseException:
             handlers[name] = LoadedHandler(spec=spec, function=None, error=traceback.format_exc())
         else:
+            if spec.child_concurrency > 1 and not inspect.iscoroutinefunction(function):
+                handlers[name] = LoadedHandler(spec=spec, function=None, error=(
+                    f"child_concurrency = {spec.child_concurrency} needs an async handler: "
+                    f"{spec.function} is not an async def\n"))
+                continue
             handlers[name] = LoadedHandler(spec=spec, function=function, error=None)
-            if inspect.iscoroutinefunction(function):
+            if inspect.iscoroutinefunction(function) or spec.child_concurrency > 1:
                 importlib.import_module("asyncio")  # children then need not import it
     return handlers

@@ -45,7 +45,8 @@ Two channels:
                                                               child is no longer waiting
     {"ev": "pong", "seq": N}                                  its loop is turning
     {"ev": "exited", "job": JOB_ID, "pid": PID, "code": N|null, "signal": N|null,
-     "fenced": BOOL, "reason": TEXT|null, "survivors": [PID, ...]|null}
+     "fenced": BOOL, "reason": TEXT|null, "survivors": [PID, ...]|null,
+     "killed_for": TEXT|null}
       Sent once the job's child is reaped and every process a job left behind is
       gone; "survivors" names those still alive after 5 s of SIGKILL, if any.
       Not sent for a job whose reused child said "done" (the supervisor read that on
@@ -60,8 +61,21 @@ Two channels:
   JOB_ID is a string chosen by the supervisor, unique per spawn or assign.
 
   fork server -> child: a SOCK_SEQPACKET pair per child. The fork server hands over a
-  child's first job as one packet: the handler's name and the scratch directory, with
-  the control and output sockets attached, then closes its end.
+  child's first job as one packet: the handler's name, the scratch directory and the
+  job's id, with the control and output sockets attached, then closes its end; except
+  for a shared child (an async handler with child_concurrency > 1, `sandbox.shared`):
+  its pair stays open, the fork server hands it each further job the same way, and the
+  child reports there each job's end, and the job that took it over its memory limit:
+    {"rep": "ended", "job": JOB_ID, "code": N}  the job's task is over; N as a child's
+                                                exit code (0, 1, 143 after a stop)
+    {"rep": "over", "job": JOB_ID}              this job's step took the child's memory
+                                                over its handler's limit
+  A spawn of such a handler joins a shared child of it with room ("spawned" names the
+  child's pid), else the child forked for it; every job of a shared child is fenced
+  on its own, and a fence passed, a limit or a "kill" of one kills the whole child: each
+  other job of it then exits with "killed_for" saying whose end it shares (such a job
+  is released, its attempt not spent). A "signal" to a job of a shared child is not
+  sent: its stop is on its control channel, where the child cancels its task.
 
 * The job control channel: one SOCK_STREAM socket pair per child between the supervisor
   and the job's child; a child of a handler with max_jobs_per_child > 1 runs its jobs
@@ -78,6 +92,8 @@ Two channels:
     {"t": "stop", "reason": R}                      a graceful stop was asked for; R is
                                                     "stop", "drain", "rebalance", "timeout"
     {"t": "notify", "payload": ANY, "seq": N}       "seq" optional
+    {"t": "stacks"}                                 a job of a shared child: answer with
+                                                    its task's stack (`poolsup debug`)
   child -> supervisor
     {"t": "ack", "seq": N}                          the handler took note N
     {"t": "checkpoint", "value": ANY}               keep for the next attempt of the key
@@ -254,6 +270,8 @@ class Exited:
     fenced: bool
     reason: str | None = None
     survivors: list[int] | None = None
+    # A job of a shared child killed with it on another job's account: whose, and why.
+    killed_for: str | None = None
 
 
 Event = Ready | Spawned | SpawnFailed | Pong | Exited
@@ -372,15 +390,44 @@ _EVENTS = _by_tag("ev", Ready, Spawned, SpawnFailed, Pong, Exited)
 _MESSAGES = _by_tag("t", Start, Stop, Notify, Ack, Checkpoint, Result, Error, Snooze,
                     EndSchedule, Spans, ThreadStacks, Done, Retired)
 
-def assignment(handler: str, scratch: str) -> bytes:
-    """What the fork server hands a child with a job's sockets: the handler's name and
-    the job's scratch directory."""
-    return f"{handler}\0{scratch}".encode()
+def assignment(handler: str, scratch: str, job_id: str = "", slot: int = -1) -> bytes:
+    """What the fork server hands a child with a job's sockets: the handler's name, the
+    job's scratch directory, its id, and a shared child's slot in `sandbox.step_marks`."""
+    return f"{handler}\0{scratch}\0{job_id}\0{slot}".encode()
 
 
-def read_assignment(data: bytes) -> tuple[str, str]:
-    handler, _, scratch = data.decode().partition("\0")
-    return handler, scratch
+def read_assignment(data: bytes) -> tuple[str, str, str, int]:
+    handler, scratch, job_id, slot = [*data.decode().split("\0"), "", "", ""][:4]
+    return handler, scratch, job_id, int(slot or -1)
+
+
+# -- a shared child's reports to the fork server ("rep")
+
+REP_ENDED = "ended"
+REP_OVER = "over"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class JobEnded:
+    rep: str = REP_ENDED
+    job: str
+    code: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OverLimit:
+    rep: str = REP_OVER
+    job: str
+
+
+Report = JobEnded | OverLimit
+_REPORTS = _by_tag("rep", JobEnded, OverLimit)
+
+
+def decode_report(data: bytes) -> Report:
+    """What a shared child tells the fork server; raises ValueError if it is none."""
+    report: Report = _typed(data, "rep", _REPORTS)
+    return report
 
 
 # The result line, as the child writes it and the supervisor reads it: the returned
@@ -437,7 +484,7 @@ def fence_clock() -> float:
     return time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
-def encode(message: Request | Event | Message) -> bytes:
+def encode(message: Request | Event | Message | Report) -> bytes:
     return orjson.dumps(message)
 
 

@@ -17,6 +17,7 @@ from supervisor.cadence import cadence_of, cron_problem
 from supervisor.core.limits import Limits, Rate
 from supervisor.core.ticks import Cadence
 from supervisor.errors import ConfigError
+from supervisor.handler_source import defined_as
 from supervisor.redaction import redact_url
 from supervisor.sandbox_config import SandboxConfig, protected_paths, read_sandbox
 from supervisor.sizes import describe
@@ -48,6 +49,8 @@ class HandlerConfig:
     group: str | None = None
     # Jobs one child may run one after another (1: a fresh process per job).
     max_jobs_per_child: int = 1
+    # Jobs of an async handler one child runs at once, as asyncio tasks (1: one at a time).
+    child_concurrency: int = 1
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     # What its sandbox hides besides `sandbox.hidden`: the config file and SQLite store.
     protected: tuple[Path, ...] = ()
@@ -252,10 +255,13 @@ def _read_handler(t: TomlTable, base: Path, protected: tuple[Path, ...]) -> Hand
             raise env.fail(name, "is not a valid environment variable name")
         if not isinstance(value, str) or "\0" in value:
             raise env.fail(name, f"must be a string (got {describe(value)})")
+    path = t.location("path", base, directory=False) or t.missing("path")
+    function = t.identifier("function", "run")
+    max_jobs_per_child = t.integer("max_jobs_per_child", 1, low=1)
     return HandlerConfig(
         name=t.path[-1],
-        path=t.location("path", base, directory=False) or t.missing("path"),
-        function=t.identifier("function", "run"),
+        path=path,
+        function=function,
         timeout=timeout,
         max_attempts=t.integer("max_attempts", 3, low=1),
         memory_limit=t.size("memory_limit", None),
@@ -267,11 +273,35 @@ def _read_handler(t: TomlTable, base: Path, protected: tuple[Path, ...]) -> Hand
         inherit_env=t.flag("inherit_env", False),
         user=t.string("user", None),
         group=t.string("group", None),
-        max_jobs_per_child=t.integer("max_jobs_per_child", 1, low=1),
+        max_jobs_per_child=max_jobs_per_child,
+        child_concurrency=_child_concurrency(t, path, function, max_jobs_per_child),
         sandbox=read_sandbox(t, base),
         limits=_read_limits(t),
         protected=protected,
     )
+
+
+def _child_concurrency(t: TomlTable, path: Path, function: str, max_jobs_per_child: int
+                       ) -> int:
+    """`child_concurrency`, for an `async def` handler only: its jobs share a child as
+    asyncio tasks, and a sync one would run them one at a time while holding them all.
+    Told from the handler file's source (`core.validation.defined_as`), without running
+    it; a function the file makes some other way is checked when the fork server loads
+    it."""
+    concurrency = t.integer("child_concurrency", 1, low=1, high=10000)
+    if concurrency == 1:
+        return 1
+    if max_jobs_per_child > 1:
+        raise t.fail("child_concurrency", "cannot be above 1 with max_jobs_per_child above 1 "
+                     "(a shared child runs its jobs at once, not one after another)")
+    try:
+        source = path.read_bytes()
+    except OSError:
+        return concurrency  # the fork server says why it cannot load it
+    if defined_as(source, function) == "def":
+        raise t.fail("child_concurrency", f"needs an async handler: {function} in {path} is "
+                     "a plain def (make it `async def`, or set child_concurrency = 1)")
+    return concurrency
 
 
 def _read_limits(t: TomlTable) -> Limits:

@@ -29,6 +29,8 @@ class ChildExit:
     fenced: bool  # killed by the fork server because the lease could not be renewed
     # Ended by the fork server for a limit of its handler, e.g. "cpu limit 2 s exceeded".
     reason: str | None = None
+    # Its shared child was killed on another job's account: whose, and why.
+    killed_for: str | None = None
     # The child broke the control protocol (bytes that are not a message, a result over
     # max_result): the attempt fails with this, whatever the child said besides.
     protocol_error: str | None = None
@@ -121,6 +123,9 @@ def decide_outcome(
         return Complete(child.result_json)
     if child.fenced:
         return Release("killed by the fence: the lease could not be renewed in time")
+    if child.killed_for is not None and child.reason is None:
+        # Nothing of this job's ended it: it runs again, its attempt not spent.
+        return Release(f"its shared child was killed: {child.killed_for}")
     if child.reason is not None:
         # Whatever else was under way (a drain, a timeout): the limit is what ended it.
         return Fail(child.reason, final=False, cause="limit")

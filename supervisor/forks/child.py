@@ -28,6 +28,9 @@ class ExitStatus:
     # to have caused it (`core.blame`).
     fork_server_died: str | None = None
     verdict: Verdict | None = None
+    # Its shared child was killed on another job's account (a fence, a limit, a kill):
+    # whose, and why. Nothing of this job's asked for it.
+    killed_for: str | None = None
 
     @property
     def signal_name(self) -> str | None:

@@ -45,6 +45,7 @@ def handler_table(handlers: Mapping[str, HandlerConfig]) -> dict[str, dict[str, 
             "user": handler.user,
             "group": handler.group,
             "max_jobs_per_child": handler.max_jobs_per_child,
+            "child_concurrency": handler.child_concurrency,
             "sandbox": {
                 "profile": handler.sandbox.profile,
                 "writable": [str(path) for path in handler.sandbox.writable],
@@ -93,6 +94,7 @@ async def open_fork_server(
     children need to keep their jobs' spans: sandbox/tracing.py); kill it and its
     children on exit."""
     orphans.adopt_orphans()
+    idle_limit = float(os.environ.get(IDLE_LIMIT_VARIABLE, IDLE_LIMIT))
     parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     table_fd = _handler_table_file(handlers)
     command = [
@@ -103,6 +105,8 @@ async def open_fork_server(
         str(child_sock.fileno()),
         "--handlers-fd",
         str(table_fd),
+        "--idle-limit",
+        str(idle_limit),
         *(["--tracing"] if tracing else []),
     ]
     # Started from the loop's own thread: PR_SET_PDEATHSIG in the fork server fires
@@ -122,10 +126,11 @@ async def open_fork_server(
         os.close(table_fd)
         child_sock.close()
     parent_sock.setblocking(False)
-    idle_limit = float(os.environ.get(IDLE_LIMIT_VARIABLE, IDLE_LIMIT))
     server = ForkServerClient(process, parent_sock, referee, idle_limit,
                               {name: handler.max_jobs_per_child
-                               for name, handler in handlers.items()})
+                               for name, handler in handlers.items()},
+                              frozenset(name for name, handler in handlers.items()
+                                        if handler.child_concurrency > 1))
     async with anyio.create_task_group() as group:
         await group.start(server.serve)
         try:

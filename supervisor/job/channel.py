@@ -230,6 +230,7 @@ class ControlReader:
             exit_signal=status.signal if status else None,
             fenced=status.fenced if status else False,
             reason=status.reason if status else None,
+            killed_for=status.killed_for if status else None,
             protocol_error=self.protocol_error,
             answered_stop=self.result_answered_stop,
             snooze=self.snooze,

@@ -478,6 +478,27 @@ def _both(first: Callable[[bytes], None], second: Callable[[bytes], None]
     return feed
 
 
+async def _stop_task(job: RunningJob, child: Child, writer: ControlWriter,
+                     stop_grace: float) -> None:
+    """The stop of a job of a shared child: its child cancels the job's task when the
+    stop's reason reaches it; no signal, which would reach every job of the child. A
+    lost lease is left to the fork server, which kills the whole child at the job's
+    fence if the task has not ended by then (guarantee 14); any other stop kills it
+    after the grace, its other jobs released."""
+    reason = job.stop_reason.value if job.stop_reason else StopReason.USER.value
+    await writer.stop(reason).wait()
+    if job.lease_lost:
+        return
+    with anyio.move_on_after(stop_grace) as grace:
+        await job.lease_lost_event.wait()
+    if grace.cancelled_caught:
+        job.log.info("did not stop within stop_grace (%g s), killing its shared child "
+                     "(pid %s)", stop_grace, child.pid)
+        job.killed_at_grace_end()
+        with suppress(ForkServerDied):
+            await job.fork_server.kill(child.job_id)
+
+
 async def _stop(job: RunningJob, child: Child, writer: ControlWriter, stop_grace: float) -> None:
     """Graceful stop, asked for or at the handler's `timeout`: tell the handler
     (without waiting behind a note it does not read), SIGTERM the group, SIGKILL after
@@ -485,6 +506,9 @@ async def _stop(job: RunningJob, child: Child, writer: ControlWriter, stop_grace
     A lost lease skips the grace: someone else may be starting the job already.
     A fork server that died took the child with it: nothing is left to signal."""
     fork_server = job.fork_server
+    if job.handler.child_concurrency > 1:
+        await _stop_task(job, child, writer, stop_grace)
+        return
     with suppress(ForkServerDied):
         if job.lease_lost:
             await fork_server.kill(child.job_id)

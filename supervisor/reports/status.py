@@ -11,6 +11,8 @@ from supervisor.store.records import ALL_STATES, PoolSnapshot
 
 def render_status_json(snapshot: PoolSnapshot) -> dict[str, Any]:
     now = snapshot.store_time
+    # Per supervisor, the handlers whose jobs share a child there (child_concurrency > 1).
+    shared = {entry.info.id: frozenset(entry.info.shared) for entry in snapshot.supervisors}
     share = shares([member_load(entry, eligible=takes_work(entry))
                     for entry in snapshot.supervisors])
     return {
@@ -71,6 +73,7 @@ def render_status_json(snapshot: PoolSnapshot) -> dict[str, Any]:
                 ),
                 "rss_bytes": record.stats.rss_bytes,
                 "cpu_percent": record.stats.cpu_percent,
+                "shared_child": record.handler in shared.get(record.supervisor or "", ()),
             }
             for record in snapshot.running
         ],

@@ -37,7 +37,7 @@ from supervisor.service.sd_notify import (
     ServiceEnvironment,
     take_service_environment,
 )
-from supervisor.service.serving import Lifetime, Serving, rebalanced
+from supervisor.service.serving import Lifetime, Serving, rebalanced, shared_handlers
 from supervisor.store import opened_store
 from supervisor.store.base import Store
 from supervisor.store.records import SupervisorInfo
@@ -71,6 +71,7 @@ class Supervisor:
             started_at=time.time(),
             handlers=tuple(config.handlers),
             rebalance=rebalanced(config),
+            shared=shared_handlers(config),
         )
         membership = Membership(store, info, on_taken=self._id_taken)
         claims_wanted = Doorbell()

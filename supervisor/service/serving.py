@@ -170,6 +170,7 @@ class Serving:
         self.scheduler.reload(fresh.schedules, fresh.handlers)
         self._life.membership.update("update the handlers", handlers=tuple(fresh.handlers),
                                      rebalance=rebalanced(fresh),
+                                     shared=shared_handlers(fresh),
                                      sandbox_notes=sandbox_notes(server))
         log.info("SIGHUP: handlers reloaded (%s) in fork server %d",
                  ", ".join(fresh.handlers), server.pid)
@@ -223,6 +224,12 @@ class Serving:
 def rebalanced(config: Config) -> tuple[str, ...]:
     """The handlers whose jobs rebalancing may move, for the membership entry."""
     return tuple(name for name, handler in config.handlers.items() if handler.rebalance)
+
+
+def shared_handlers(config: Config) -> tuple[str, ...]:
+    """The handlers whose jobs share a child, for the membership entry (`status`)."""
+    return tuple(name for name, handler in config.handlers.items()
+                 if handler.child_concurrency > 1)
 
 
 def handler_limits(handlers: Mapping[str, HandlerConfig]) -> dict[str, Limits]:

@@ -13,7 +13,7 @@ from supervisor.store.policy import LIVE_TTLS
 from supervisor.store.records import SupervisorInfo, SupervisorStatus
 
 _FIELDS = frozenset(field.name for field in dataclasses.fields(SupervisorInfo))
-_TUPLES = ("handlers", "rebalance", "sandbox_notes")
+_TUPLES = ("handlers", "rebalance", "sandbox_notes", "shared")
 
 
 def encode_info(info: SupervisorInfo) -> bytes:

@@ -235,6 +235,7 @@ class SupervisorInfo:
     rebalance: tuple[str, ...] = ()  # those of them whose jobs rebalance moves
     # What a handler's sandbox cannot enforce on its host: "HANDLER: cannot ...".
     sandbox_notes: tuple[str, ...] = ()
+    shared: tuple[str, ...] = ()  # those of them whose jobs share a child (child_concurrency)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -81,7 +81,8 @@ def chaos_run(minutes: float, seed: int, store: str, directory: Path,
     ledger = directory / "ledger.jsonl"
     history = History(wall_minus_boot=time.time() - now(),
                       reused_handlers=[name for name, handler in handlers(reuse).items()
-                                       if handler.get("max_jobs_per_child", 1) > 1])
+                                       if handler.get("max_jobs_per_child", 1) > 1
+                                       or handler.get("child_concurrency", 1) > 1])
     cluster = Cluster(directory, store=store, pool=run_id, supervisors=supervisors,
                       reuse=reuse)
     monitor = ProcessMonitor(ledger)

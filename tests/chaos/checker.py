@@ -93,7 +93,7 @@ class History:
     drains: list[Drain] = field(default_factory=list)
     # per schedule: name, every, fires, skipped, missed, ticks (see check_schedule_ticks)
     schedule_ticks: list[dict[str, Any]] = field(default_factory=list)
-    # the handlers whose jobs ran in reused children (`--reuse`)
+    # the handlers whose jobs ran in reused (`--reuse`) or shared (child_concurrency) children
     reused_handlers: list[str] = field(default_factory=list)
 
 

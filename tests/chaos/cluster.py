@@ -35,6 +35,7 @@ DURABLE_REDIS = ("--appendonly", "yes", "--appendfsync", "always")
 # Every supervisor fires this schedule; each tick dispatches one short job (check 7).
 TICK_SCHEDULE = "chaos_tick"
 TICK_EVERY = 2
+SHARED = 4  # child_concurrency of the async handlers
 
 
 def handlers(reuse: int = 1) -> dict[str, dict[str, Any]]:
@@ -43,6 +44,10 @@ def handlers(reuse: int = 1) -> dict[str, dict[str, Any]]:
     def job(function: str, **options: Any) -> dict[str, Any]:
         reused = {"max_jobs_per_child": reuse} if reuse > 1 else {}
         return {"path": "chaos_jobs.py", "function": function, **reused, **options}
+
+    def shared(function: str, **options: Any) -> dict[str, Any]:
+        return {"path": "chaos_jobs.py", "function": function,
+                "child_concurrency": SHARED, **options}
 
     return {
         "short": job("short", timeout=30, max_attempts=5),
@@ -53,6 +58,10 @@ def handlers(reuse: int = 1) -> dict[str, dict[str, Any]]:
         "checkpointing": job("checkpointing", timeout=60, max_attempts=10),
         "long": job("long_running", timeout=0, max_attempts=100, max_jobs_per_child=1),
         LIMITED: job("short", timeout=30, max_attempts=5, max_running=LIMITED_MAX_RUNNING),
+        # Shared async children: up to SHARED jobs of each at once in one child.
+        "async": shared("async_short", timeout=30, max_attempts=5),
+        "async_stoppable": shared("async_stoppable", timeout=0, rebalance=False,
+                                  max_attempts=5),
     }
 
 

@@ -32,7 +32,8 @@ FAULT_WEIGHTS = {"kill_supervisor": 4, "freeze_supervisor": 3, "freeze_group": 2
 
 # Kind of job -> weight among the dispatches after the first long-running ones.
 KIND_WEIGHTS = {"short": 35, "cpu": 8, "failing": 8, "fail_for_good": 5, "stoppable": 10,
-                "checkpointing": 12, "long": 4, "limited": 8}
+                "checkpointing": 12, "long": 4, "limited": 8, "async": 20,
+                "async_stoppable": 6}
 LONG_AT_START = 4
 MAX_LIVE_LONG = 6
 QUIET_BEFORE_STOP = 3.0  # no note goes to a key this close to its stop
@@ -136,7 +137,7 @@ def plan_work(rng: random.Random, seconds: float, run_id: str) -> list[Work]:
         counter += 1
         key = f"{run_id}.{kind}-{counter}"
         work.append(Work(round(at, 3), "dispatch", key, kind, _payload(rng, kind)))
-        if kind == "stoppable":
+        if kind in ("stoppable", "async_stoppable"):
             work.append(Work(round(at + rng.uniform(0.5, 6.0), 3), "stop", key, kind))
         elif kind == "long":
             work += _long_life(rng, at, seconds, key, long_ends, notified=counter % 2 == 0)
@@ -144,7 +145,7 @@ def plan_work(rng: random.Random, seconds: float, run_id: str) -> list[Work]:
 
 
 def _payload(rng: random.Random, kind: str) -> dict[str, Any]:
-    if kind == "short":
+    if kind in ("short", "async"):
         return {"seconds": round(rng.uniform(0.05, 1.5), 3)}
     if kind == "limited":  # long enough that the limit holds jobs back
         return {"seconds": round(rng.uniform(0.5, 2.5), 3)}

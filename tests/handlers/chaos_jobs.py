@@ -10,6 +10,7 @@ tests/chaos/ledger.py parses them; this file imports nothing from tests so that 
 in any sandbox.
 """
 
+import asyncio
 import json
 import os
 import threading
@@ -25,13 +26,14 @@ def now():
 
 
 class Ledger:
-    def __init__(self, job, kind):
+    def __init__(self, job, kind, *, beat=True):
         self.job = job
         self.fd = os.open(job.payload["ledger"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self.done = threading.Event()
         self.write("start", attempt=job.attempt, kind=kind, cp=job.checkpoint)
         self.thread = threading.Thread(target=self._beat, daemon=True)
-        self.thread.start()
+        if beat:
+            self.thread.start()
 
     def write(self, event, **fields):
         line = {"e": event, "k": self.job.key, "t": self.job.token, "p": os.getpid(),
@@ -44,9 +46,52 @@ class Ledger:
 
     def end(self, why):
         self.done.set()
-        self.thread.join()
+        if self.thread.ident is not None:
+            self.thread.join()
         self.write("end", why=why)
         os.close(self.fd)
+
+
+async def _beat_while(ledger):
+    """A shared child's job proves it lives from its own task's loop: a task that no
+    longer runs writes nothing, whatever its siblings do."""
+    while True:
+        await asyncio.sleep(ALIVE_INTERVAL)
+        ledger.write("alive")
+
+
+def _ledgered_async(kind, body):
+    """`await body(job, ledger)` between a start and an end line, in a shared child
+    (child_concurrency > 1): a stop cancels the task, which ends it as a stop."""
+
+    async def run(job):
+        ledger = Ledger(job, kind, beat=False)
+        beat = asyncio.ensure_future(_beat_while(ledger))
+        why = "raise"
+        try:
+            result = await body(job, ledger)
+            why = f"stop:{job.stop_reason}" if job.stopping else "return"
+            return result
+        except asyncio.CancelledError:
+            why = f"stop:{job.stop_reason}"
+            raise
+        finally:
+            beat.cancel()
+            ledger.end(why)
+
+    run.__name__ = kind
+    return run
+
+
+async def _async_short(job, ledger):
+    await asyncio.sleep(float(job.payload.get("seconds", 0.3)))
+    return {"token": job.token}
+
+
+async def _async_stoppable(job, ledger):
+    """Waits for a user's stop (the driver sends it mid-run): its task is cancelled."""
+    await job.wait_stop(float(job.payload.get("seconds", 120)))
+    return {"stopped": job.stopping}
 
 
 def _ledgered(kind, body):
@@ -138,3 +183,5 @@ fail_for_good = _ledgered("fail_for_good", _fail_for_good)
 stoppable = _ledgered("stoppable", _stoppable)
 long_running = _ledgered("long", _long)
 checkpointing = _ledgered("checkpointing", _checkpointing)
+async_short = _ledgered_async("async", _async_short)
+async_stoppable = _ledgered_async("async_stoppable", _async_stoppable)

@@ -80,6 +80,8 @@ ON_POSTGRES = frozenset({
     "test_job_output.py::test_logs_shows_a_jobs_output_while_it_runs_and_after_it_ended",
     "test_snooze.py::test_a_snoozed_job_runs_again_after_its_delay_with_the_same_attempt",
     "test_tracing.py::test_an_attempt_is_a_span_of_the_dispatch_with_the_handlers_spans_below_it",
+    "test_shared_children.py::test_guarantee_14_a_stubborn_task_of_a_frozen_supervisor_is_fenced_before_others_run_it",
+    "test_shared_children.py::test_a_stop_cancels_one_task_and_its_siblings_in_the_same_child_run_on",
 })
 
 

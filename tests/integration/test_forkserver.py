@@ -300,7 +300,8 @@ class ForkServerHarness:
                 self.send({"op": "finished", "jobs": [job.job_id]})
                 self.idle.setdefault(job.handler, []).append(job)
                 return {"ev": "exited", "job": job.job_id, "pid": job.pid, "code": 0,
-                        "signal": None, "fenced": False, "reason": None, "survivors": None}
+                        "signal": None, "fenced": False, "reason": None, "survivors": None,
+                        "killed_for": None}
         raise TimeoutError(f"{job.job_id} did not end")
 
     def close(self) -> None:
@@ -397,7 +398,7 @@ def test_sync_handler_result_and_clean_exit(server: ForkServerHarness) -> None:
     exited = server.exited(job)
     assert exited == {"ev": "exited", "job": job.job_id, "pid": job.pid, "code": 0,
                       "signal": None, "fenced": False,
-                          "reason": None, "survivors": None}
+                      "reason": None, "survivors": None, "killed_for": None}
 
 
 @pytest.mark.parametrize("handler", ["async_echo", "returns_coroutine"])

@@ -86,7 +86,7 @@ def test_a_child_runs_up_to_max_jobs_per_child_jobs_in_turn(server: ForkServerHa
         assert seen["pid"] == job.pid
         assert exited == {"ev": "exited", "job": job.job_id, "pid": job.pid, "code": 0,
                           "signal": None, "fenced": False,
-                          "reason": None, "survivors": None}
+                          "reason": None, "survivors": None, "killed_for": None}
         assert job.read_output() == ""  # the output socket was closed at the job's end
         pids.append(job.pid)
     assert pids[0] == pids[1] == pids[2] != pids[3] == pids[4] == pids[5] != pids[6]

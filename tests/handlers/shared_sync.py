@@ -1,0 +1,2 @@
+def run(job):
+    return "a plain def cannot share a child"
