@@ -13,7 +13,7 @@ import contextlib
 import ctypes
 import os
 
-from sandbox import landlock, seccomp
+from sandbox import landlock, landlock_hiding, seccomp
 from sandbox.hiding import Hider
 from sandbox.policy import KernelSupport, Plan
 
@@ -37,6 +37,8 @@ class Enforcement:
         if rules is not None:
             ruleset = landlock.Ruleset(fs=rules.fs, net=rules.net, scoped=rules.scoped)
             for path, access in rules.paths:
+                ruleset.allow_path(path, access)
+            for path, access in landlock_hiding.rules_around(rules.hidden, rules.others):
                 ruleset.allow_path(path, access)
             for port in rules.ports:
                 ruleset.allow_port(port, landlock.CONNECT_TCP)

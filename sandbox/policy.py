@@ -6,8 +6,9 @@ The profiles (docs/sandbox.md):
 - "default": no_new_privs; Landlock's scopes (signals and abstract unix sockets stay in
   the job's own process tree) and its ptrace rule (a Landlock domain cannot trace a
   process outside it); the hidden paths (the pool's config file and SQLite store, and
-  `hidden`) covered in a mount namespace of the job's own; TCP connections limited to
-  `network` when it is a list.
+  `hidden`) covered in a mount namespace of the job's own, or, where none can be made (an
+  unprivileged container), left out of Landlock file rules that allow everything else
+  (`sandbox.landlock_hiding`); TCP connections limited to `network` when it is a list.
 - "strict": the default, plus a read-only file system but for the scratch directories,
   /dev/null and its kin and `writable`; TCP only to `network` (none by default), no
   TCP server; a syscall filter (`sandbox.seccomp`).
@@ -16,6 +17,7 @@ The profiles (docs/sandbox.md):
 
 from __future__ import annotations
 
+import posixpath
 import socket
 from dataclasses import dataclass, field
 
@@ -51,6 +53,10 @@ class LandlockPlan:
     scoped: int
     paths: tuple[tuple[str, int], ...] = ()
     ports: tuple[int, ...] = ()
+    # Hidden by Landlock alone: `others` granted everywhere but beneath these (the rules
+    # are spelled out when the ruleset is made: `sandbox.landlock_hiding`).
+    hidden: tuple[str, ...] = ()
+    others: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,8 +82,12 @@ def requirements(spec: SandboxSpec, kernel: KernelSupport) -> list[str]:
             )
         if not kernel.seccomp:
             problems.append("a seccomp filter for this architecture")
-        if not kernel.namespaces and spec.hidden:
-            problems.append(f"mount namespaces to hide paths ({kernel.namespaces_error})")
+        clashes = [(path, directory) for path in spec.hidden for directory in spec.writable
+                   if _beneath(path, directory)]
+        if clashes and not kernel.namespaces:  # Landlock cannot take back what it allows
+            path, directory = clashes[0]
+            problems.append(f"mount namespaces to hide {path} inside writable {directory} "
+                            f"({kernel.namespaces_error})")
     elif (spec.profile == "default" and isinstance(spec.network, tuple)
           and kernel.landlock_abi < NETWORK_ABI):
         problems.append(f"Landlock ABI {NETWORK_ABI} for TCP port rules")
@@ -91,10 +101,12 @@ def plan(spec: SandboxSpec, kernel: KernelSupport, scratch_root: str) -> Plan:
         return Plan(no_new_privs=False)
     missing: list[str] = []
     hidden = spec.hidden if kernel.namespaces else ()
-    if spec.hidden and not kernel.namespaces:
-        missing.append(f"hide the config file and store ({kernel.namespaces_error})")
+    by_landlock = spec.hidden if not kernel.namespaces and kernel.landlock_abi >= 1 else ()
+    if spec.hidden and not hidden and not by_landlock:
+        missing.append(f"hide the config file and store ({kernel.namespaces_error}; "
+                       + (kernel.landlock_error or "no Landlock") + ")")
     landlock = _landlock(spec, kernel.landlock_abi, kernel.landlock_error, scratch_root,
-                         missing)
+                         missing, by_landlock)
     strict = spec.profile == "strict"
     sockets = socket_families(spec.network) if strict else None
     return Plan(hidden=hidden, landlock=landlock, seccomp_sockets=sockets,
@@ -102,7 +114,8 @@ def plan(spec: SandboxSpec, kernel: KernelSupport, scratch_root: str) -> Plan:
 
 
 def _landlock(
-    spec: SandboxSpec, abi: int, kernel_error: str, scratch_root: str, missing: list[str]
+    spec: SandboxSpec, abi: int, kernel_error: str, scratch_root: str, missing: list[str],
+    hidden: tuple[str, ...],
 ) -> LandlockPlan | None:
     if abi < 1:
         missing.append("keep signals and ptrace inside the job ("
@@ -122,17 +135,27 @@ def _landlock(
             missing.append(f"limit TCP ports (Landlock ABI {abi})")
     elif strict and abi >= NETWORK_ABI:
         net = ll.BIND_TCP
+    everything = ll.all_fs_rights(abi)
+    if not strict and hidden:
+        return LandlockPlan(fs=everything, net=net, scoped=scoped, ports=ports,
+                            hidden=hidden, others=everything)
     if not strict:
         # Handling a right at all is what makes Landlock refuse mounts and unmounts
         # (which could uncover a hidden path); device nodes need a privilege anyway.
         return LandlockPlan(fs=ll.MAKE_CHAR | ll.MAKE_BLOCK, net=net, scoped=scoped,
                             ports=ports)
-    everything = ll.all_fs_rights(abi)
-    paths = [("/", ll.READ_ONLY), (scratch_root, everything)]
+    paths = [] if hidden else [("/", ll.READ_ONLY)]
+    paths.append((scratch_root, everything))
     paths += [(device, ll.READ_FILE | ll.WRITE_FILE | ll.IOCTL_DEV) for device in DEVICES]
     paths += [(path, everything) for path in spec.writable]
     return LandlockPlan(fs=everything, net=net, scoped=scoped, paths=tuple(paths),
-                        ports=ports)
+                        ports=ports, hidden=hidden, others=ll.READ_ONLY if hidden else 0)
+
+
+def _beneath(path: str, directory: str) -> bool:
+    """Whether `path` is `directory` or inside it (by name)."""
+    path, directory = posixpath.normpath(path), posixpath.normpath(directory)
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
 def socket_families(network: str | tuple[int, ...]) -> tuple[int, ...]:

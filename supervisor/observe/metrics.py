@@ -13,6 +13,7 @@ import threading
 from typing import Any
 
 from supervisor.observe.health import health
+from supervisor.observe.job_counts import JobCounts
 
 log = logging.getLogger("poolsup.metrics")
 
@@ -35,6 +36,9 @@ class _Off:
         pass
 
     def observe(self, value: float) -> None:
+        pass
+
+    def update(self, *_values: object) -> None:
         pass
 
 
@@ -75,8 +79,8 @@ class Metrics:
         import prometheus_client as prom
 
         registry = prom.CollectorRegistry()
-        self.jobs = prom.Gauge("poolsup_jobs", "Jobs of the pool by state (read every 5 s)",
-                               ["state"], registry=registry)
+        self.jobs = JobCounts()
+        registry.register(self.jobs)
         self.claims = prom.Counter("poolsup_claims", "Jobs claimed by this supervisor",
                                    registry=registry)
         self.recovered = prom.Counter(

@@ -30,6 +30,8 @@ from supervisor.observe.store_failures import StoreFailures
 from supervisor.observe.tracing import open_tracing
 from supervisor.pool.membership import Membership
 from supervisor.pool.producers import sandboxed_code
+from supervisor.service import init_reaper
+from supervisor.service.loops import supervised
 from supervisor.service.sd_notify import (
     NO_SERVICE_MANAGER,
     ServiceEnvironment,
@@ -112,6 +114,8 @@ class Supervisor:
     async def serve(self) -> None:
         async with anyio.create_task_group() as signals_group:
             await signals_group.start(self._watch_signals)
+            if init_reaper.is_init():  # a container's: orphans come to us
+                signals_group.start_soon(supervised, "init reaper", init_reaper.reap_orphans)
             with anyio.CancelScope() as registering:
                 self._cancel_registration = registering.cancel
                 await self.life.membership.join()

@@ -185,8 +185,8 @@ class Serving:
         while True:
             with suppress(StoreFailure):  # the loops that need the store report it
                 counts = await self._store.counts()
-                for state, count in counts.items():
-                    metrics.jobs.labels(state).set(count)
+                pending = await self._store.pending_by_handler(tuple(self.config.handlers))
+                metrics.jobs.update(counts, pending)
                 paused = await self._store.paused()
                 metrics.paused.labels(PAUSE_ALL).set(int(paused.pool))
                 for handler in self.config.handlers:

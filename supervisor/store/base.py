@@ -336,6 +336,12 @@ class Store(Protocol):
         period left out): one cheap read, done every few seconds for metrics.  Read-only,
         and works while Redis refuses writes."""
 
+    async def pending_by_handler(self, handlers: Sequence[str]) -> dict[str, int]:
+        """The pending jobs of each of `handlers` (0 included; delayed, snoozed and
+        reserved ones are pending too), for `poolsup_jobs{state="pending",handler=...}`
+        (what an autoscaler such as KEDA reads): one cheap read, every few seconds.
+        Read-only."""
+
     async def snapshot(self) -> PoolSnapshot:
         """Supervisors seen within 3 x their lease_ttl (as `members`), counts per state,
         running jobs (a store may leave out their payload, result, error and events,

@@ -32,6 +32,9 @@ import psutil
 from supervisor import Client
 
 config, main_pid, redis_port, store = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+# Where the driver and its sleeper write: beside the store unless told otherwise (in a
+# container whose sandbox hides the store with Landlock, its directory takes no new file).
+work = sys.argv[5] if len(sys.argv) > 5 else "/var/lib/poolsup"
 client = Client.from_config(config)
 supervisor = psutil.Process(main_pid)
 fork_server = next(
@@ -40,7 +43,7 @@ fork_server = next(
 abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 abstract.bind("\0poolsup-box-outside")
 abstract.listen(4)
-path_sock = "/var/lib/poolsup/outside.sock"
+path_sock = f"{work}/outside.sock"
 if os.path.exists(path_sock):
     os.unlink(path_sock)
 unix_path = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -75,7 +78,7 @@ def job(key: str, handler: str, payload: dict[str, Any], timeout: float = 30) ->
     return {"state": "timeout", "error": "never ended"}
 
 
-pid_file = "/var/lib/poolsup/sleeper.pid"
+pid_file = f"{work}/sleeper.pid"
 if os.path.exists(pid_file):
     os.unlink(pid_file)
 client.dispatch(f"{run}-other", {"pid_file": pid_file, "seconds": 120}, handler="sleeper")
@@ -100,9 +103,9 @@ for handler in ("hostile", "hostile_strict"):
     if handler == "hostile_strict":
         attempts += [
             ("connect path socket", {"action": "connect_path", "target": path_sock}),
-            ("write outside scratch", {"action": "write", "target": "/var/lib/poolsup/x.txt"}),
+            ("write outside scratch", {"action": "write", "target": f"{work}/x.txt"}),
             ("tcp to redis", {"action": "connect_tcp", "target": redis_port}),
-            ("mount", {"action": "mount", "target": "/var/lib/poolsup"}),
+            ("mount", {"action": "mount", "target": work}),
             ("bpf", {"action": "bpf"}),
         ]
     for name, pid in (("other job", other.pid), ("fork server", fork_server.pid),

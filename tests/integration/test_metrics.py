@@ -184,3 +184,26 @@ def test_a_running_job_costs_the_supervisor_one_task(pool: Pool) -> None:
                  interval=0.25, message="one task per running job")
     except AssertionError as error:
         raise AssertionError(f"idle {idle}, then {sorted(set(seen))}") from error
+
+
+def test_pending_jobs_are_shown_per_handler_for_an_autoscaler(pool: Pool) -> None:
+    """`poolsup_jobs{state="pending",handler=...}`, what deploy/kubernetes's KEDA
+    ScaledObject reads: each of the supervisor's handlers, 0 included; the other states
+    keep their one label."""
+    port = free_port()
+    pool.start(with_metrics(pool.config(HANDLERS, lease_ttl=2), port))
+    client = pool.client()
+    client.pause()  # so that they stay pending
+    for i in range(2):
+        client.dispatch(f"e-{i}", {"x": i}, handler="echo")
+    client.dispatch("b", None, handler="boom")
+
+    def pending(handler: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+        return ("poolsup_jobs", (("handler", handler), ("state", "pending")))
+
+    samples = wait_for(lambda: (s := scrape(port)).get(pending("echo")) == 2 and s, 20,
+                       message="the pending jobs counted")
+    assert samples[pending("boom")] == 1
+    assert samples[pending("sleeps")] == 0
+    assert samples[("poolsup_jobs", (("state", "running"),))] == 0
+    assert ("poolsup_jobs", (("state", "pending"),)) not in samples

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
+
 import anyio
 import pytest
 
@@ -39,3 +42,22 @@ async def test_counts_leave_out_records_past_the_retention_period(connect: Conne
     await anyio.sleep(1.5)
 
     assert (await store.counts())["succeeded"] == 0
+
+
+async def test_pending_jobs_are_counted_per_handler(store: Store) -> None:
+    """What `poolsup_jobs{state="pending",handler=...}` shows (an autoscaler's input):
+    every priority, delayed jobs too; running ones and other handlers' not."""
+    later = time.time() + 3600
+    # A supervisor's first claim brings a Redis pool's keys up to date
+    # (lua/upgrade-layout-3.lua), which re-queues a priority job dispatched before it in
+    # its handler's priority-0 queue too: counted twice there until it is claimed.
+    await claim(store, 1, handlers=("none",))
+    await store.dispatch(new_job("a1", handler="a"))
+    await store.dispatch(replace(new_job("a2", handler="a"), priority=7))
+    await store.dispatch(replace(new_job("a3", handler="a"), run_at=later))
+    await store.dispatch(new_job("b1", handler="b"))
+    await store.dispatch(new_job("b2", handler="b"))
+    await store.dispatch(new_job("other", handler="c"))
+    assert await store.pending_by_handler(["a", "b", "idle"]) == {"a": 3, "b": 2, "idle": 0}
+    await claim(store, 1, handlers=("b",))
+    assert await store.pending_by_handler(["a", "b"]) == {"a": 3, "b": 1}

@@ -44,11 +44,51 @@ def test_default_on_an_old_kernel_does_what_it_can_and_says_what_not() -> None:
     decided = plan(SandboxSpec(hidden=HIDDEN), OLD, "/s")
     assert decided.hidden == ()
     assert decided.landlock is not None and decided.landlock.scoped == 0
+    assert decided.landlock.hidden == HIDDEN  # no mount namespace: Landlock hides them
     assert decided.missing == (
-        "hide the config file and store (unshare: Operation not permitted)",
         "keep signals and abstract sockets inside the job (Landlock ABI 3)",
     )
     assert requirements(SandboxSpec(hidden=HIDDEN), OLD) == []
+    bare = KernelSupport(landlock_abi=0, seccomp=True, namespaces=False,
+                         namespaces_error="unshare: Operation not permitted",
+                         landlock_error="Landlock is disabled in this kernel")
+    assert plan(SandboxSpec(hidden=HIDDEN), bare, "/s").missing == (
+        "hide the config file and store (unshare: Operation not permitted; "
+        "Landlock is disabled in this kernel)",
+        "keep signals and ptrace inside the job (Landlock is disabled in this kernel)",
+    )
+
+
+# An unprivileged container: Landlock ABI 7, but no unshare or mount (containerd's seccomp).
+CONTAINER = KernelSupport(landlock_abi=7, seccomp=True, namespaces=False,
+                          namespaces_error="unshare: Operation not permitted")
+
+
+def test_default_in_a_container_hides_with_landlock_and_allows_all_else() -> None:
+    decided = plan(SandboxSpec(hidden=HIDDEN), CONTAINER, "/s")
+    assert decided.hidden == () and not decided.missing and decided.no_new_privs
+    rules = decided.landlock
+    assert rules is not None
+    assert rules.scoped == ll.SCOPE_SIGNAL | ll.SCOPE_ABSTRACT_UNIX_SOCKET
+    assert rules.fs == rules.others == ll.all_fs_rights(7)
+    assert (rules.hidden, rules.paths) == (HIDDEN, ())
+
+
+def test_strict_in_a_container_is_read_only_around_the_hidden_paths() -> None:
+    spec = SandboxSpec(profile="strict", hidden=HIDDEN, writable=("/srv/out",))
+    decided = plan(spec, CONTAINER, "/scratch")
+    rules = decided.landlock
+    assert rules is not None and not decided.missing
+    assert (rules.hidden, rules.others) == (HIDDEN, ll.READ_ONLY)
+    paths = dict(rules.paths)
+    assert "/" not in paths  # it would uncover the hidden paths
+    assert paths["/scratch"] == paths["/srv/out"] == ll.all_fs_rights(7)
+    assert requirements(spec, CONTAINER) == []
+    inside = SandboxSpec(profile="strict", hidden=HIDDEN, writable=("/var/lib",))
+    assert requirements(inside, CONTAINER) == [
+        "mount namespaces to hide /var/lib/p/pool.db inside writable /var/lib "
+        "(unshare: Operation not permitted)"]
+    assert requirements(inside, FULL) == []
 
 
 def test_strict_is_read_only_but_scratch_devices_and_writable() -> None:
@@ -73,10 +113,7 @@ def test_strict_with_ports_may_open_ip_sockets() -> None:
 def test_what_a_profile_needs_of_the_kernel() -> None:
     strict = SandboxSpec(profile="strict", hidden=HIDDEN)
     assert requirements(strict, FULL) == []
-    assert requirements(strict, OLD) == [
-        "Landlock ABI 6 (this kernel has 3)",
-        "mount namespaces to hide paths (unshare: Operation not permitted)",
-    ]
+    assert requirements(strict, OLD) == ["Landlock ABI 6 (this kernel has 3)"]
     none = KernelSupport(landlock_abi=0, seccomp=False, namespaces=True)
     assert requirements(SandboxSpec(profile="strict"), none) == [
         "Landlock ABI 6 (this kernel has no Landlock)",

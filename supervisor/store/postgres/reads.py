@@ -4,6 +4,8 @@ finished by finish time, the members, the counts and the pool's snapshot for `st
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from supervisor.errors import JobNotFound, StoreFailure
 from supervisor.store.paging import checked_finished, checked_limit
 from supervisor.store.policy import HEALTH_GAP, LIVE_TTLS, MEMBER_GARBAGE_AFTER
@@ -14,6 +16,7 @@ from supervisor.store.postgres.records import (
     job_record,
     read_counts,
     read_members,
+    read_pending_by_handler,
     read_snapshot,
 )
 from supervisor.store.records import JobRecord, JobState, Membership, PoolSnapshot
@@ -60,6 +63,10 @@ class PgReads(PgPart):
 
     async def members(self) -> Membership:
         return await self._ctx.db.read(read_members)
+
+    async def pending_by_handler(self, handlers: Sequence[str]) -> dict[str, int]:
+        counts = await self._ctx.db.read(read_pending_by_handler)
+        return {handler: counts.get(handler, 0) for handler in handlers}
 
     async def counts(self) -> dict[str, int]:
         return await self._ctx.db.read(lambda tx: read_counts(tx, self._ctx.cutoff(tx)))

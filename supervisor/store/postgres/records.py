@@ -65,6 +65,10 @@ def blob(value: bytes | memoryview | None) -> bytes | None:
     return None if value is None else bytes(value)
 
 
+async def read_pending_by_handler(tx: Tx) -> dict[str, int]:
+    return {row["handler"]: row["n"] for row in await tx.rows("pending_by_handler")}
+
+
 async def read_counts(tx: Tx, cutoff: float) -> dict[str, int]:
     counts: dict[str, int] = dict.fromkeys(ALL_STATES, 0)
     for row in await tx.rows("state_counts", cutoff=cutoff):

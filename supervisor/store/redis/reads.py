@@ -10,6 +10,7 @@ from typing import cast
 import orjson
 
 from supervisor.core.failover import FAILOVER_MARGIN
+from supervisor.core.validation import MAX_PRIORITY
 from supervisor.errors import JobNotFound, StoreError
 from supervisor.store.members import live_members
 from supervisor.store.paging import checked_finished, checked_limit
@@ -37,6 +38,7 @@ RUNNING_FIELDS = ("key", "handler", "state", "owner", "token", "attempts", "max_
                   "checkpoint_at", "run_at", "schedule", "priority", "group")
 # Job hashes per call of lua/job-fields-0+n.lua: each call holds Redis about 2 ms.
 FIELDS_BATCH = 256
+PRIORITIES = range(MAX_PRIORITY + 1)  # a handler has a claim queue per priority
 
 
 class RedisReads(RedisPart):
@@ -107,6 +109,18 @@ class RedisReads(RedisPart):
         sizes = await self._ctx.run("counts", list(k.by_state.values()), [self._ctx.retention_ms],
                                     subject=self._ctx.pool)
         return {state: int(size) for state, size in zip(k.by_state, sizes, strict=True)}
+
+    async def pending_by_handler(self, handlers: Sequence[str]) -> dict[str, int]:
+        k = self._ctx.keys
+        with translated_errors(self._ctx.where):
+            async with self._ctx.client.pipeline(transaction=False) as pipe:
+                for handler in handlers:
+                    for priority in PRIORITIES:
+                        pipe.zcard(k.queue(handler, priority))
+                sizes = await pipe.execute()
+        per = len(PRIORITIES)
+        return {handler: sum(int(size) for size in sizes[i * per:(i + 1) * per])
+                for i, handler in enumerate(handlers)}
 
     async def snapshot(self) -> PoolSnapshot:
         k = self._ctx.keys

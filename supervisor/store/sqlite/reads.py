@@ -4,6 +4,8 @@ pool's snapshot for `status` (a part of SqliteStore: sqlite/context.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from supervisor.errors import JobNotFound, StoreFailure
 from supervisor.store.paging import checked_finished, checked_limit, prefix_upper_bound
 from supervisor.store.policy import HEALTH_GAP, LIVE_TTLS, MEMBER_GARBAGE_AFTER
@@ -11,7 +13,13 @@ from supervisor.store.records import JobRecord, JobState, Membership, PoolSnapsh
 from supervisor.store.sqlite import history
 from supervisor.store.sqlite.context import SqlitePart
 from supervisor.store.sqlite.db import Tx
-from supervisor.store.sqlite.records import job_record, read_counts, read_members, read_snapshot
+from supervisor.store.sqlite.records import (
+    job_record,
+    read_counts,
+    read_members,
+    read_pending_by_handler,
+    read_snapshot,
+)
 
 
 class SqliteReads(SqlitePart):
@@ -59,6 +67,10 @@ class SqliteReads(SqlitePart):
 
     async def members(self) -> Membership:
         return await self._ctx.db.read(read_members)
+
+    async def pending_by_handler(self, handlers: Sequence[str]) -> dict[str, int]:
+        counts = await self._ctx.db.read(read_pending_by_handler)
+        return {handler: counts.get(handler, 0) for handler in handlers}
 
     async def counts(self) -> dict[str, int]:
         return await self._ctx.db.read(lambda tx: read_counts(tx, self._ctx.cutoff(tx)))

@@ -63,6 +63,10 @@ def decode_blob(blob: bytes | None) -> Any:
     return None if blob is None else orjson.loads(blob)
 
 
+def read_pending_by_handler(tx: Tx) -> dict[str, int]:
+    return {row["handler"]: row["n"] for row in tx.rows("pending_by_handler")}
+
+
 def read_counts(tx: Tx, cutoff: float) -> dict[str, int]:
     counts: dict[str, int] = dict.fromkeys(ALL_STATES, 0)
     for row in tx.rows("state_counts", cutoff=cutoff):

@@ -134,6 +134,12 @@ WHERE pool = %(pool)s AND state = 'pending' AND reserved_for IS NOT NULL
     AND reserved_until > %(now)s
 ORDER BY created_at, seq;
 
+-- name: pending_by_handler
+-- Pending jobs per handler (the jobs_queue_by_priority index alone), for the metrics that
+-- an autoscaler reads.  Read-only.
+SELECT handler, count(*) AS n FROM poolsup.jobs
+WHERE pool = %(pool)s AND state = 'pending' GROUP BY handler;
+
 -- name: state_counts
 SELECT state, count(*) AS n FROM poolsup.jobs
 WHERE pool = %(pool)s AND (finished_at IS NULL OR finished_at >= %(cutoff)s)

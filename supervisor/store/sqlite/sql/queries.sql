@@ -73,6 +73,12 @@ WHERE pool = :pool AND state = 'pending' AND reserved_for IS NOT NULL
     AND reserved_until > :now
 ORDER BY created_at, rowid;
 
+-- name: pending_by_handler
+-- Pending jobs per handler (the jobs_queue_by_priority index alone), for the metrics that
+-- an autoscaler reads.  Read-only.
+SELECT handler, count(*) AS n FROM jobs
+WHERE pool = :pool AND state = 'pending' GROUP BY handler;
+
 -- name: state_counts
 -- Jobs per state, less the finished records past the retention period that no write
 -- has dropped yet (:cutoff): those are few and found through jobs_finished, so that the
