@@ -85,6 +85,12 @@ class SharedInbox(Inbox):
         super().request_stop(reason)
         self._stopped.set()
 
+    @property
+    def stop_reason(self) -> str | None:
+        """Never waits for a reason: here a stop is its reason's message (a process's
+        SIGTERM may come ahead of its reason, and the wait would hold every job)."""
+        return (self._stop_reason or "stop") if self.stop_seen else None
+
     def deliver(self, payload: Any, seq: int | None = None) -> None:
         self._notes.put_nowait((payload, seq))
 

@@ -42,4 +42,5 @@ def test_guarantees_hold_through_a_seeded_chaos_run(tmp_path: Path) -> None:
     assert sum(counts["moves"].values()) > 0, detail
     assert counts["largest failover s"] > 0, detail
     assert set(counts["jobs by kind"]) == {"short", "cpu", "failing", "fail_for_good",
-                                           "stoppable", "checkpointing", "long", "limited"}, detail
+                                           "stoppable", "checkpointing", "long", "limited",
+                                           "async", "async_stoppable"}, detail
