@@ -98,6 +98,8 @@ for handler in ("hostile", "hostile_strict"):
         ("write config", {"action": "write", "target": config}),
         ("connect abstract", {"action": "connect_abstract", "target": "poolsup-box-outside"}),
         ("ptrace supervisor", {"action": "ptrace", "target": supervisor.pid}),
+        ("read supervisor memory", {"action": "vm_read", "target": supervisor.pid}),
+        ("read fork server memory", {"action": "vm_read", "target": fork_server.pid}),
     ]
     if store == "sqlite":
         attempts += [("read store", {"action": "read", "target": database}),
