@@ -2,9 +2,12 @@
 covered by an empty decoy of mode 0 (a file over a file, a directory over a directory),
 so that opening it fails with EACCES, while every other path stays as it was.
 
-Landlock alone cannot do this: its rules allow beneath a path and cannot leave one file
-out. Unprivileged, the mount namespace comes with a user namespace of its own that maps
-the job's user and group to themselves; the capabilities it gives are dropped before the
+Landlock's rules allow beneath a path and cannot leave one file out; where no mount
+namespace can be made, `sandbox.landlock_hiding` spells out rules for everything around
+the hidden paths instead, at the price of their directories taking no new file.
+
+Unprivileged, the mount namespace comes with a user namespace of its own that maps the
+job's user and group to themselves; the capabilities it gives are dropped before the
 handler runs (what Landlock then refuses: mounting or unmounting anything). A job of a
 root supervisor has no user namespace; it loses the capabilities that read past file
 modes (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER), or it could read the decoys.

@@ -75,6 +75,10 @@ def test_guarantee_11_hostile_jobs_reach_nothing_in_an_unprivileged_container(
 ) -> None:
     etc = write_etc(tmp_path / "etc", POOL + HANDLERS,
                     [HANDLERS_DIR / "sandbox_hostile.py", DRIVER])
+    # A handler asking for more than Landlock alone can give: to hide the config file
+    # inside a directory it may write.
+    (etc / "more.toml").write_text(POOL + HANDLERS.replace(
+        'network = [16400]}', 'network = [16400], writable = ["/etc/poolsup"]}'))
     profile = runtime_default_profile(tmp_path) if seccomp == "runtime-default" else None
     container = containers(etc, network="none", seccomp=profile).start()
     wait_for(lambda: _serving(container), 30, message="the supervisor serving")
@@ -82,12 +86,21 @@ def test_guarantee_11_hostile_jobs_reach_nothing_in_an_unprivileged_container(
     check = container.exec("poolsup", "check")
     assert check.returncode == 0, check.stdout + check.stderr
     print(check.stdout)
+    more = container.exec("poolsup", "check", "-c", "/etc/poolsup/more.toml")
     if seccomp == "runtime-default":
         assert "mount namespaces to hide paths no" in check.stdout, check.stdout
+        assert more.returncode == 2, more.stdout + more.stderr
+        assert more.stderr.strip() == (
+            "poolsup: /etc/poolsup/more.toml: [handlers.hostile_strict] sandbox 'strict' "
+            "needs mount namespaces to hide /etc/poolsup/more.toml inside writable "
+            "/etc/poolsup (unshare: Operation not permitted)"), more.stderr
         for profile in ("default", "strict"):
             assert (f'"{profile}" gives: no_new_privs, hidden paths (Landlock file rules), '
                     "ptrace kept in the job (Landlock), signals and abstract sockets kept in "
                     "the job (Landlock)") in check.stdout, check.stdout
+    else:  # a mount namespace hides the config wherever the job may write
+        assert more.returncode == 0, more.stdout + more.stderr
+        assert '"default" gives: no_new_privs, hidden paths (mount namespace)' in check.stdout
     driver = container.exec("python", "/etc/poolsup/systemd_hostile.py",
                             "/etc/poolsup/pool.toml", "1", "6379", "sqlite", "/tmp",
                             timeout=180)

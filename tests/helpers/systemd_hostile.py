@@ -12,8 +12,10 @@ handlers `hostile` (function `attempt`), `hostile_strict` (the same, with
 
     setpriv --reuid=poolsup --regid=poolsup --init-groups -- \
         /opt/poolsup/venv/bin/python systemd_hostile.py /etc/poolsup/pool.toml MAINPID \
-        REDIS_PORT sqlite|redis
+        REDIS_PORT sqlite|redis [WORK]
 
+WORK (default /var/lib/poolsup) is where the driver and its sleeper write their socket and
+pid file (tests/container/test_sandbox_in_container.py runs it inside the image with /tmp).
 It exits 0 if every attempt was refused with EPERM, EACCES or EROFS, the supervisor, its fork
 server and the other job are untouched, a reasonable handler works, and a scratch
 directory is gone after its job (tests/integration/test_sandbox_systemd.py runs it).
@@ -96,6 +98,8 @@ for handler in ("hostile", "hostile_strict"):
         ("write config", {"action": "write", "target": config}),
         ("connect abstract", {"action": "connect_abstract", "target": "poolsup-box-outside"}),
         ("ptrace supervisor", {"action": "ptrace", "target": supervisor.pid}),
+        ("read supervisor memory", {"action": "vm_read", "target": supervisor.pid}),
+        ("read fork server memory", {"action": "vm_read", "target": fork_server.pid}),
     ]
     if store == "sqlite":
         attempts += [("read store", {"action": "read", "target": database}),

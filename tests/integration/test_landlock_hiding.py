@@ -124,3 +124,24 @@ def test_a_hidden_directory_is_not_even_listed(tmp_path: Path) -> None:
     })
     assert outcome == {"list it": "EACCES", "read in it": "EACCES",
                        "list a neighbour": "ok"}, outcome
+
+
+def test_a_config_map_s_config_is_hidden_by_every_path_to_it(tmp_path: Path) -> None:
+    """A Kubernetes ConfigMap volume: each key a symlink through `..data` into a dated
+    directory, which kubelet swaps on an update."""
+    etc = tmp_path / "etc"
+    dated = etc / "..2026_11_29_02_00_00.123"
+    dated.mkdir(parents=True)
+    (dated / "pool.toml").write_text("secret")
+    (dated / "hello.py").write_text("def run(job): pass\n")
+    (etc / "..data").symlink_to(dated.name)
+    for key in ("pool.toml", "hello.py"):
+        (etc / key).symlink_to(f"..data/{key}")
+    outcome = confined((str(etc / "pool.toml"),), {
+        "read the key": lambda: (etc / "pool.toml").read_text(),
+        "read through ..data": lambda: (etc / "..data" / "pool.toml").read_text(),
+        "read the dated file": lambda: (dated / "pool.toml").read_text(),
+        "read the handler's key": lambda: (etc / "hello.py").read_text(),
+    })
+    assert outcome == {"read the key": "EACCES", "read through ..data": "EACCES",
+                       "read the dated file": "EACCES", "read the handler's key": "ok"}, outcome
