@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from sandbox import confinement, job_io, linux, protocol, raw_signal, reuse, shared, tracing
+from sandbox import confinement, job_io, linux, protocol, raw_signal, reuse, tracing
 from sandbox.channel import ControlChannel
 from sandbox.confinement import Confinement, ConfinementError
 from sandbox.context import EndSchedule, Fail, Inbox, Job, Snooze, Stopped
@@ -33,7 +33,8 @@ from sandbox.stacks import install_stack_reporter
 EXIT_STOPPED = 128 + signal.SIGTERM
 _ASSIGNMENT_SIZE = 4096
 _REHEARSAL_VARIABLE = "POOLSUP_JOB_KEY"
-_SANDBOX_FILES = frozenset({__file__, job_io.__file__, tracing.__file__, shared.__file__,
+_SANDBOX_FILES = frozenset({__file__, job_io.__file__, tracing.__file__,
+                            os.path.join(os.path.dirname(__file__), "shared.py"),
                             os.path.join(os.path.dirname(__file__), "otel_child.py")})
 
 
@@ -95,6 +96,10 @@ def wait_for_job(
     if handler.spec.child_concurrency > 1 and confined_for is None:
         _keep_ruleset_of(name, confinements)
         setup_error = _confine(confinements[name], server_pid)
+        # Preloaded by the fork server when a handler shares its children (loader.preload):
+        # with asyncio loaded, it forks slower, so it is not loaded otherwise.
+        from sandbox import shared
+
         return shared.serve(assignment, fds, scratch, job_id, slot, handler, setup_error)
     assignment.close()
     if confined_for is None:

@@ -135,6 +135,8 @@ def preload(specs: dict[str, HandlerSpec]) -> dict[str, LoadedHandler]:
                     f"{spec.function} is not an async def\n"))
                 continue
             handlers[name] = LoadedHandler(spec=spec, function=function, error=None)
-            if inspect.iscoroutinefunction(function) or spec.child_concurrency > 1:
+            if inspect.iscoroutinefunction(function):
                 importlib.import_module("asyncio")  # children then need not import it
+            if spec.child_concurrency > 1:
+                importlib.import_module("sandbox.shared")
     return handlers
