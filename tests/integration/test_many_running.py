@@ -14,13 +14,14 @@ from tests.helpers.pool import wait_for
 from tests.integration.conftest import Pool
 
 JOBS = 1000
+BURNERS = 2  # CPU-bound processes meanwhile, on 2 cores
 
 
 @pytest.fixture
 def busy_cores() -> Iterator[None]:
-    """Two processes spinning meanwhile: a loaded host."""
+    """Processes spinning meanwhile: a loaded host."""
     spin = "import time\nend = time.monotonic() + 120\nwhile time.monotonic() < end: pass\n"
-    burners = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(2)]
+    burners = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(BURNERS)]
     try:
         yield
     finally:

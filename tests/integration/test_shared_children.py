@@ -70,7 +70,7 @@ def test_guarantee_14_a_stubborn_task_of_a_frozen_supervisor_is_fenced_before_ot
         killed_at = time.monotonic()
         wait_for(lambda: all(client.job(key)["supervisor"] == "b" for key in keys),
                  lease_ttl + 10, message="b to take the jobs over")
-        time.sleep(max(0.0, frozen_at + 3 * lease_ttl - time.monotonic()))
+        time.sleep(max(0.0, frozen_at + 2 * lease_ttl - time.monotonic()))
     finally:
         frozen.signal(signal.SIGCONT)
     records = wait_for(lambda: all_finished(client, keys), 40, message="jobs to finish")
