@@ -293,3 +293,19 @@ def test_metrics_count_a_shared_child_once(pool: Pool) -> None:
 
     assert wait_for(children, 10, message="the children gauge") == 1
     assert scrape(port)[("poolsup_children_rss_bytes", ())] < 2 * rss
+
+
+def test_a_shared_child_left_without_a_job_is_retired(pool: Pool) -> None:
+    config = pool.config({"sleeper": shared("sleeper")}, capacity=4)
+    pool.start(config, env={"_POOLSUP_TEST_IDLE_LIMIT": "1"})
+    client = pool.client()
+    client.dispatch("idle-1", {"seconds": 0.5}, handler="sleeper")
+    record = wait_for(lambda: finished(client, "idle-1"), 20, message="the job")
+    child_pid = record["result"]["pid"]
+    assert record["state"] == "succeeded"
+
+    wait_for(lambda: is_gone(child_pid), 10, message="the idle shared child to be retired")
+
+    client.dispatch("idle-2", {"seconds": 0.1}, handler="sleeper")
+    again = wait_for(lambda: finished(client, "idle-2"), 20, message="a job after it")
+    assert again["state"] == "succeeded" and again["result"]["pid"] != child_pid
