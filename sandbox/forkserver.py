@@ -254,7 +254,7 @@ class ForkServer:
         # A child's channels are the supervisor's from now on: a reused child says
         # "done" there, and its next job starts there (`_finished`, `_assign`). A shared
         # child's assignment socket stays: its next jobs come there, its reports too.
-        if self._handlers[name].spec.child_concurrency > 1:
+        if self._shared_job(name):
             shared = SharedChild(pid=taker.pid, handler=name, assignment=taker.assignment,
                                  slot=slot)
             self._shared.add(shared)
@@ -284,7 +284,7 @@ class ForkServer:
         concurrency = self._handlers[handler].spec.child_concurrency
         if concurrency == 1:
             return None
-        return self._shared.with_room(handler, concurrency, self._jobs.room,
+        return self._shared.with_room(handler, concurrency, self._jobs.jobs_in,
                                       self._jobs.ending_child)
 
     def _joined(self, shared: SharedChild, job_id: str, handler: str,
@@ -324,7 +324,7 @@ class ForkServer:
                 continue  # not one of its jobs: never trusted to end another's
             if (event := self._jobs.ended(report.job, int(report.code))) is not None:
                 self._send(event)
-            if self._jobs.room(shared.pid) == 0:
+            if self._jobs.jobs_in(shared.pid) == 0:
                 shared.idle_since = protocol.fence_clock()
 
     def _finished(self, job_id: str) -> None:

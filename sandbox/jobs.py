@@ -35,8 +35,8 @@ from sandbox.limits import TreeWatch, cpu_reason, format_size, memory_reason, sl
 from sandbox.loader import HandlerSpec
 from sandbox.stacks import STACKS_SIGNAL
 
-# How long a shared child over a limit has to name the job that took it there (its
-# watcher samples every sandbox.shared.WATCH_INTERVAL) before all its jobs die unblamed.
+# How long a shared child over a limit has to name the job that took it there (after the
+# step that took it there: sandbox.shared) before all its jobs die unblamed.
 BLAME_WAIT = 0.05
 
 
@@ -103,7 +103,7 @@ class Jobs:
         siblings[job_id] = job
         return job
 
-    def room(self, pid: int) -> int:
+    def jobs_in(self, pid: int) -> int:
         """How many jobs the child `pid` runs now."""
         return len(self._by_pid.get(pid, ()))
 
