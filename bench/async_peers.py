@@ -39,7 +39,6 @@ import platform
 import sys
 import tempfile
 import time
-import traceback
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
@@ -51,7 +50,7 @@ import async_peers_tasks as tasks
 import psutil
 from common import redis_server, supervisor
 from cpu_split import Part, redis_process, snapshot
-from peers import cpu_model, save_results, throughput_result, versions, workers
+from peers import cpu_model, run_phases, save_results, throughput_result, versions, workers
 
 from supervisor import Client
 from tests.helpers.pool import wait_for
@@ -411,6 +410,15 @@ def print_tables(results: dict[str, dict[str, Any]], checks: list[dict[str, Any]
                   f"{'met' if check['met'] else 'MISSED'}")
 
 
+def summarize(entry: dict[str, Any]) -> str:
+    if "jobs_per_s" in entry:
+        return f"{entry['jobs_per_s']:.0f} jobs/s"
+    if "pss_mib" in entry:
+        return (f"PSS {entry['pss_mib']:.0f} MiB, main {entry['main_cpu_pct']:.1f}%, "
+                f"redis {entry['redis_cpu_pct']:.1f}%")
+    return str(entry["error"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=2000, help="no-op jobs per system")
@@ -446,24 +454,9 @@ def main() -> None:
                      "platform": platform.platform(),
                      "loadavg_before": [round(load, 2) for load in os.getloadavg()]})
     print(f"logs in {directory}", flush=True)
-    results: dict[str, dict[str, Any]] = {}
     with redis_server() as url:
-        for system in systems:
-            results[system] = {}
-            for phase, runner in zip(("throughput", "hold"), RUNNERS[system], strict=True):
-                print(f"{system} {phase} ...", end=" ", flush=True)
-                started = time.monotonic()
-                try:
-                    entry = runner(url, args, directory)
-                except Exception as error:
-                    traceback.print_exc()
-                    entry = {"error": f"{type(error).__name__}: {error}"}
-                results[system][phase] = entry
-                summary = (f"{entry['jobs_per_s']:.0f} jobs/s" if "jobs_per_s" in entry else
-                           f"PSS {entry['pss_mib']:.0f} MiB, main {entry['main_cpu_pct']:.1f}%"
-                           f", redis {entry['redis_cpu_pct']:.1f}%" if "pss_mib" in entry
-                           else entry["error"])
-                print(f"{summary} ({time.monotonic() - started:.1f} s)", flush=True)
+        results = run_phases(url, {system: RUNNERS[system] for system in systems},
+                             ("throughput", "hold"), args, directory, summarize)
 
     settings["loadavg_after"] = [round(load, 2) for load in os.getloadavg()]
     checks = targets(results)

@@ -553,23 +553,9 @@ def main() -> None:
                 "cpu": cpu_model(), "platform": platform.platform(),
                 "loadavg_before": [round(load, 2) for load in os.getloadavg()]}
     print(f"logs in {directory}", flush=True)
-    results: dict[str, dict[str, Any]] = {}
     with redis_server() as url:
-        for system in systems:
-            results[system] = {}
-            for phase, runner in zip(("throughput", "latency"), RUNNERS[system], strict=True):
-                print(f"{system} {phase} ...", end=" ", flush=True)
-                started = time.monotonic()
-                try:
-                    entry = runner(url, args, directory)
-                except Exception as error:
-                    traceback.print_exc()
-                    entry = {"error": f"{type(error).__name__}: {error}"}
-                results[system][phase] = entry
-                summary = (f"{entry['jobs_per_s']:.0f} jobs/s" if "jobs_per_s" in entry else
-                           f"p50 {entry['p50_ms']:.2f} ms p99 {entry['p99_ms']:.2f} ms"
-                           if "p50_ms" in entry else entry["error"])
-                print(f"{summary} ({time.monotonic() - started:.1f} s)", flush=True)
+        results = run_phases(url, {system: RUNNERS[system] for system in systems},
+                             ("throughput", "latency"), args, directory, summarize)
 
     settings["loadavg_after"] = [round(load, 2) for load in os.getloadavg()]
     checks = targets(results)
@@ -577,6 +563,38 @@ def main() -> None:
     save_results("peers", began, {"settings": settings, "versions": versions(),
                                   "results": results, "targets": checks,
                                   "logs": str(directory)}, check=args.check)
+
+
+Runner = Callable[[str, argparse.Namespace, Path], dict[str, Any]]
+
+
+def run_phases(url: str, runners: dict[str, tuple[Runner, ...]], phases: tuple[str, ...],
+               args: argparse.Namespace, directory: Path,
+               summarize: Callable[[dict[str, Any]], str]) -> dict[str, dict[str, Any]]:
+    """Each system's phases, one after another on the redis-server at `url`: per system
+    and phase, what its runner measured, or the error that stopped it."""
+    results: dict[str, dict[str, Any]] = {}
+    for system, system_runners in runners.items():
+        results[system] = {}
+        for phase, runner in zip(phases, system_runners, strict=True):
+            print(f"{system} {phase} ...", end=" ", flush=True)
+            started = time.monotonic()
+            try:
+                entry = runner(url, args, directory)
+            except Exception as error:
+                traceback.print_exc()
+                entry = {"error": f"{type(error).__name__}: {error}"}
+            results[system][phase] = entry
+            print(f"{summarize(entry)} ({time.monotonic() - started:.1f} s)", flush=True)
+    return results
+
+
+def summarize(entry: dict[str, Any]) -> str:
+    if "jobs_per_s" in entry:
+        return f"{entry['jobs_per_s']:.0f} jobs/s"
+    if "p50_ms" in entry:
+        return f"p50 {entry['p50_ms']:.2f} ms p99 {entry['p99_ms']:.2f} ms"
+    return str(entry["error"])
 
 
 def save_results(name: str, began: datetime, numbers: dict[str, Any], *, check: bool) -> None:
