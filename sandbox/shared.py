@@ -36,8 +36,10 @@ import orjson
 
 from sandbox import child as job_child
 from sandbox import protocol, raw_signal, step_marks, tracing
+from sandbox.channel import ControlChannel
 from sandbox.context import EndSchedule, Inbox, Job, Snooze
 from sandbox.loader import LoadedHandler
+from sandbox.stacks import frame_entries
 
 _READ_SIZE = 65536
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -236,18 +238,25 @@ class _Host:
             self.report(protocol.JobEnded(job=job_id, code=code))
 
 
-class _Channel:
-    """A job's control socket in a shared child: lines read by the loop, written whole."""
+class _Channel(ControlChannel):
+    """A job's control socket in a shared child: a process's channel, its lines read by
+    the event loop and written without waiting on a full socket for long."""
 
     def __init__(self, fd: int) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=fd)
+        super().__init__(fd)
         self.sock.setblocking(False)
-        self._buffer = b""
 
-    async def read_message(self) -> protocol.Message | None:
-        """The next message; None at the end of stream."""
+    async def next_message(self) -> protocol.Message | None:
+        """The next message; None at the end of stream. A line this side cannot read (a
+        newer supervisor's kind) is skipped."""
         loop = asyncio.get_running_loop()
-        while b"\n" not in self._buffer:
+        while True:
+            try:
+                message = self.buffered_message()
+            except ValueError:
+                continue
+            if message is not None:
+                return message
             try:
                 data = await loop.sock_recv(self.sock, _READ_SIZE)
             except OSError:
@@ -255,31 +264,20 @@ class _Channel:
             if not data:
                 return None
             self._buffer += data
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        try:
-            return protocol.decode_message(line)
-        except ValueError:
-            return await self.read_message()  # a newer supervisor's kind: skipped
 
     def send_raw_line(self, line: bytes) -> None:
         """Written whole, now: a line is small, and the supervisor reads as they come."""
         view = memoryview(line)
-        while view:
-            try:
-                view = view[self.sock.send(view):]
-            except BlockingIOError:
-                select.select([], [self.sock], [], 1.0)
+        with self._send_lock:
+            while view:
+                try:
+                    view = view[self.sock.send(view):]
+                except BlockingIOError:
+                    select.select([], [self.sock], [], 1.0)
 
     def send(self, message: protocol.Message) -> None:
-        with contextlib.suppress(OSError):
-            self.send_raw_line(protocol.encode_line(message))
-
-    def save_checkpoint(self, value_json: bytes) -> None:
-        with contextlib.suppress(OSError):
-            self.send_raw_line(protocol.checkpoint_line(value_json))
-
-    def acknowledge(self, seq: int) -> None:
-        self.send(protocol.Ack(seq=seq))
+        with contextlib.suppress(OSError):  # the supervisor is gone: its fence ends us
+            super().send(message)
 
     def close(self) -> None:
         self.sock.close()
@@ -299,7 +297,7 @@ class _JobRun:
         self._coroutine: Coroutine[Any, Any, Any] | None = None
 
     async def run(self) -> int:
-        start = await self._channel.read_message()
+        start = await self._channel.next_message()
         if not isinstance(start, protocol.Start):
             return 1
         host, channel = self._host, self._channel
@@ -357,7 +355,7 @@ class _JobRun:
 
     async def _listen(self, inbox: SharedInbox) -> None:
         """The job's control channel after its start: a stop cancels its task."""
-        while (message := await self._channel.read_message()) is not None:
+        while (message := await self._channel.next_message()) is not None:
             match message:
                 case protocol.Stop(reason=reason):
                     inbox.request_stop(reason if isinstance(reason, str) else None)
@@ -381,9 +379,7 @@ class _JobRun:
                 frames.extend(traceback.extract_stack(frame)[-1:])
             awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
         return {"thread": f"task of job {self._job_id}", "main": True,
-                "frames": [{"file": entry.filename, "line": entry.lineno,
-                            "function": entry.name, "code": entry.line or ""}
-                           for entry in frames]}
+                "frames": frame_entries(frames)}
 
 
 

@@ -35,15 +35,18 @@ def thread_stacks(main_frame: FrameType | None) -> list[dict[str, Any]]:
         frames[main_id] = main_frame
     stacks = []
     for ident, frame in sorted(frames.items(), key=lambda item: item[0] != main_id):
-        summary = traceback.extract_stack(frame)
         stacks.append({
             "thread": names.get(ident, f"thread {ident}"),
             "main": ident == main_id,
-            "frames": [{"file": entry.filename, "line": entry.lineno,
-                        "function": entry.name, "code": entry.line or ""}
-                       for entry in summary],
+            "frames": frame_entries(traceback.extract_stack(frame)),
         })
     return stacks
+
+
+def frame_entries(summary: list[traceback.FrameSummary]) -> list[dict[str, Any]]:
+    """A stack's frames as `debug` shows them, innermost last."""
+    return [{"file": entry.filename, "line": entry.lineno, "function": entry.name,
+             "code": entry.line or ""} for entry in summary]
 
 
 def install_stack_reporter(channel: ControlChannel) -> None:
