@@ -94,7 +94,6 @@ class ForkServerClient:
         self, process: subprocess.Popen[bytes], sock: socket.socket,
         referee: Referee | None = None, idle_limit: float = IDLE_LIMIT,
         jobs_per_child: Mapping[str, int] | None = None,
-        shared_handlers: frozenset[str] = frozenset(),
     ) -> None:
         self._process = process
         self._sock = sock
@@ -124,9 +123,6 @@ class ForkServerClient:
         self._jobs_per_child = {name: jobs for name, jobs in (jobs_per_child or {}).items()
                                 if jobs > 1}
         self._successors: set[str] = set()
-        # Handlers whose jobs share a child (child_concurrency > 1): such a job's stacks
-        # are asked of the child on the job's own channel.
-        self._shared_handlers = shared_handlers
         self._successor_ids = (f"successor-{n}" for n in itertools.count(1))
 
     @property
@@ -361,13 +357,8 @@ class ForkServerClient:
             await self._send(protocol.Signal(job=job_id, signal=signum))
 
     async def ask_stacks(self, job_id: str) -> None:
-        """The job's process sends its thread stacks on its control channel (a shared
-        child, its task's stack, asked there: a signal would not say which job's)."""
-        child = self._children.get(job_id)
-        if child is not None and child.handler in self._shared_handlers:
-            with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                await (await child.control()).send(protocol.encode_line(protocol.ThreadStacks()))
-        elif self.alive:
+        """The job's process sends its thread stacks on its control channel."""
+        if self.alive:
             await self._send(protocol.AskStacks(job=job_id))
 
     async def kill(self, job_id: str) -> None:

@@ -128,9 +128,7 @@ async def open_fork_server(
     parent_sock.setblocking(False)
     server = ForkServerClient(process, parent_sock, referee, idle_limit,
                               {name: handler.max_jobs_per_child
-                               for name, handler in handlers.items()},
-                              frozenset(name for name, handler in handlers.items()
-                                        if handler.child_concurrency > 1))
+                               for name, handler in handlers.items()})
     async with anyio.create_task_group() as group:
         await group.start(server.serve)
         try:

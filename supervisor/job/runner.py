@@ -358,7 +358,8 @@ async def _supervise(job: RunningJob, child: Child, services: JobServices,
     output_feed = SocketFeed(child.output_socket, output.feed if kept is None
                              else _both(output.feed, kept.feed))
     watch = _Watch(job, child, control, tasks, courier,
-                   stop=partial(_stop, job, child, writer, services.settings.stop_grace))
+                   stop=partial(_stop, job, child, writer, services.settings.stop_grace),
+                   ask_stacks=partial(writer.send, protocol.ThreadStacks()))
     try:
         await watch.until_drained()
         if tasks.wanted:  # most jobs start none: no task group to make and cancel
@@ -410,13 +411,15 @@ class _Watch:
     `wake`, which the child's exit, the socket's end, a stop and a note ring."""
 
     def __init__(self, job: RunningJob, child: Child, control: SocketFeed, tasks: _Tasks,
-                 courier: NoteCourier, stop: Callable[[], Coroutine[Any, Any, None]]) -> None:
+                 courier: NoteCourier, stop: Callable[[], Coroutine[Any, Any, None]],
+                 ask_stacks: Callable[[], Coroutine[Any, Any, None]]) -> None:
         self._job = job
         self._child = child
         self._control = control
         self._tasks = tasks
         self._courier = courier
         self._stop: Callable[[], Coroutine[Any, Any, None]] | None = stop
+        self._ask_stacks = ask_stacks  # a shared child's job's: on its channel
         self._grace: asyncio.TimerHandle | None = None
 
     async def until_drained(self) -> None:
@@ -429,6 +432,8 @@ class _Watch:
                     stop, self._stop = self._stop, None
                     self._tasks.start(stop)
                 self._courier.check()
+                if job.stack_requests.take_channel_request():
+                    self._tasks.start(self._ask_stacks)
             elif control.closed.is_set() or child.never_started:
                 return
             elif self._grace is None:

@@ -120,7 +120,9 @@ class RunningJob:
 
     async def thread_stacks(self, timeout: float) -> Stacks | None:
         """The child's Python thread stacks (None: no answer within `timeout`)."""
-        return await self.stack_requests.ask(self.fork_server, self.job_id, timeout)
+        return await self.stack_requests.ask(
+            self.fork_server, self.job_id, timeout,
+            on_channel=self.wake if self.handler.child_concurrency > 1 else None)
 
     def extend_fence(self, deadline: float) -> None:
         """A renewal went through: the lease holds until at least `deadline`."""
