@@ -3,7 +3,9 @@
 A claim also stores the results of the jobs that finished since the last one (their
 settle hands them over, `job/results.py`): one store call for them all and the jobs
 that take their slots.  A claim sent again after its reply was lost carries none, so a replayed
-answer never speaks for results it did not store."""
+answer never speaks for results it did not store.  While the last claim left room, the
+store wakes the claimer when there is work (core/claiming.py): results that come
+meanwhile are stored on their own, without a claim's fixed part."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 import anyio
 
 from sandbox.protocol import fence_clock
-from supervisor.core.claiming import wait_before_claim
+from supervisor.core.claiming import ClaimView, claim_now, next_look
 from supervisor.core.leases import MAX_LEASE_LOSSES
 from supervisor.core.limits import Limits
 from supervisor.doorbell import Doorbell
@@ -29,7 +31,7 @@ from supervisor.observe.metrics import metrics
 from supervisor.observe.store_failures import StoreFailures
 from supervisor.store.base import Store
 from supervisor.store.policy import JUDGE_AFTER_GAP
-from supervisor.store.records import ClaimBatch, ClaimedJob, LeaseRecovery
+from supervisor.store.records import ClaimedJob, LeaseRecovery
 
 log = logging.getLogger("poolsup.claimer")
 
@@ -67,6 +69,9 @@ class Claimer:
         self._spawn_possible = spawn_possible
         self._one_at_a_time = anyio.Lock(fast_acquire=True)  # free: no trip through the loop
         self._last_claim = -math.inf
+        self._next_look = -math.inf
+        self._waiting_for_work = False  # the last claim left room (core/claiming.py)
+        self._woken = True  # by the store, since the last claim
         self._wakeup = wakeup  # store events, freed slots, results
         self._results = results
         self.failures = failures
@@ -82,6 +87,8 @@ class Claimer:
         self._held_until: float | None = None
 
     def wake(self) -> None:
+        """The store rang: there may be work."""
+        self._woken = True
         self._wakeup.ring()
 
     def stop(self) -> None:
@@ -94,37 +101,36 @@ class Claimer:
             # No claim while no fork server could start it: a claim would only be
             # released again.
             await self._spawn_ready()
-            free = self._free_slots()
-            if not self._results.waiting and (wait := wait_before_claim(
-                    free, _now(), self._last_claim, POLL_INTERVAL)):
-                await self._sleep(wait)
-                continue
+            now = _now()
+            view = ClaimView(free_slots=self._free_slots(), now=now, next_look=self._next_look,
+                             waiting_for_work=self._waiting_for_work, woken=self._woken)
             try:
-                batch, free = await self._claim()
+                if claim_now(view):
+                    await self._claim()
+                    continue
+                if self._results.waiting:
+                    await self._settle()
+                    continue
             except StoreFailure as error:
                 # Not cut short by wake-ups.  At most a second: after an outage, the
                 # leases it ended wait for the claim of a supervisor that saw it
                 # (core/lease_losses.py judged_later).
                 await anyio.sleep(min(CLAIM_RETRY_CAP, self.failures.failed(error)))
                 continue
-            if batch.jobs and len(batch.jobs) == free:
-                continue  # there may be more waiting
-            wait = POLL_INTERVAL
-            if batch.next_due_in is not None:
-                wait = min(wait, max(0.0, batch.next_due_in))
-            await self._sleep(wait)
+            await self._sleep(self._next_look - now)
 
     def _free_slots(self) -> int:
         if self.stopped or not self._spawn_possible():
             return 0
         return max(0, self._capacity - self._registry.busy_slots)
 
-    async def _claim(self) -> tuple[ClaimBatch, int]:
-        """One claim for the free slots: the batch, and how many slots were free.  One at
-        a time, or two claims could count the same free slot."""
+    async def _claim(self) -> None:
+        """One claim for the free slots.  One at a time, or two claims could count the
+        same free slot."""
         async with self._one_at_a_time:
             free = self._free_slots()
             self._last_claim = _now()
+            self._woken = False
             sent_at = fence_clock()
             carried: list[PendingResult] = []
             if self._first_sent_at is None:  # not sent again: it may carry results
@@ -143,6 +149,10 @@ class Claimer:
                 sent_at = self._first_sent_at
             self._claim_id, self._first_sent_at = next(self._claim_ids), None
             self.failures.succeeded()
+            self._next_look = next_look(self._last_claim, POLL_INTERVAL, batch.next_due_in)
+            # A job a pool-wide limit held back rings no one when the limit frees.
+            self._waiting_for_work = (len(batch.jobs) < free and batch.held_until is None
+                                      and not batch.replayed and not self.limits)
             self._note_hold(batch.held_until)
             metrics.claims.inc(len(batch.jobs))
             if batch.recovered:
@@ -158,7 +168,23 @@ class Claimer:
                     started_at = claimed.lease_deadline - self._lease_ttl
                     metrics.failover.observe(started_at - claimed.lease_expired_at)
                 self._start_job(claimed, sent_at)
-            return batch, free
+
+    async def _settle(self) -> None:
+        """Store the results waiting, and nothing else."""
+        async with self._one_at_a_time:
+            carried = self._results.take()
+            if not carried:
+                return
+            try:
+                batch = await self._store.claim(
+                    self._owner, self.handlers, 0, self._lease_ttl, MAX_LEASE_LOSSES,
+                    completing=[result.completion for result in carried],
+                    limits=self.limits, only_completing=True)
+            except StoreFailure as error:
+                answer(carried, failure=error)
+                raise
+            answer(carried, stored=batch.completed)
+            self.failures.succeeded()
 
     def _note_hold(self, held_until: float | None) -> None:
         """Say once when claims start and stop being held after the store's master

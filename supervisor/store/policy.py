@@ -25,9 +25,10 @@ MIN_FAILING_SPAN = 0.25
 # Live supervisors claim every half second and retry a failing store within a second.
 MIN_CLAIM_GAP = 1.0
 JUDGE_AFTER_GAP = 2.0
-# The PostgreSQL store writes the time of the pool's last claim only when the one it
-# finds is this old or more (core/lease_losses.py claim_note_due): an idle pool's claims
-# then write nothing, and commit without a transaction id or a WAL record.  A gap may
+# The PostgreSQL and Redis stores write the time of the pool's last claim only when the
+# one they find is this old or more (core/lease_losses.py claim_note_due): an idle pool's
+# claims then write nothing (on PostgreSQL they commit without a transaction id or a WAL
+# record).  A gap may
 # look this much longer than it was: a lease that ended in it waits for a witness.
 CLAIM_NOTE_EVERY = 0.25
 

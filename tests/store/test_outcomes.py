@@ -83,6 +83,24 @@ async def test_a_claim_completes_several_jobs_in_order(store: Store) -> None:
     assert (await store.job("k2")).result == {"b": [1, "\u00e9"]}
 
 
+async def test_a_claim_only_completing_stores_the_results_and_starts_nothing(
+    store: Store,
+) -> None:
+    await dispatch_all(store, ["k1", "k2"])
+    first = await claim_one(store)
+
+    batch = await store.claim(OWNER, ["thumbnail"], 0, 30.0, 3, only_completing=True,
+                              completing=[Completion(first.lease, b'{"ok": 1}'),
+                                          Completion(Lease("k9", 1, OWNER), b"0")])
+
+    assert (batch.completed, batch.jobs) == ((True, False), ())
+    assert (await store.job("k1")).result == {"ok": 1}
+    assert (await store.job("k2")).state == "pending"
+    again = await store.claim(OWNER, ["thumbnail"], 0, 30.0, 3, only_completing=True,
+                              completing=[Completion(first.lease, b'{"ok": 1}')])
+    assert again.completed == (True,)  # sent again after a lost reply: stored once
+
+
 async def test_a_claim_completing_a_stale_lease_stores_nothing_and_still_claims(
     store: Store,
 ) -> None:

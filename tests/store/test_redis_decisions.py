@@ -16,6 +16,7 @@ import redis
 from supervisor.core.failover import ended_by_failover
 from supervisor.core.lease_losses import (
     WriteGap,
+    claim_note_due,
     failing_window,
     judged_later,
     loss_counts,
@@ -91,6 +92,23 @@ def test_ended_by_failover_agrees_in_python_and_lua(lua: redis.Redis) -> None:
     answers = orjson.loads(lua.eval(script, 0))
 
     assert answers == [ended_by_failover(end, hold) for end, hold in cases]
+    assert set(answers) == {True, False}
+
+
+def test_claim_note_due_agrees_in_python_and_lua(lua: redis.Redis) -> None:
+    lasts: list[Maybe] = [None, 50.0, 99.0, 99.75, 99.8, 100.0, 160.0]
+    cases = list(itertools.product(lasts, GAPS))
+    calls = []
+    for last, gap in cases:
+        lua_gap = "nil" if gap is None else f"{{start = {gap[0]!r}, finish = {gap[1]!r}}}"
+        calls.append(f"out[#out + 1] = claim_note_due({lua_nil(last)}, {NOW!r}, {lua_gap}, 0.25)")
+    script = included("lease_losses") + "\nlocal out = {}\n" + "\n".join(calls) + \
+        "\nreturn cjson.encode(out)"
+
+    answers = orjson.loads(lua.eval(script, 0))
+
+    assert answers == [claim_note_due(last, NOW, None if gap is None else WriteGap(*gap),
+                                      every=0.25) for last, gap in cases]
     assert set(answers) == {True, False}
 
 

@@ -15,6 +15,7 @@ import orjson
 
 from supervisor.core.limits import Limits
 from supervisor.store.policy import (
+    CLAIM_NOTE_EVERY,
     JUDGE_AFTER_GAP,
     MIN_CLAIM_GAP,
     MIN_FAILING_SPAN,
@@ -34,6 +35,7 @@ class RedisClaim(RedisLeases):
     _layout_checked = False  # this store upgraded the pool's keys to LAYOUT
     _settings_for: tuple[object, ...] = ()  # what `_settings` was encoded for
     _settings: tuple[tuple[bytes, ...], bytes]
+    _last_claim_id = ""  # the id of this store's last claim sent
 
     async def claim(
         self,
@@ -45,6 +47,7 @@ class RedisClaim(RedisLeases):
         completing: Sequence[Completion] = (),
         claim_id: str = "",
         limits: Mapping[str, Limits] | None = None,
+        only_completing: bool = False,
     ) -> ClaimBatch:
         ctx = self._ctx
         if not self._layout_checked:
@@ -60,6 +63,12 @@ class RedisClaim(RedisLeases):
             "count": count, "id": claim_id, "limits": limits_arg(limits or {}),
             "complete": [[c.lease.key, str(c.lease.token), c.result.decode()]
                          for c in completing]}
+        if only_completing and count == 0:
+            this["settle"], this["id"] = True, ""
+        elif claim_id and claim_id == self._last_claim_id:
+            this["again"] = True  # its reply was lost: the script reads what it did
+        if claim_id:
+            self._last_claim_id = claim_id
         if since is not None:
             this["since"] = milliseconds(since)
         if claim_by is not None:
@@ -89,6 +98,7 @@ class RedisClaim(RedisLeases):
             "channel": k.channel, "min_failing_span": milliseconds(MIN_FAILING_SPAN),
             "min_claim_gap": milliseconds(MIN_CLAIM_GAP),
             "judge_after_gap": milliseconds(JUDGE_AFTER_GAP),
+            "claim_note_every": milliseconds(CLAIM_NOTE_EVERY),
             "lock_delay": not ctx.no_lock_delay, "handlers": handlers})
         self._settings_for = wanted
         self._settings = (tuple(key.encode() for key in keys), settings)

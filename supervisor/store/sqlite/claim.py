@@ -21,7 +21,8 @@ class SqliteClaim(SqlitePart):
     async def claim(self, owner: str, handlers: Sequence[str], count: int, lease_ttl: float,
                     max_lease_losses: int, completing: Sequence[Completion] = (),
                     claim_id: str = "", limits: Mapping[str, Limits] | None = None,
-                    ) -> ClaimBatch:
+                    only_completing: bool = False) -> ClaimBatch:
+        # only_completing: the whole claim runs (Store.claim allows it).
         ctx = self._ctx
         limits = limits or {}
         sent_at = ctx.witness.sending()

@@ -203,7 +203,7 @@ end
 -- Make the job claimable at `score`, holding no lease.
 local function requeue(pool, job, key, score)
   end_run(pool, job, key)
-  redis.call('HSET', job, 'state', 'pending', 'due', fmt(score))
+  redis.call('HSET', job, 'state', 'pending')
   redis.call('HDEL', job, 'lease_deadline', 'pid', 'rss_bytes', 'cpu_percent')
   enqueue(pool, job, key, score)
 end
@@ -303,7 +303,11 @@ end
 
 -- An ended job's output goes with its record, after `ms`.
 local function expire_output(job, key, ms)
-  for _, name in ipairs(output_names(job, key)) do
+  local names = output_names(job, key)
+  if #names == 1 then
+    return  -- no run kept output: there is no hash of runs (an empty hash is no key)
+  end
+  for _, name in ipairs(names) do
     redis.call('PEXPIRE', name, ms)
   end
 end
@@ -341,8 +345,9 @@ local function handler_of(id)
 end
 
 -- End the job in a final state: keep its record for the retention period, list it in
--- done_<state>, drop its notifications, note the end in its history (the first line of
--- `error`, which is the reason of a stop, as the detail).  `error` may be nil (left as it is) or false
+-- done_<state>, drop its notifications (`notes` false: the caller knows it has none),
+-- note the end in its history (the first line of `error`, which is the reason of a
+-- stop, as the detail).  `error` may be nil (left as it is) or false
 -- (cleared); `result`, a completion's, is written with the state; `known` is the job's
 -- job_state if the caller read it.  Only a pending job is dequeued (its handler's queue
 -- and reservation must be in pool.queues and pool.reserved); a running one leaves
@@ -362,14 +367,16 @@ local function finish(pool, job, notes, key, state, error, result, known)
     written[#written + 1], written[#written + 2] = 'result', result
   end
   redis.call('HSET', job, unpack(written))
-  local dropped = {'lease_deadline', 'due', 'pid', 'rss_bytes', 'cpu_percent', 'notes_acked'}
+  local dropped = {'lease_deadline', 'pid', 'rss_bytes', 'cpu_percent', 'notes_acked'}
   if error == false then
     dropped[#dropped + 1] = 'error'
   end
   redis.call('HDEL', job, unpack(dropped))
   redis.call('PEXPIRE', job, pool.retention)
   expire_output(job, key, pool.retention)
-  redis.call('DEL', notes)
+  if notes then
+    redis.call('DEL', notes)
+  end
   local done = pool['done_' .. state]
   redis.call('ZADD', done, pool.now, key)
   -- Entries past the retention go now and then, not at every end (readers count and
@@ -400,8 +407,10 @@ local function complete_job(pool, job, notes, key, token, owner, result)
 end
 
 -- Create a pending job, replacing a finished record of the same key (r.replaces: the
--- caller found one) and dropping the notes and output left from it; the caller checked
--- that the key is not live.  `r` is one request:
+-- caller found one) and dropping the notes, output and done-list entry left from it (a
+-- done entry whose record is gone lies past the retention, where no reader counts it);
+-- the caller checked that the key is not live.  Returns the fields written, as HGETALL
+-- would answer them.  `r` is one request:
 -- key, handler, payload, max_attempts, run_at (ms, or nil: now), schedule (or nil),
 -- priority (0-9, or nil: 0), group (or nil), traceparent and tracestate (or nil),
 -- job and notes (its keys), index (its schedule's job index, if it has one).  Due at
@@ -415,15 +424,15 @@ local function create_job(pool, r)
     -- A record that is gone took its output and notes with it (both end no later).
     drop_output(r.job, r.key)
     redis.call('DEL', r.job, r.notes)
+    redis.call('ZREM', pool.done_succeeded, r.key)
+    redis.call('ZREM', pool.done_failed, r.key)
+    redis.call('ZREM', pool.done_stopped, r.key)
   end
-  redis.call('ZREM', pool.done_succeeded, r.key)
-  redis.call('ZREM', pool.done_failed, r.key)
-  redis.call('ZREM', pool.done_stopped, r.key)
   local events = history_with({}, pool.now, 'dispatched', r.schedule)
   local fields = {
     'key', r.key, 'handler', r.handler, 'state', 'pending', 'payload', r.payload,
     'max_attempts', r.max_attempts, 'attempts', 0, 'token', 0, 'lease_losses', 0,
-    'stop_requested', 0, 'created_at', fmt(pool.now), 'due', fmt(due),
+    'stop_requested', 0, 'created_at', fmt(pool.now),
     'events', events, 'events_n', 1}
   local function also(name, value)
     fields[#fields + 1], fields[#fields + 2] = name, value
@@ -454,6 +463,7 @@ local function create_job(pool, r)
     redis.call('ZADD', r.index, pool.now, r.key)
   end
   enqueue(pool, r.job, r.key, due, {handler = r.handler, priority = priority})
+  return fields
 end
 
 -- '' (an absent optional argument) as nil.

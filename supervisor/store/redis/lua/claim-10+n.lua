@@ -21,7 +21,9 @@
 --          claim_by: the store time after which it hands out no job (absent for none: a
 --          claim held up that long, by a frozen store, may come after its sender
 --          stopped), limits: the pool-wide limits of the handlers that have any (see
---          below; {} for none)}
+--          below; {} for none), again: true when this claim is sent again under the
+--          id of one whose reply was lost (only then is the last claim read), settle:
+--          true for completions alone (count 0: see below)}
 -- Undeclared keys (found while it runs, so not known to the caller; built from the
 -- prefix): paused (handlers, or '*' for the pool, that no claim serves), the claim
 -- queues of priorities 1-9 (queue:<handler>:<priority>), starts:<handler> (the store
@@ -44,10 +46,14 @@
 -- The master change (core/failover.py, whose docstring has the argument): the master's
 -- identity is read here, with INFO, atomically with the claim.  While the hold lasts,
 -- the claim completes jobs but hands out none and recovers no expired lease.
+-- A settle (this.settle) only completes its jobs, at the cost of their own writes: it
+-- recovers nothing, reads no epoch, queue or pause, notes no claim and changes no waiting
+-- set (the claimer sends one while its last claim left it waiting for work).
 -- A claim sent again with the id of the owner's last claim (its reply was lost) claims
 -- nothing anew: it answers the jobs that claim handed out which the owner still holds
 -- (recovered 0, next due unknown), and whether it completed its job.  The last claim's
--- id and jobs are kept in last-claim:<owner> for two lease ttls.
+-- id and jobs are kept in last-claim:<owner> for two lease ttls, when it handed out or
+-- completed any (one that did neither, run again, does what it did).
 -- A recovered job keeps its expired deadline as `lease_expired_at` (for the failover
 -- time) until a claim hands it out and clears it.
 -- A lease that ended while this owner saw the store failing (the failing window
@@ -78,6 +84,23 @@ for i, handler in ipairs(handlers) do
 end
 
 refuse_when_full(KEYS[6])
+
+local function complete_all()
+  local completed = {}
+  for _, c in ipairs(this.complete) do
+    local key = c[1]
+    local job, notes = job_key(prefix, key), notes_key(prefix, key)
+    -- Read before the first write: see undeclared keys.
+    local has_notes = redis.call('EXISTS', notes) == 1
+    completed[#completed + 1] = complete_job(pool, job, has_notes and notes, key, c[2], owner,
+                                             c[3]) and 1 or 0
+  end
+  return completed
+end
+if this.settle then
+  return {OK, 0, false, fmt(pool.now), {}, complete_all(), 0, {}, 0, false}
+end
+
 if claim_by and pool.now > claim_by then
   count = 0
 end
@@ -125,7 +148,7 @@ if held then
 end
 
 local claim_id, last_claim = this.id, KEYS[9]
-if claim_id ~= '' then
+if claim_id ~= '' and this.again then
   local last = redis.call('GET', last_claim)
   local saved = last and cjson.decode(last)
   if saved and saved.id == claim_id then
@@ -145,7 +168,8 @@ if claim_id ~= '' then
             held and fmt(hold_until)}
   end
 end
--- core/lease_losses.py write_gap: this claim ends the gap since the pool's last one.
+-- core/lease_losses.py write_gap: this claim ends the gap since the pool's last one;
+-- claim_note_due: it writes itself down only now and then, not at every claim.
 local function claims_gap(health, now, min_gap)
   local f = redis.call('HMGET', health, 'last_claim', 'gap_start', 'gap_end')
   local last = tonumber(f[1] or '')
@@ -154,7 +178,9 @@ local function claims_gap(health, now, min_gap)
                'gap_end', fmt(now))
     return {start = last, finish = now}
   end
-  redis.call('HSET', health, 'last_claim', fmt(now))
+  if claim_note_due(last, now, nil, settings.claim_note_every) then
+    redis.call('HSET', health, 'last_claim', fmt(now))
+  end
   if f[2] and f[3] then
     return {start = tonumber(f[2]), finish = tonumber(f[3])}
   end
@@ -162,13 +188,7 @@ local function claims_gap(health, now, min_gap)
 end
 local gap = claims_gap(KEYS[8], pool.now, settings.min_claim_gap)
 
-local completed = {}
-for _, c in ipairs(this.complete) do
-  local key = c[1]
-  local job, notes = job_key(prefix, key), notes_key(prefix, key)
-  redis.call('EXISTS', notes)  -- read before the first write: see undeclared keys
-  completed[#completed + 1] = complete_job(pool, job, notes, key, c[2], owner, c[3]) and 1 or 0
-end
+local completed = complete_all()
 local failing = failing_window(this.since, pool.now, settings.min_failing_span)
 local defer = settings.judge_after_gap
 
@@ -376,7 +396,9 @@ local function start_attempt(key, job, f)
   redis.call('HSET', job, 'state', 'running', 'owner', owner, 'token', token,
              'started_at', fmt(pool.now), 'lease_deadline', fmt(deadline),
              'attempts', attempt, 'events', events, 'events_n', n)
-  redis.call('HDEL', job, 'due', 'pid', 'rss_bytes', 'cpu_percent', 'lease_expired_at')
+  if f[7] then  -- a pending job holds no stats; only a recovered one this
+    redis.call('HDEL', job, 'lease_expired_at')
+  end
   dequeue(pool, job, key, {handler = f[2], reserved_for = f[6], priority = f[9]})
   redis.call('ZADD', pool.running, deadline, key)
   claimed[#claimed + 1] = {key, f[2], f[3], token, attempt, f[4], fmt(deadline), has_notes,
@@ -449,7 +471,7 @@ for handler in pairs(requeued) do
     wake_waiting(pool, settings.channel, handler)
   end
 end
-if claim_id ~= '' then
+if claim_id ~= '' and (#claimed > 0 or #completed > 0) then
   local held = {}
   for _, job in ipairs(claimed) do
     held[#held + 1] = {job[1], tostring(job[4])}

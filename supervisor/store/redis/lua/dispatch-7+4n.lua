@@ -15,7 +15,7 @@
 --       window (ms, 0 for none), traceparent and tracestate ('' for none)
 -- Returns: {OK, {per request: 1 created, 0 the key was live, 2 it finished within the
 --          unique window, 3 the pool holds max_pending pending jobs}, max_pending
---          or false, the job's hash (HGETALL) when one request created its job}, or
+--          or false, the job's hash (as HGETALL) when one request created its job}, or
 --          {STALE_TICK}
 
 local FIXED_KEYS, KEYS_PER, FIXED_ARGS, ARGS_PER = 7, 4, 3, 11
@@ -54,12 +54,15 @@ for i = 0, (#ARGV - FIXED_ARGS) / ARGS_PER - 1 do
   end
 end
 
+local record = false
 if #requests > 0 then
-  refuse_when_full(KEYS[5])
+  if requests[1].replaces then  -- its first write deletes; a new job's is an HSET
+    refuse_when_full(KEYS[5])
+  end
   pool.now = now
   for _, r in ipairs(requests) do
     pool.queues = {[queue_id(r.handler, r.priority)] = r.queue}
-    create_job(pool, r)
+    record = create_job(pool, r)
   end
   local due_now = {}
   for _, r in ipairs(requests) do
@@ -71,8 +74,7 @@ if #requests > 0 then
     wake_waiting(pool, ARGV[1], handler, n)
   end
 end
-local record = false
-if #created == 1 and created[1] == 1 then  -- a caller's one job: its record, no read after
-  record = redis.call('HGETALL', KEYS[FIXED_KEYS + 1])
+if not (#created == 1 and created[1] == 1) then  -- a caller's one job: its record
+  record = false
 end
 return {OK, created, max_pending or false, record}

@@ -32,3 +32,8 @@ end
 local function ended_by_failover(lease_end, hold_until)
   return lease_end ~= nil and hold_until ~= nil and lease_end <= hold_until
 end
+
+-- claim_note_due: whether a claim writes itself down as the pool's last.
+local function claim_note_due(last_claim, now, gap, every)
+  return gap ~= nil or last_claim == nil or not (0 <= now - last_claim and now - last_claim < every)
+end
