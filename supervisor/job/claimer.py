@@ -14,9 +14,11 @@ import itertools
 import logging
 import math
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
 
 import anyio
+import anyio.abc
 
 from sandbox.protocol import fence_clock
 from supervisor.core.claiming import ClaimView, claim_now, next_look
@@ -36,6 +38,9 @@ from supervisor.store.records import ClaimedJob, LeaseRecovery
 log = logging.getLogger("poolsup.claimer")
 
 POLL_INTERVAL = 0.5  # also how often expired leases of the pool are recovered
+# Store calls in flight at once: a slot freed while a claim is on its way is claimed for
+# at once, not after its answer.
+CLAIM_LANES = 2
 CLAIM_RETRY_CAP = JUDGE_AFTER_GAP / 2  # a failing store is tried again this soon at most
 
 
@@ -67,7 +72,6 @@ class Claimer:
         self._start_job = start_job
         self._spawn_ready = spawn_ready
         self._spawn_possible = spawn_possible
-        self._one_at_a_time = anyio.Lock(fast_acquire=True)  # free: no trip through the loop
         self._last_claim = -math.inf
         self._next_look = -math.inf
         self._waiting_for_work = False  # the last claim left room (core/claiming.py)
@@ -76,14 +80,13 @@ class Claimer:
         self._results = results
         self.failures = failures
         self.stopped = False
-        # A claim whose reply was lost is sent again under its id, and its jobs are
-        # fenced from the first sending: their leases started no earlier than that.
         # One random part per claimer, not per claim (each uuid4 reads the kernel's
         # random source): the count makes each id of this claimer unique.
         claimer_id = uuid.uuid4().hex
         self._claim_ids = (f"{claimer_id}:{n}" for n in itertools.count())
-        self._claim_id = next(self._claim_ids)
-        self._first_sent_at: float | None = None
+        self._lanes = [Lane(number, next(self._claim_ids)) for number in range(CLAIM_LANES)]
+        self._promised = 0  # free slots that the claims in flight are filling
+        self._retry_at = -math.inf  # after a failed call, none before this
         self._held_until: float | None = None
 
     def wake(self) -> None:
@@ -97,94 +100,120 @@ class Claimer:
         self._results.close(StoreUnavailable("the claimer stopped"))
 
     async def run(self) -> None:
-        while not self.stopped:
-            # No claim while no fork server could start it: a claim would only be
-            # released again.
-            await self._spawn_ready()
-            now = _now()
-            view = ClaimView(free_slots=self._free_slots(), now=now, next_look=self._next_look,
-                             waiting_for_work=self._waiting_for_work, woken=self._woken)
-            try:
+        async with anyio.create_task_group() as calls:
+            while not self.stopped:
+                # No claim while no fork server could start it: a claim would only be
+                # released again.
+                await self._spawn_ready()
+                now = _now()
+                lane = self._idle_lane()
+                if lane is None:
+                    await self._wakeup.wait()  # rung as each call ends
+                    continue
+                if now < self._retry_at:
+                    await self._sleep(self._retry_at - now)
+                    continue
+                free = self._free_slots()
+                view = ClaimView(free_slots=free, now=now, next_look=self._next_look,
+                                 waiting_for_work=self._waiting_for_work, woken=self._woken)
                 if claim_now(view):
-                    await self._claim()
-                    continue
-                if self._results.waiting:
-                    await self._settle()
-                    continue
+                    self._send(calls, lane, self._claim(lane, free))
+                    self._promised += free
+                    # The next poll counts from this claim's sending.
+                    self._last_claim, self._next_look = now, now + POLL_INTERVAL
+                    self._woken = False
+                elif self._results.waiting:
+                    self._send(calls, lane, self._settle(self._results.take()))
+                else:
+                    await self._sleep(self._next_look - now)
+
+    def _idle_lane(self) -> Lane | None:
+        """An idle lane, one whose claim is to be sent again first."""
+        idle = [lane for lane in self._lanes if not lane.busy]
+        return min(idle, key=lambda lane: lane.first_sent_at is None, default=None)
+
+    def _send(self, calls: anyio.abc.TaskGroup, lane: Lane,
+              call: Coroutine[None, None, None]) -> None:
+        """Run one store call in `lane`; a failure holds every call back a while."""
+        lane.busy = True
+
+        async def in_lane() -> None:
+            try:
+                await call
             except StoreFailure as error:
-                # Not cut short by wake-ups.  At most a second: after an outage, the
-                # leases it ended wait for the claim of a supervisor that saw it
-                # (core/lease_losses.py judged_later).
-                await anyio.sleep(min(CLAIM_RETRY_CAP, self.failures.failed(error)))
-                continue
-            await self._sleep(self._next_look - now)
+                # At most a second: after an outage, the leases it ended wait for the
+                # claim of a supervisor that saw it (core/lease_losses.py judged_later).
+                self._retry_at = _now() + min(CLAIM_RETRY_CAP, self.failures.failed(error))
+            finally:
+                lane.busy = False
+                self._wakeup.ring()
+
+        calls.start_soon(in_lane)
 
     def _free_slots(self) -> int:
         if self.stopped or not self._spawn_possible():
             return 0
-        return max(0, self._capacity - self._registry.busy_slots)
+        return max(0, self._capacity - self._registry.busy_slots - self._promised)
 
-    async def _claim(self) -> None:
-        """One claim for the free slots.  One at a time, or two claims could count the
-        same free slot."""
-        async with self._one_at_a_time:
-            free = self._free_slots()
-            self._last_claim = _now()
-            self._woken = False
-            sent_at = fence_clock()
-            carried: list[PendingResult] = []
-            if self._first_sent_at is None:  # not sent again: it may carry results
-                self._first_sent_at = sent_at
-                carried = self._results.take()
-            try:
-                batch = await self._store.claim(
-                    self._owner, self.handlers, free, self._lease_ttl, MAX_LEASE_LOSSES,
-                    completing=[result.completion for result in carried],
-                    claim_id=self._claim_id, limits=self.limits)
-            except StoreFailure as error:
-                answer(carried, failure=error)
-                raise
-            answer(carried, stored=batch.completed)
-            if batch.replayed:
-                sent_at = self._first_sent_at
-            self._claim_id, self._first_sent_at = next(self._claim_ids), None
-            self.failures.succeeded()
-            self._next_look = next_look(self._last_claim, POLL_INTERVAL, batch.next_due_in)
-            # A job a pool-wide limit held back rings no one when the limit frees.
-            self._waiting_for_work = (len(batch.jobs) < free and batch.held_until is None
-                                      and not batch.replayed and not self.limits)
-            self._note_hold(batch.held_until)
-            metrics.claims.inc(len(batch.jobs))
-            if batch.recovered:
-                metrics.recovered.inc(batch.recovered)
-            for recovered in batch.recoveries:
-                _log_recovery(recovered)
-            if batch.left_to_witness:
-                log.info("left %d expired lease(s) to a supervisor that saw the store's "
-                         "gap", batch.left_to_witness)
-            for claimed in batch.jobs:
-                if claimed.lease_expired_at is not None:
-                    # The attempt started at the claim's store time: deadline - ttl.
-                    started_at = claimed.lease_deadline - self._lease_ttl
-                    metrics.failover.observe(started_at - claimed.lease_expired_at)
-                self._start_job(claimed, sent_at)
+    async def _claim(self, lane: Lane, free: int) -> None:
+        """One claim for `free` slots, which it counts as taken until it is answered."""
+        try:
+            await self._claim_for(lane, free)
+        finally:
+            self._promised -= free
 
-    async def _settle(self) -> None:
-        """Store the results waiting, and nothing else."""
-        async with self._one_at_a_time:
+    async def _claim_for(self, lane: Lane, free: int) -> None:
+        sent_at = fence_clock()
+        carried: list[PendingResult] = []
+        if lane.first_sent_at is None:  # not sent again: it may carry results
+            lane.first_sent_at = sent_at
             carried = self._results.take()
-            if not carried:
-                return
-            try:
-                batch = await self._store.claim(
-                    self._owner, self.handlers, 0, self._lease_ttl, MAX_LEASE_LOSSES,
-                    completing=[result.completion for result in carried],
-                    limits=self.limits, only_completing=True)
-            except StoreFailure as error:
-                answer(carried, failure=error)
-                raise
-            answer(carried, stored=batch.completed)
-            self.failures.succeeded()
+        try:
+            batch = await self._store.claim(
+                self._owner, self.handlers, free, self._lease_ttl, MAX_LEASE_LOSSES,
+                completing=[result.completion for result in carried],
+                claim_id=lane.claim_id, limits=self.limits, lane=lane.number)
+        except StoreFailure as error:
+            answer(carried, failure=error)
+            raise
+        answer(carried, stored=batch.completed)
+        if batch.replayed:
+            sent_at = lane.first_sent_at
+        lane.claim_id, lane.first_sent_at = next(self._claim_ids), None
+        self.failures.succeeded()
+        self._next_look = min(self._next_look,
+                              next_look(_now(), POLL_INTERVAL, batch.next_due_in))
+        # A job a pool-wide limit held back rings no one when the limit frees.
+        self._waiting_for_work = (len(batch.jobs) < free and batch.held_until is None
+                                  and not batch.replayed and not self.limits)
+        self._note_hold(batch.held_until)
+        metrics.claims.inc(len(batch.jobs))
+        if batch.recovered:
+            metrics.recovered.inc(batch.recovered)
+        for recovered in batch.recoveries:
+            _log_recovery(recovered)
+        if batch.left_to_witness:
+            log.info("left %d expired lease(s) to a supervisor that saw the store's "
+                     "gap", batch.left_to_witness)
+        for claimed in batch.jobs:
+            if claimed.lease_expired_at is not None:
+                # The attempt started at the claim's store time: deadline - ttl.
+                started_at = claimed.lease_deadline - self._lease_ttl
+                metrics.failover.observe(started_at - claimed.lease_expired_at)
+            self._start_job(claimed, sent_at)
+
+    async def _settle(self, carried: list[PendingResult]) -> None:
+        """Store the results `carried`, and nothing else."""
+        try:
+            batch = await self._store.claim(
+                self._owner, self.handlers, 0, self._lease_ttl, MAX_LEASE_LOSSES,
+                completing=[result.completion for result in carried],
+                limits=self.limits, only_completing=True)
+        except StoreFailure as error:
+            answer(carried, failure=error)
+            raise
+        answer(carried, stored=batch.completed)
+        self.failures.succeeded()
 
     def _note_hold(self, held_until: float | None) -> None:
         """Say once when claims start and stop being held after the store's master
@@ -206,6 +235,18 @@ class Claimer:
             await self._wakeup.wait()
         finally:
             timer.cancel()
+
+
+@dataclass(eq=False)
+class Lane:
+    """One store call at a time (a claim or a settle).  A claim whose reply was lost is
+    sent again in its lane under its id, kept until a claim under it is answered, and
+    its jobs are fenced from the first sending: their leases started no earlier."""
+
+    number: int
+    claim_id: str
+    first_sent_at: float | None = None
+    busy: bool = False
 
 
 def _log_recovery(recovered: LeaseRecovery) -> None:

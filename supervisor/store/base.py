@@ -125,12 +125,14 @@ class Store(Protocol):
         claim_id: str = "",
         limits: Mapping[str, Limits] | None = None,
         only_completing: bool = False,
+        lane: int = 0,
     ) -> ClaimBatch:
         """With `only_completing` (and `count` 0), only the completions, as below: no
         recovery, and no note of the claim or of who waits for work; `claim_id` is
         ignored (the completions, sent again, store once).  A store may run the whole
         claim instead (the SQL stores do).
-        A claim sent again with the `claim_id` of the owner's last claim, because its
+        An owner has up to two claims in flight, one per `lane` (0 or 1).  A claim sent
+        again with the `claim_id` of the owner's last claim in its lane, because its
         reply was lost, changes nothing: it answers the jobs that claim handed out and
         the owner still holds, and whether it completed its jobs (Redis; a SQLite
         transaction's answer is never lost, and it ignores the id).

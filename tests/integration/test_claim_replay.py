@@ -95,7 +95,7 @@ class LosesTheReplyToAClaimCarryingResults(LosesOneClaimReply):
 async def test_a_lost_reply_to_a_claim_carrying_a_result_loses_neither(
     redis_store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The result is completed on its own (stored once), and the job the lost claim
+    """The result is completed on its own (stored once), and a job the lost call
     handed out starts under its token."""
     store = redis_store
     for key in ("k1", "k2"):
@@ -140,6 +140,83 @@ async def test_a_lost_reply_to_a_claim_carrying_a_result_loses_neither(
     assert stored and lossy.lost is not None
     assert (await store.job(started[0].key)).result == "done"
     assert "lease lost" not in caplog.text
-    assert [(job.key, job.token) for job in started[1:]] == \
-        [(job.key, job.token) for job in lossy.lost.jobs]
+    # The result rode a claim or, with the next job's claim already on its way, a
+    # settle: what the lost call handed out (if anything) started under its token.
+    assert [job.key for job in started] == ["k1", "k2"]
+    assert {(job.key, job.token) for job in lossy.lost.jobs} <= \
+        {(job.key, job.token) for job in started[1:]}
     assert (await store.job(started[1].key)).state == "running"
+
+
+class HoldsItsFirstClaim:
+    """A store whose first claim for a job waits until `answer` is set: a slow round
+    trip."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.answer = anyio.Event()
+        self.held = anyio.Event()
+        self.counts: list[int] = []
+
+    async def claim(self, *args: Any, **kwargs: Any) -> ClaimBatch:
+        count = args[2]
+        self.counts.append(count)
+        if count and not self.held.is_set():
+            self.held.set()
+            await self.answer.wait()
+        return await self._store.claim(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+async def test_a_slot_freed_while_a_claim_is_on_its_way_is_claimed_for_at_once(
+    redis_store: Store,
+) -> None:
+    store = redis_store
+    for key in ("k1", "k2"):
+        await store.dispatch(DispatchRequest(key=key, handler="h", payload=b"{}",
+                                             max_attempts=3))
+    slow = HoldsItsFirstClaim(store)
+    started: list[ClaimedJob] = []
+    wakeup = Doorbell()
+    registry = Registry(slot_freed=wakeup.ring)
+    handler = HandlerConfig(name="h", path=Path("/h.py"), rebalance=False)
+
+    def running(claimed: ClaimedJob) -> RunningJob:
+        return RunningJob(claimed=claimed, handler=handler,
+                          fork_server=None,  # type: ignore[arg-type]
+                          fence_at=fence_clock() + 30)
+
+    def start_job(claimed: ClaimedJob, sent_at: float) -> None:
+        started.append(claimed)
+        registry.add(running(claimed))
+
+    busy = ClaimedJob(key="busy", handler="h", payload=b"{}", token=1, attempt=1,
+                      max_attempts=3, lease_deadline=0.0, owner="sup-a")
+    registry.add(running(busy))
+
+    async def ready() -> None:
+        pass
+
+    claimer = Claimer(store=slow, registry=registry,  # type: ignore[arg-type]
+                      owner="sup-a", handlers=["h"], limits={}, capacity=2, lease_ttl=30.0,
+                      start_job=start_job, spawn_ready=ready, spawn_possible=lambda: True,
+                      wakeup=wakeup, failures=StoreFailures("claim"),
+                      results=PendingResults(wakeup.ring))
+    async with anyio.create_task_group() as group:
+        group.start_soon(claimer.run)
+        with anyio.fail_after(10):
+            await slow.held.wait()  # the claim for the one free slot is on its way
+            first_busy = registry.get("busy")
+            assert first_busy is not None
+            registry.remove(first_busy)
+            while not started:  # noqa: ASYNC110 - the claimer's own pace
+                await anyio.sleep(0.02)
+            slow.answer.set()
+            while len(started) < 2:  # noqa: ASYNC110
+                await anyio.sleep(0.02)
+        claimer.stop()
+
+    assert slow.counts[:2] == [1, 1]
+    assert sorted(job.key for job in started) == ["k1", "k2"]

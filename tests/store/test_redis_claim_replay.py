@@ -77,3 +77,21 @@ async def test_a_replayed_claim_hands_back_the_trace_context_too(store: Store) -
 
     assert again.replayed
     assert [(job.traceparent, job.tracestate) for job in again.jobs] == [(parent, "k=v")]
+
+
+async def test_each_lane_sends_its_own_lost_claim_again(store: Store) -> None:
+    """Two claims in flight (one per lane), both replies lost: each sent again answers
+    its own jobs."""
+    for key in ("k1", "k2", "k3"):
+        await store.dispatch(new_job(key))
+    lost_first = await store.claim(OWNER, [HANDLER], 1, 30.0, 5, claim_id="a1", lane=0)
+    lost_second = await store.claim(OWNER, [HANDLER], 1, 30.0, 5, claim_id="b1", lane=1)
+
+    again_first = await store.claim(OWNER, [HANDLER], 1, 30.0, 5, claim_id="a1", lane=0)
+    again_second = await store.claim(OWNER, [HANDLER], 1, 30.0, 5, claim_id="b1", lane=1)
+
+    assert [job.key for job in again_first.jobs] == [job.key for job in lost_first.jobs] == ["k1"]
+    assert [job.key for job in again_second.jobs] == \
+        [job.key for job in lost_second.jobs] == ["k2"]
+    assert again_first.replayed and again_second.replayed
+    assert (await store.job("k3")).state == "pending"

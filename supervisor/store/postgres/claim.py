@@ -31,8 +31,9 @@ class PgClaim(PgPart):
     async def claim(self, owner: str, handlers: Sequence[str], count: int, lease_ttl: float,
                     max_lease_losses: int, completing: Sequence[Completion] = (),
                     claim_id: str = "", limits: Mapping[str, Limits] | None = None,
-                    only_completing: bool = False) -> ClaimBatch:
-        # only_completing: the whole claim runs (Store.claim allows it).
+                    only_completing: bool = False, lane: int = 0) -> ClaimBatch:
+        # only_completing: the whole claim runs (Store.claim allows it); no claim id is
+        # read, so the lane does not matter.
         ctx = self._ctx
         limits = limits or {}
         sent_at = ctx.witness.sending()

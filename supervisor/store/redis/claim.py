@@ -29,13 +29,17 @@ from supervisor.store.redis.scripts import ScriptArg, ScriptKey
 # 2: pending jobs are also in one claim queue per handler; 3: the running jobs are
 # counted per owner and handler in running-load (lua/upgrade-layout-3.lua).
 LAYOUT = 3
+LAST_CLAIM = 8  # where the claim's keys name last-claim:<owner> (KEYS[9] in Lua)
 
 
 class RedisClaim(RedisLeases):
     _layout_checked = False  # this store upgraded the pool's keys to LAYOUT
     _settings_for: tuple[object, ...] = ()  # what `_settings` was encoded for
     _settings: tuple[tuple[bytes, ...], bytes]
-    _last_claim_id = ""  # the id of this store's last claim sent
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._last_claim_ids: dict[int, str] = {}  # per lane, the id of its last claim sent
 
     async def claim(
         self,
@@ -48,6 +52,7 @@ class RedisClaim(RedisLeases):
         claim_id: str = "",
         limits: Mapping[str, Limits] | None = None,
         only_completing: bool = False,
+        lane: int = 0,
     ) -> ClaimBatch:
         ctx = self._ctx
         if not self._layout_checked:
@@ -65,10 +70,13 @@ class RedisClaim(RedisLeases):
                          for c in completing]}
         if only_completing and count == 0:
             this["settle"], this["id"] = True, ""
-        elif claim_id and claim_id == self._last_claim_id:
+        elif claim_id and claim_id == self._last_claim_ids.get(lane):
             this["again"] = True  # its reply was lost: the script reads what it did
         if claim_id:
-            self._last_claim_id = claim_id
+            self._last_claim_ids[lane] = claim_id
+        if lane:
+            keys = (*keys[:LAST_CLAIM], ctx.keys.last_claim(owner, lane).encode(),
+                    *keys[LAST_CLAIM + 1:])
         if since is not None:
             this["since"] = milliseconds(since)
         if claim_by is not None:

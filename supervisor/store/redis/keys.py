@@ -103,10 +103,10 @@ class PoolKeys:
         their queue (lua/_lib.lua builds the same name)."""
         return f"{self.prefix}reserved:{supervisor_id}"
 
-    def last_claim(self, supervisor_id: str) -> str:
-        """string per supervisor: the id and jobs of its last claim, for a claim sent
-        again after its reply was lost (lua/claim-10+n.lua)."""
-        return f"{self.prefix}last-claim:{supervisor_id}"
+    def last_claim(self, supervisor_id: str, lane: int = 0) -> str:
+        """string per supervisor and claim lane: the id and jobs of its last claim in that
+        lane, for a claim sent again after its reply was lost (lua/claim-10+n.lua)."""
+        return f"{self.prefix}last-claim{lane or ''}:{supervisor_id}"
 
     @property
     def write_probe(self) -> str:
