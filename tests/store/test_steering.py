@@ -1,5 +1,5 @@
 """Steering the pool in the store: priorities, pool-wide limits and rates enforced at
-claim time, pauses, unique windows and max_pending (both stores)."""
+claim time, pauses, unique windows and max_pending (every store)."""
 
 from __future__ import annotations
 
