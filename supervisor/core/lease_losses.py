@@ -1,6 +1,6 @@
 """Whether a lease that ran out counts as a loss of its job, and what its recovery does.
 
-The rule, the same on both stores: a loss counts unless a live supervisor itself saw
+The rule, the same on every store: a loss counts unless a live supervisor itself saw
 the store failing over that lease's end.  The evidence is the recovering claim's own:
 every claim carries `since`, the store time at which this supervisor's calls to the
 store began to fail or go unanswered (the sending of its oldest failed call since its

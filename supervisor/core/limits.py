@@ -9,8 +9,8 @@ and a claim recovers them.  The rate is a sliding window over the store's clock:
 is allowed while fewer than N starts of the handler happened in the last period.
 
 Pure: `now` is store seconds passed in.  The Lua claim script (lua/claim-10+n.lua)
-implements `startable` the same way; both stores pass it the due jobs highest priority
-first, oldest first within one.
+implements `startable` the same way; both SQL stores (SQLite, PostgreSQL) pass it the due
+jobs highest priority first, oldest first within one.
 """
 
 from __future__ import annotations

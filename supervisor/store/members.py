@@ -1,4 +1,4 @@
-"""Membership entries as both stores keep them (SupervisorInfo as JSON), decoded into
+"""Membership entries as every store keeps them (SupervisorInfo as JSON), decoded into
 the `SupervisorStatus` values that `members` and `snapshot` return."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What both stores share for `Store.jobs_page` and `Store.latest_finished`: the checks,
+"""What every store shares for `Store.jobs_page` and `Store.latest_finished`: the checks,
 and the bounds of a key prefix."""
 
 from __future__ import annotations

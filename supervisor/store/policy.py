@@ -1,4 +1,4 @@
-"""Numbers both stores apply the same way, so that they agree (the conformance suite
+"""Numbers every store applies the same way, so that they agree (the conformance suite
 checks that they do)."""
 
 from __future__ import annotations

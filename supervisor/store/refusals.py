@@ -1,4 +1,4 @@
-"""Why a store refused to add a job, in the words both stores use."""
+"""Why a store refused to add a job, in the words every store uses."""
 
 from __future__ import annotations
 

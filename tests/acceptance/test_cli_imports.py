@@ -1,4 +1,4 @@
-"""The CLI starts fast (CONTRACT.md "Performance": `poolsup --help` under 0.15 s) because
+"""The CLI starts fast (`poolsup --help` under 0.15 s: bench/README.md, "Targets") because
 `--help` imports only click and the command definitions: not the client, the stores,
 their drivers or the supervisor.  This checks what is imported, not how long it takes."""
 

@@ -1,6 +1,6 @@
 """The image under test, built once per tree: a Debian base made with mmdebstrap (no
-registry is reachable here: ../shared/RECIPES.md, "Containers"), then deploy/Containerfile
-on it with podman and runc.
+container registry is reachable on these machines), then deploy/Containerfile on it with
+podman and runc (crun, which podman pulls in, refuses this machine's cgroup tree).
 
 Both are cached in podman's own storage under a tag made of a hash of what went into them
 (the base: its recipe and the host's CA certificates; the image: the Containerfile and

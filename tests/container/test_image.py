@@ -2,8 +2,9 @@
 10001, no capability, no_new_privs, read-only root, podman's default seccomp profile), on
 the host's network against a Redis and a PostgreSQL of the test, with the store URL in
 POOLSUP_STORE as a Kubernetes Secret gives it:
-- READY (registered in `status`) within 2 s of the container's start (CONTRACT,
-  "Performance"; the bound here is looser, for a loaded CI machine; the figure is printed);
+- READY (registered in `status`) within 2 s of the container's start (the target of
+  bench/README.md, "Targets"; the bound here is looser, for a loaded CI machine; the
+  figure is printed);
 - jobs run; /healthz and /readyz answer (the Deployment's probes);
 - the supervisor, PID 1, reaps the orphans that come to it;
 - `podman stop` (SIGTERM, then SIGKILL after the grace) drains: exit 0, the running job
@@ -30,7 +31,7 @@ from tests.container.conftest import free_port
 from tests.container.image import base_tag, image_size, podman
 from tests.helpers.pool import HANDLERS_DIR, SupervisorProcess, wait_for, write_pool
 
-READY_WITHIN = 2.0  # CONTRACT
+READY_WITHIN = 2.0  # the target (bench/README.md, "Targets")
 READY_BOUND = 6.0  # asserted: room for a loaded 2-core CI machine
 LEASE_TTL, DRAIN_TIMEOUT, STOP_GRACE = 3, 2, 2
 HANDLERS: dict[str, dict[str, Any]] = {

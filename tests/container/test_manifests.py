@@ -4,9 +4,9 @@ pool.toml it ships: the grace period above drain_timeout + stop_grace, the probe
 metrics port's /healthz and /readyz, the store from the Secret, memory for `capacity` jobs,
 a pod that needs no privilege, and a KEDA ScaledObject on poolsup_jobs{state="pending"}.
 
-No Kubernetes runs here (../shared/RECIPES.md): the image itself is tested with podman
-(test_image.py). Outside CI these tests skip where kubectl or kubernetes-validate is
-missing; in CI they fail.
+No Kubernetes runs here (no kubelet, kind or k3s, and no image registry): the image itself
+is tested with podman (test_image.py). Outside CI these tests skip where kubectl or
+kubernetes-validate is missing; in CI they fail.
 """
 
 from __future__ import annotations

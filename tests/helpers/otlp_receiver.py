@@ -1,6 +1,7 @@
-"""A real OTLP/HTTP trace receiver for tests (../shared RECIPES: "An OpenTelemetry
-receiver"): an http.server that takes `POST /v1/traces`, gunzips a gzip body, and decodes
-the `ExportTraceServiceRequest` protobuf an exporter sends, keeping every span."""
+"""A real OTLP/HTTP trace receiver for tests (no collector binary can be installed on
+these machines, but the wire format can be received for real): an http.server that takes
+`POST /v1/traces`, gunzips a gzip body, and decodes the `ExportTraceServiceRequest`
+protobuf an exporter sends, keeping every span."""
 
 from __future__ import annotations
 

@@ -1,8 +1,10 @@
 """The hostile set of tests/integration/test_sandbox.py against a supervisor that systemd
-runs with the shipped unit, in a throwaway container (../shared/RECIPES.md); a manual
-check (docs/sandbox.md, "Under systemd"). Prints one line per attempt.
+runs with the shipped unit, in a throwaway systemd-nspawn container; a manual check
+(docs/sandbox.md, "Under systemd"). Prints one line per attempt.
 
-Set up as RECIPES.md says, with this checkout in /opt/poolsup/venv, tests/handlers/
+Set up as tests/integration/test_sandbox_systemd.py does (a volatile container of the
+host's /usr booted by systemd-nspawn, the unit, config and a sysusers.d entry for the
+poolsup user bound in), with this checkout in /opt/poolsup/venv, tests/handlers/
 sandbox_hostile.py copied to /opt/poolsup/handlers/, a pool.toml in /etc/poolsup with
 handlers `hostile` (function `attempt`), `hostile_strict` (the same, with
 `sandbox = {profile = "strict", network = [16400]}`), `sleeper`, `scratch` and

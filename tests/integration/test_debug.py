@@ -1,6 +1,7 @@
-"""`poolsup debug KEY` from outside, on both stores: the stacks of a job busy in a loop
-(its line named, other threads too, its subprocess untouched), a job stuck in C code
-that says so, and the exit codes of a job not running or unknown."""
+"""`poolsup debug KEY` from outside, on Redis and SQLite (the busy loop on PostgreSQL
+too): the stacks of a job busy in a loop (its line named, other threads too, its
+subprocess untouched), a job stuck in C code that says so, and the exit codes of a job
+not running or unknown."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""The promise at its edges, on both stores: backlogs, failed spawns, reloads that
-fail, notes across a drain, results over the limit, a child that breaks the protocol,
-a stalled log reader, and membership after a freeze."""
+"""The promise at its edges, on Redis and SQLite (notes across a drain on PostgreSQL too):
+backlogs, failed spawns, reloads that fail, notes across a drain, results over the
+limit, a child that breaks the protocol, a stalled log reader, and membership after a
+freeze."""
 
 from __future__ import annotations
 

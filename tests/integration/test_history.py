@@ -1,4 +1,4 @@
-"""A job's history with real supervisors, on both stores: a job moved by a drain shows
+"""A job's history with real supervisors, on Redis and SQLite: a job moved by a drain shows
 both supervisors, each start with its child's pid, and why it was released."""
 
 from __future__ import annotations

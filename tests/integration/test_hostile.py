@@ -45,7 +45,7 @@ HANDLERS: dict[str, dict[str, Any]] = {
 }
 SECRET = "hunter2"
 # Also with max_jobs_per_child = 100: on Redis alone, to keep the suite within its time
-# (the children are the same on both stores).
+# (the children are the same on every store).
 with_reused_children = pytest.mark.parametrize(
     ("store_url", "jobs_per_child"), [("redis", 1), ("sqlite", 1), ("redis", 100)],
     indirect=["store_url"],

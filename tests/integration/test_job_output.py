@@ -1,7 +1,8 @@
-"""`poolsup logs KEY` with real supervisors, on both stores: a job's output while it runs
-and after it ended, two attempts shown apart, the output of a job that ran on another
-supervisor, `--follow` until the job ends, a job that prints without end bounded in the
-store while its lease renews, and max_log = 0 keeping nothing."""
+"""`poolsup logs KEY` with real supervisors, on Redis and SQLite (the first test on
+PostgreSQL too): a job's output while it runs and after it ended, two attempts shown
+apart, the output of a job that ran on another supervisor, `--follow` until the job
+ends, a job that prints without end bounded in the store while its lease renews, and
+max_log = 0 keeping nothing."""
 
 from __future__ import annotations
 

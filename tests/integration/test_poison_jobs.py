@@ -1,5 +1,5 @@
 """A job that kills the only supervisor of its pool each time it runs is failed after
-MAX_LEASE_LOSSES lease losses, on both stores: it cannot loop forever, however long its
+MAX_LEASE_LOSSES lease losses, on Redis and SQLite: it cannot loop forever, however long its
 host takes to come back (Redis used to excuse a lease that ran out while no supervisor
 wrote for 1.5 s)."""
 

@@ -16,7 +16,8 @@ from tests.integration.conftest import Pool
 
 MOVABLE = {"movable": {"path": "movable.py", "timeout": 0, "max_attempts": 3}}
 # The longest runs use Redis alone, to keep the suite within its time; the planner and
-# the moves are the same code on both stores, and the tests above run on both.
+# the moves are the same code on every store, and the others run on Redis and SQLite
+# (those of ON_POSTGRES, conftest.py, on PostgreSQL too).
 redis_only = pytest.mark.parametrize("store_url", ["redis"], indirect=True)
 
 

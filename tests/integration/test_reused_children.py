@@ -433,8 +433,9 @@ POOL_HANDLERS: dict[str, dict[str, Any]] = {
 
 @pytest.fixture
 def reused_pool(tmp_path: Path, redis_url: str, pool_name: str) -> Iterator[Pool]:
-    """On Redis alone, to keep the suite within its time: the fork server is the same
-    for both stores, and the guarantee tests run reused children on both."""
+    """On Redis alone, to keep the suite within its time: the fork server and its
+    reused children are the same whatever the store (the guarantee tests run reused
+    children on Redis too)."""
     pool = Pool(tmp_path, redis_url, pool_name)
     try:
         pool.start(pool.config(POOL_HANDLERS, capacity=1, lease_ttl=2, stop_grace=1))

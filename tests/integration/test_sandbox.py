@@ -1,5 +1,5 @@
 """Guarantee 11, sandboxed jobs: hostile handlers in "default" and "strict", through a real
-supervisor, on both stores. Each attempt is refused inside the job (the job fails with the
+supervisor, on Redis and SQLite. Each attempt is refused inside the job (the job fails with the
 kernel's EPERM or EACCES), and the supervisor, its fork server and another job are
 untouched. Scratch directories are private and gone after their job; a reasonable handler
 works unchanged.

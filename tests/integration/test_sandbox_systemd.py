@@ -1,6 +1,7 @@
 """Guarantee 11 under the real systemd unit: the shipped poolsup.service, run by a real
-systemd (PID 1 of a throwaway systemd-nspawn container, ../shared/RECIPES.md), as its
-unprivileged user; the hostile set of tests/helpers/systemd_hostile.py on both stores.
+systemd (PID 1 of a throwaway systemd-nspawn container: docs/sandbox.md, "Under systemd"),
+as its unprivileged user; the hostile set of tests/helpers/systemd_hostile.py on Redis and
+on SQLite.
 
 Skipped where the container cannot be made (not root, no systemd-nspawn, no Debian
 python3 to build the unit's virtual environment with)."""

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 
 import anyio
 
+from supervisor.core.limits import Limits
 from supervisor.store.base import Store
 from supervisor.store.records import (
     ClaimBatch,
@@ -42,8 +43,10 @@ async def claim(
     handlers: Sequence[str] = (HANDLER,),
     lease_ttl: float = LONG_TTL,
     max_lease_losses: int = 3,
+    limits: Mapping[str, Limits] | None = None,
 ) -> ClaimBatch:
-    return await store.claim(owner, handlers, count, lease_ttl, max_lease_losses)
+    return await store.claim(owner, handlers, count, lease_ttl, max_lease_losses,
+                             limits=limits)
 
 
 async def wait_for_work(store: Store, *, owner: str = OWNER, lease_ttl: float = LONG_TTL) -> None:
@@ -111,14 +114,19 @@ async def claim_as_supervisors_do(
     owner: str = OWNER,
     lease_ttl: float = LONG_TTL,
     max_lease_losses: int = 3,
-    within: float = 5.0,
+    limits: Mapping[str, Limits] | None = None,
+    within: float = 10.0,
 ) -> ClaimBatch:
     """Claim every half second, as a supervisor does, until a claim recovers a lease or
-    starts a job (a lease that ended while nobody claimed waits a while for a witness);
-    that claim's batch."""
+    starts a job; that claim's batch.  A test that claims once after `wait_for_expiry`
+    and expects the lease recovered fails on a loaded machine: a claim that comes
+    MIN_CLAIM_GAP or more after the pool's last one leaves a lease that ended in that gap
+    (or within a lease ttl after it) to a later claim, for up to JUDGE_AFTER_GAP
+    (left_to_witness).  `within` bounds the claims made (at half a second apart, at least
+    that long), well past JUDGE_AFTER_GAP."""
     for _ in range(int(within / 0.5)):
         batch = await claim(store, count, owner=owner, lease_ttl=lease_ttl,
-                            max_lease_losses=max_lease_losses)
+                            max_lease_losses=max_lease_losses, limits=limits)
         if batch.recovered or batch.jobs:
             return batch
         await anyio.sleep(0.5)

@@ -10,7 +10,7 @@ from tests.store.support import (
     LONG_TTL,
     OWNER,
     SHORT_TTL,
-    claim,
+    claim_as_supervisors_do,
     claim_one,
     new_job,
     wait_for_expiry,
@@ -27,10 +27,13 @@ async def test_a_job_recovered_and_claimed_in_one_call_carries_the_expired_deadl
     await wait_for_expiry()
 
     again = await claim_one(store, owner="sup-b")
+    now = (await store.members()).store_time
 
     assert again.lease_expired_at == pytest.approx(lost.lease_deadline, abs=0.01)
     started = again.lease_deadline - LONG_TTL
-    assert lost.lease_deadline < started < lost.lease_deadline + SHORT_TTL + 2
+    # Started after the lease ran out, by the claim just made (on a loaded machine that
+    # may be seconds later: the claims wait for a witness of the gap, claim_one).
+    assert lost.lease_deadline < started <= now
 
 
 async def test_a_job_recovered_by_one_claim_keeps_the_deadline_until_another_claims_it(
@@ -39,7 +42,7 @@ async def test_a_job_recovered_by_one_claim_keeps_the_deadline_until_another_cla
     await store.dispatch(new_job("k1"))
     lost = await claim_one(store, lease_ttl=SHORT_TTL)
     await wait_for_expiry()
-    assert (await claim(store, 0)).recovered == 1
+    assert (await claim_as_supervisors_do(store, 0)).recovered == 1
 
     again = await claim_one(store, owner="sup-b")
 
@@ -101,7 +104,7 @@ async def test_a_key_dispatched_again_starts_without_an_expired_lease(store: Sto
     await store.dispatch(new_job("k1"))
     await claim_one(store, lease_ttl=SHORT_TTL)
     await wait_for_expiry()
-    await claim(store, 0)
+    assert (await claim_as_supervisors_do(store, 0)).recovered == 1
     await store.stop("k1")  # pending after the recovery: stopped at once
 
     await store.dispatch(new_job("k1"))

@@ -1,4 +1,4 @@
-"""One rule on both stores (core/lease_losses.py): a lease that ran out counts as a loss
+"""One rule on every store (core/lease_losses.py): a lease that ran out counts as a loss
 of its job unless a live supervisor saw the store failing over the lease's end, so a
 job that keeps killing its only supervisor is failed after `max_lease_losses`, and one
 whose leases run out while the store stands still is not."""

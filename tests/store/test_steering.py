@@ -1,5 +1,5 @@
 """Steering the pool in the store: priorities, pool-wide limits and rates enforced at
-claim time, pauses, unique windows and max_pending (both stores)."""
+claim time, pauses, unique windows and max_pending (every store)."""
 
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ async def test_a_crashed_supervisors_jobs_count_until_their_leases_are_recovered
     assert await keys_claimed(store, 1, owner="sup-b", limits=limits) == []
     await wait_for_expiry()
 
-    batch = await claim_as_supervisors_do(store, 1, owner="sup-b")
+    batch = await claim_as_supervisors_do(store, 1, owner="sup-b", limits=limits)
 
     assert batch.recovered == 1
     assert (await store.job("crashed")).state in ("pending", "running")

@@ -12,6 +12,7 @@ from tests.store.support import (
     OWNER,
     SHORT_TTL,
     claim,
+    claim_as_supervisors_do,
     claim_one,
     new_job,
     wait_for_expiry,
@@ -78,7 +79,7 @@ async def test_stop_then_lease_expiry_ends_the_job_stopped(store: Store) -> None
     assert await store.stop("k1") == "running"
     await wait_for_expiry()
 
-    batch = await claim(store)
+    batch = await claim_as_supervisors_do(store)
 
     assert (batch.recovered, batch.jobs) == (1, ())
     assert (await store.job("k1")).state == "stopped"
