@@ -16,7 +16,8 @@ redis-server's CPU (user + system, psutil), its read() calls (/proc/PID/io) and 
 commandstats`.  Then dispatch `--jobs` jobs one by one through `supervisor.Client` (the
 dispatch rate is jobs / the dispatch's wall time), wait until all have succeeded, and
 measure again.  The idle pool's rates times the active window's length are subtracted,
-and what is left is divided by the jobs.
+and what is left is divided by the jobs.  The kernel keeps CPU times in clock ticks of
+10 ms, so a per-job CPU figure is within about 0.02 ms at 1,000 jobs, 0.2 ms at 100.
 
 Then the same number of jobs is dispatched one by one with the handler paused: the
 wake-ups and the claims they cause still happen, but no job runs, so the rate is the
