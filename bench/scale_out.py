@@ -16,7 +16,7 @@ redis-server's CPU (user + system, psutil), its read() calls (/proc/PID/io) and 
 commandstats`.  Then dispatch `--jobs` jobs one by one through `supervisor.Client` (the
 dispatch rate is jobs / the dispatch's wall time), wait until all have succeeded, and
 measure again.  The idle pool's rates times the active window's length are subtracted,
-and what is left is divided by the jobs.  The kernel keeps CPU times in clock ticks of
+and what is left is divided by the jobs.  /proc gives CPU times in clock ticks of
 10 ms, so a per-job CPU figure is within about 0.02 ms at 1,000 jobs, 0.2 ms at 100.
 
 Then the same number of jobs is dispatched one by one with the handler paused: the
@@ -26,7 +26,8 @@ The producer's own CPU per dispatch and how busy the host's cores were are print
 
 Commands are every command in `INFO commandstats`, which counts the commands run inside
 scripts; the script calls themselves (eval, evalsha, fcall and their _ro forms) are not
-among them but are counted on their own row.  Requests are redis-server's read() calls
+among them but are counted on their own row; MULTI and EXEC count as commands (Celery
+sends three such transactions per task).  Requests are redis-server's read() calls
 (`syscr`): it reads a client's socket once when it becomes readable, so a request is
 about one round trip (a pipeline's commands arrive in one).  This script's own commands
 and requests are left out: INFO, CONFIG and the polls of the wait for the jobs to end.
@@ -39,9 +40,9 @@ same way (idle, then the jobs; no paused run).  The result backend is on, on the
 Redis, as most Celery users run it and as poolsup keeps every job's outcome: the worker
 stores each result (SETEX) and publishes it, and each `.delay()` subscribes to its
 result's channel (Celery's Redis backend does so outside a worker, whether or not the
-result is read).  Its worker is ready when its BRPOP is blocked; its jobs have ended when
-every result key exists.  A ratio line compares poolsup's server CPU and commands per job
-with Celery's (the same count of workers as supervisors where both ran).
+result is read).  The workers are ready when as many clients are blocked (in BRPOP);
+the jobs have ended when every result key exists.  A ratio line compares poolsup's server
+CPU and commands per job with Celery's (as many workers as supervisors where both ran).
 
 On PostgreSQL the server's CPU is that of the postmaster and every backend (psutil; the
 backends that exited meanwhile through the postmaster's children times); "commands" are
