@@ -1,7 +1,9 @@
-"""Shared pieces of the benchmarks: a private redis-server and supervisors."""
+"""Shared pieces of the benchmarks: a private redis-server and supervisors, and the
+options of a private PostgreSQL server."""
 
 from __future__ import annotations
 
+import argparse
 import compileall
 import contextlib
 import functools
@@ -98,3 +100,23 @@ def supervisor(
         if process.process.poll() is None:
             os.kill(process.pid, signal.SIGTERM)
             process.wait(60)
+
+
+def add_postgres_options(parser: argparse.ArgumentParser) -> None:
+    """`--pg-defaults` (the default) and `--pg-fast`, as `args.pg_durable`: the private
+    PostgreSQL server (tests/helpers/postgres_server.py) with fsync, synchronous_commit and
+    full_page_writes at PostgreSQL's defaults, on, as users run it; or off, as the tests'
+    servers, where no commit waits for its WAL to reach the disk."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--pg-defaults", dest="pg_durable", action="store_true", default=True,
+                       help="PostgreSQL with fsync, synchronous_commit and full_page_writes "
+                            "on, its defaults (the default)")
+    group.add_argument("--pg-fast", dest="pg_durable", action="store_false",
+                       help="PostgreSQL with fsync, synchronous_commit and full_page_writes "
+                            "off, as the tests' servers")
+
+
+def postgres_mode(durable: bool) -> str:
+    """How the private PostgreSQL server was started, for a report's heading."""
+    return ("fsync, synchronous_commit, full_page_writes on (PostgreSQL's defaults)" if durable
+            else "fsync, synchronous_commit, full_page_writes off (--pg-fast)")

@@ -308,10 +308,12 @@ def rq_latency(url: str, args: argparse.Namespace, directory: Path) -> dict[str,
 # --- Celery -------------------------------------------------------------------------
 
 
-def celery_worker_command(queue: str, count: int) -> list[list[str]]:
+def celery_worker_command(queue: str, count: int, node: str = "") -> list[list[str]]:
+    """One Celery worker consuming `queue`, a prefork pool of `count` children; its node
+    name `node or queue`@host (a name each for several workers)."""
     return [[sys.executable, "-m", "celery", "-A", "peers_tasks:app", "worker",
              "--pool=prefork", f"--concurrency={count}", "-Q", queue,
-             "-n", f"{queue}@%h", "--without-gossip", "--without-mingle",
+             "-n", f"{node or queue}@%h", "--without-gossip", "--without-mingle",
              "--without-heartbeat", "--loglevel=WARNING"]]
 
 

@@ -1,11 +1,17 @@
 """What the smallest statements cost a PostgreSQL server on this machine: the floor under
 a job's cost on the PostgreSQL store (docs/stores.md, "What a job costs the server").
 
-A private server (tests/helpers/postgres_server.py: fsync off, as scale_out.py's), one
-connection in autocommit, `--calls` of each statement; the server's CPU (the postmaster
-and every backend, psutil) per call.  Then the CPU that `--listeners` idle connections,
-each listening on a channel of its own, spend per NOTIFY on a channel none of them
-listens to (PostgreSQL signals every listening backend of the database).
+    python bench/pg_floor.py [--calls 2000] [--listeners 16] [--pg-defaults | --pg-fast]
+
+A private server (tests/helpers/postgres_server.py), as scale_out.py's: by default with
+fsync, synchronous_commit and full_page_writes at PostgreSQL's defaults (on), as users run
+it, so that each commit writes and flushes its WAL; `--pg-fast` turns them off, as the
+tests' servers do.  One connection in autocommit, `--calls` of each statement; per call,
+the server's CPU (the postmaster and every backend, psutil), the WAL it wrote
+(pg_current_wal_lsn before and after) and the wall time (the client's, a commit's flush
+included).  Then the CPU that `--listeners` idle connections, each listening on a channel
+of its own, spend per NOTIFY on a channel none of them listens to (PostgreSQL signals
+every listening backend of the database).
 """
 
 from __future__ import annotations
@@ -13,15 +19,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import itertools
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import psutil
 import psycopg
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from common import add_postgres_options, postgres_mode
 
 from tests.helpers.postgres_server import PostgresServer
 
@@ -36,12 +39,20 @@ def server_cpu(postmaster: psutil.Process) -> float:
     return total
 
 
+def wal(conn: psycopg.Connection[tuple[object, ...]]) -> int:
+    """The server's WAL position, in bytes from its start."""
+    row = conn.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint").fetchone()
+    assert row is not None
+    return int(str(row[0]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--listeners", type=int, default=16)
+    add_postgres_options(parser)
     args = parser.parse_args()
-    server = PostgresServer().start()
+    server = PostgresServer(durable=args.pg_durable).start()
     try:
         postmaster = psutil.Process(int((server.data / "postmaster.pid").read_text().split()[0]))
         conn = psycopg.connect(server.url, autocommit=True)
@@ -66,12 +77,18 @@ def main() -> None:
             ("BEGIN; SELECT 1; SELECT 1; COMMIT", transaction),
             ("SELECT pg_notify", lambda: conn.execute("SELECT pg_notify('nobody', 'w')")),
         ]
-        print(f"the server's CPU per call, {args.calls} calls each (autocommit):")
+        print(f"{postgres_mode(args.pg_durable)}; per call, {args.calls} calls each "
+              "(autocommit):")
+        print(f"  {'':36s} {'server CPU':>10} {'WAL bytes':>10} {'wall':>10}")
         for name, call in statements:
-            before = server_cpu(postmaster)
+            wal_before, cpu_before = wal(conn), server_cpu(postmaster)
+            began = time.monotonic()
             for _ in range(args.calls):
                 call()
-            print(f"  {name:36s} {1000 * (server_cpu(postmaster) - before) / args.calls:.3f} ms")
+            wall = (time.monotonic() - began) / args.calls
+            cpu = (server_cpu(postmaster) - cpu_before) / args.calls
+            written = (wal(conn) - wal_before) / args.calls
+            print(f"  {name:36s} {1000 * cpu:7.3f} ms {written:10.0f} {1000 * wall:7.3f} ms")
 
         listeners = []
         for index in range(args.listeners):

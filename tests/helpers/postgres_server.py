@@ -1,7 +1,9 @@
 """A real, throwaway PostgreSQL server for tests (Debian's `postgresql` package):
 `initdb` and `pg_ctl` run as the `postgres` user (they refuse root) in a temporary
-directory, on a free port of 127.0.0.1, with fsync off.  Always `-l LOGFILE`: without
-it the server keeps the caller's stdout and a captured `subprocess.run` never returns."""
+directory, on a free port of 127.0.0.1, with fsync, synchronous_commit and
+full_page_writes off for speed (`durable=True` leaves them at PostgreSQL's defaults, on, as
+users run it: the benchmarks' servers).  Always `-l LOGFILE`: without it the server keeps
+the caller's stdout and a captured `subprocess.run` never returns."""
 
 from __future__ import annotations
 
@@ -28,6 +30,8 @@ def _bin() -> Path:
 
 BIN = _bin()
 DATABASE = "pool"
+# What the tests' servers turn off: no commit waits for its WAL to reach the disk.
+FAST = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
 
 
 def _as_postgres(*args: str | Path, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -46,18 +50,18 @@ def _owned_by_postgres(path: Path) -> None:
 class PostgresServer:
     """One server.  `start()` after `stop()` keeps its port and data; `url` names the
     database `pool`, as the superuser `postgres` (trust authentication on 127.0.0.1,
-    except for users made with a password: see `add_user`)."""
+    except for users made with a password: see `add_user`).  `settings` are passed as
+    `-c name=value` over the defaults: FAST's, unless `durable`, and max_connections 200."""
 
     def __init__(self, port: int | None = None, *, primary: PostgresServer | None = None,
-                 settings: dict[str, str] | None = None) -> None:
+                 settings: dict[str, str] | None = None, durable: bool = False) -> None:
         self.port = port or free_port()
         self._dir = Path(tempfile.mkdtemp(prefix="poolsup-pg-"))
         self._dir.chmod(0o755)
         _owned_by_postgres(self._dir)
         self.data = self._dir / "data"
         self.log = self._dir / "log"
-        self.settings = {"fsync": "off", "synchronous_commit": "off",
-                         "full_page_writes": "off", "max_connections": "200",
+        self.settings = {**({} if durable else FAST), "max_connections": "200",
                          **(settings or {})}
         if primary is None:
             _as_postgres(BIN / "initdb", "-D", self.data, "-U", "postgres", "--auth=trust",
