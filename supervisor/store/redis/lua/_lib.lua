@@ -136,8 +136,17 @@ end
 -- Is the job running under exactly this lease?
 -- Notes are a list plus `notes_acked` in the job hash, the count of entries ever
 -- removed from its head: the note at list index i (from 0) has seq notes_acked + i + 1.
+-- `notes_sent` counts those ever added, so that a start or an end tells from the hash
+-- whether the list exists; a job made before it was kept has none (then: EXISTS).
 local function notes_acked(job)
   return tonumber(redis.call('HGET', job, 'notes_acked') or '0')
+end
+
+local function notes_waiting(sent, acked, notes)
+  if not sent then
+    return redis.call('EXISTS', notes) == 1
+  end
+  return tonumber(sent) > tonumber(acked or '0')
 end
 
 local function holds(job, token, owner)
@@ -227,9 +236,11 @@ end
 -- What finish() and note_event() read of a job, in one HMGET.
 local function job_state(job)
   local f = redis.call('HMGET', job, 'state', 'owner', 'token', 'handler', 'group',
-                       'reserved_for', 'priority', 'events', 'events_n')
+                       'reserved_for', 'priority', 'events', 'events_n', 'notes_sent',
+                       'notes_acked')
   return {state = f[1], owner = f[2], token = f[3], handler = f[4], group = f[5],
-          reserved_for = f[6], priority = f[7], events = f[8], events_n = f[9]}
+          reserved_for = f[6], priority = f[7], events = f[8], events_n = f[9],
+          notes_sent = f[10], notes_acked = f[11]}
 end
 
 -- The history of job state `s` with `event` added at `now`: the text and count to
@@ -367,7 +378,8 @@ local function finish(pool, job, notes, key, state, error, result, known)
     written[#written + 1], written[#written + 2] = 'result', result
   end
   redis.call('HSET', job, unpack(written))
-  local dropped = {'lease_deadline', 'pid', 'rss_bytes', 'cpu_percent', 'notes_acked'}
+  local dropped = {'lease_deadline', 'pid', 'rss_bytes', 'cpu_percent', 'notes_acked',
+                   'notes_sent'}
   if error == false then
     dropped[#dropped + 1] = 'error'
   end
@@ -402,7 +414,9 @@ local function complete_job(pool, job, notes, key, token, owner, result)
   if s.state ~= 'running' then
     return false
   end
-  finish(pool, job, notes, key, 'succeeded', false, result, s)
+  -- Whether there are notes to drop, read before the first write (claim-10+n.lua).
+  local has_notes = notes_waiting(s.notes_sent, s.notes_acked, notes)
+  finish(pool, job, has_notes and notes, key, 'succeeded', false, result, s)
   return true
 end
 
@@ -432,7 +446,7 @@ local function create_job(pool, r)
   local fields = {
     'key', r.key, 'handler', r.handler, 'state', 'pending', 'payload', r.payload,
     'max_attempts', r.max_attempts, 'attempts', 0, 'token', 0, 'lease_losses', 0,
-    'stop_requested', 0, 'created_at', fmt(pool.now),
+    'stop_requested', 0, 'created_at', fmt(pool.now), 'notes_sent', 0,
     'events', events, 'events_n', 1}
   local function also(name, value)
     fields[#fields + 1], fields[#fields + 2] = name, value

@@ -90,10 +90,8 @@ local function complete_all()
   for _, c in ipairs(this.complete) do
     local key = c[1]
     local job, notes = job_key(prefix, key), notes_key(prefix, key)
-    -- Read before the first write: see undeclared keys.
-    local has_notes = redis.call('EXISTS', notes) == 1
-    completed[#completed + 1] = complete_job(pool, job, has_notes and notes, key, c[2], owner,
-                                             c[3]) and 1 or 0
+    completed[#completed + 1] = complete_job(pool, job, notes, key, c[2], owner, c[3])
+                                and 1 or 0
   end
   return completed
 end
@@ -379,7 +377,7 @@ local deadline = pool.now + ttl
 
 local function start_attempt(key, job, f)
   -- Read before any write: the notes, and a run-out reservation for someone else.
-  local has_notes = redis.call('EXISTS', notes_key(prefix, key))
+  local has_notes = notes_waiting(f[15], f[16], notes_key(prefix, key)) and 1 or 0
   if f[6] then
     redis.call('EXISTS', reserved_of(pool, f[6]))
   end
@@ -407,7 +405,7 @@ end
 
 local FIELDS = {'state', 'handler', 'payload', 'max_attempts', 'checkpoint', 'reserved_for',
                 'lease_expired_at', 'group', 'priority', 'attempts', 'events', 'events_n',
-                'traceparent', 'tracestate'}
+                'traceparent', 'tracestate', 'notes_sent', 'notes_acked'}
 
 -- Moves to this owner first.  Only the live reservations are read (their jobs score
 -- later than now), and they are few: each runs out after its reservation ttl.
