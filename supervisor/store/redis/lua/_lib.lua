@@ -237,10 +237,10 @@ end
 local function job_state(job)
   local f = redis.call('HMGET', job, 'state', 'owner', 'token', 'handler', 'group',
                        'reserved_for', 'priority', 'events', 'events_n', 'notes_sent',
-                       'notes_acked')
+                       'notes_acked', 'output_runs')
   return {state = f[1], owner = f[2], token = f[3], handler = f[4], group = f[5],
           reserved_for = f[6], priority = f[7], events = f[8], events_n = f[9],
-          notes_sent = f[10], notes_acked = f[11]}
+          notes_sent = f[10], notes_acked = f[11], output_runs = f[12]}
 end
 
 -- The history of job state `s` with `event` added at `now`: the text and count to
@@ -312,8 +312,13 @@ local function drop_output(job, key)
   redis.call('DEL', unpack(output_names(job, key)))
 end
 
--- An ended job's output goes with its record, after `ms`.
-local function expire_output(job, key, ms)
+-- An ended job's output goes with its record, after `ms`.  `runs`: the job hash's
+-- `output_runs`, the runs that kept output ('0': none, nothing to read; nil: a job
+-- from before it was counted).
+local function expire_output(job, key, ms, runs)
+  if runs == '0' then
+    return
+  end
   local names = output_names(job, key)
   if #names == 1 then
     return  -- no run kept output: there is no hash of runs (an empty hash is no key)
@@ -385,7 +390,7 @@ local function finish(pool, job, notes, key, state, error, result, known)
   end
   redis.call('HDEL', job, unpack(dropped))
   redis.call('PEXPIRE', job, pool.retention)
-  expire_output(job, key, pool.retention)
+  expire_output(job, key, pool.retention, s.output_runs)
   if notes then
     redis.call('DEL', notes)
   end
@@ -446,7 +451,7 @@ local function create_job(pool, r)
   local fields = {
     'key', r.key, 'handler', r.handler, 'state', 'pending', 'payload', r.payload,
     'max_attempts', r.max_attempts, 'attempts', 0, 'token', 0, 'lease_losses', 0,
-    'stop_requested', 0, 'created_at', fmt(pool.now), 'notes_sent', 0,
+    'stop_requested', 0, 'created_at', fmt(pool.now), 'notes_sent', 0, 'output_runs', 0,
     'events', events, 'events_n', 1}
   local function also(name, value)
     fields[#fields + 1], fields[#fields + 2] = name, value

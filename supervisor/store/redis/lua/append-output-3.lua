@@ -26,6 +26,7 @@ if known then
   run = cjson.decode(known)
 elseif current[1] == 'running' and current[2] == token then
   run = {a = tonumber(ARGV[3]), s = ARGV[2], n = 0, f = 0, e = 0}
+  redis.call('HINCRBY', job, 'output_runs', 1)  -- lua/_lib.lua expire_output reads it
 else
   return {STALE_TOKEN}
 end

@@ -29,7 +29,7 @@ local pool = {pending = KEYS[2], queues = {[ARGV[2]] = KEYS[5]}, reserved = {},
 -- The first write may grow memory, so that Redis under maxmemory refuses the whole
 -- script rather than a write halfway through it.
 redis.call('HSET', job, 'state', 'pending', 'attempts', 0, 'lease_losses', 0,
-           'snoozes', 0, 'stop_requested', 0, 'notes_sent', 0)
+           'snoozes', 0, 'stop_requested', 0, 'notes_sent', 0, 'output_runs', 0)
 redis.call('HDEL', job, 'error', 'result', 'started_at', 'finished_at', 'owner',
            'lease_expired_at')
 redis.call('PERSIST', job)

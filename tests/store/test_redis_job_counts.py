@@ -1,6 +1,7 @@
-"""Redis: a start and an end tell from the job hash (`notes_sent`, `notes_acked`) whether
-a job has notes, without reading the list; a job made before `notes_sent` was kept
-(none in its hash) is read the old way, and its notes are neither lost nor left."""
+"""Redis: a start and an end tell from the job hash whether a job has notes (`notes_sent`,
+`notes_acked`) and output (`output_runs`) without reading those keys; a job made before
+they were kept (none in its hash) is read the old way, and its notes and output are
+neither lost nor left behind."""
 
 from __future__ import annotations
 
@@ -63,3 +64,26 @@ async def test_a_job_whose_notes_are_all_acknowledged_starts_without(store: Stor
     await store.release(job.lease)
 
     assert not (await claim_one(store)).has_notes
+
+
+@pytest.mark.parametrize("kept_before", [False, True], ids=["now", "from-before"])
+async def test_an_ended_jobs_output_expires_with_its_record(
+    store: Store, redis_server: RedisServer, pool_name: str, kept_before: bool,
+) -> None:
+    keys = PoolKeys(pool_name)
+    client = redis.Redis.from_url(redis_server.url)
+    for key in ("quiet", "loud"):
+        await store.dispatch(new_job(key))
+    quiet, loud = await claim_one(store), await claim_one(store)
+    await store.append_output(loud.lease, loud.attempt, b"hello\n", at=0, max_bytes=1000,
+                              ended=True)
+    if kept_before:
+        await client.hdel(keys.job("loud"), "output_runs")
+
+    for job in (quiet, loud):
+        await store.complete(job.lease, b"1")
+
+    assert await client.exists(keys.output("quiet")) == 0
+    names = [keys.output("loud"), keys.output_run("loud", loud.token)]
+    assert [await client.pttl(name) > 0 for name in names] == [True, True]
+    await client.aclose()
