@@ -3,11 +3,16 @@ effect, recovers the pool's expired leases, which is due once a poll interval.  
 that left room waits for work: the store wakes it when a job of its handlers becomes
 claimable, so until then a freed slot calls for no claim, and the results of the jobs
 that end are stored on their own (a settle: their completions alone, none of a claim's
-fixed part)."""
+fixed part), a few milliseconds after the first of them, so that a claim that comes
+meanwhile carries them and one settle stores those of the same moment.  A result not yet
+stored is not durable: the job's lease still covers it, and if its supervisor dies
+first, the job runs again once that lease is recovered, never at the same time."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+SETTLE_AFTER = 0.003  # seconds a result waits for a claim to carry it before a settle
 
 
 @dataclass(frozen=True)
@@ -40,3 +45,8 @@ def next_look(last_claim: float, poll_interval: float, next_due_in: float | None
     if next_due_in is not None:
         look = min(look, last_claim + max(0.0, next_due_in))
     return look
+
+
+def settle_due(waiting_since: float, now: float) -> float:
+    """When the results waiting since `waiting_since` go in a settle (`now` or later)."""
+    return max(now, waiting_since + SETTLE_AFTER)

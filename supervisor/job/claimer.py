@@ -21,7 +21,7 @@ import anyio
 import anyio.abc
 
 from sandbox.protocol import fence_clock
-from supervisor.core.claiming import ClaimView, claim_now, next_look
+from supervisor.core.claiming import ClaimView, claim_now, next_look, settle_due
 from supervisor.core.leases import MAX_LEASE_LOSSES
 from supervisor.core.limits import Limits
 from supervisor.doorbell import Doorbell
@@ -122,10 +122,10 @@ class Claimer:
                     # The next poll counts from this claim's sending.
                     self._last_claim, self._next_look = now, now + POLL_INTERVAL
                     self._woken = False
-                elif self._results.waiting:
+                elif (settle_at := settle_due(self._results.waiting_since, now)) <= now:
                     self._send(calls, lane, self._settle(self._results.take()))
                 else:
-                    await self._sleep(self._next_look - now)
+                    await self._sleep(min(settle_at, self._next_look) - now)
 
     def _idle_lane(self) -> Lane | None:
         """An idle lane, one whose claim is to be sent again first."""

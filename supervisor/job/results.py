@@ -33,6 +33,7 @@ class PendingResults:
     def __init__(self, wake_claimer: Callable[[], None]) -> None:
         self._wake_claimer = wake_claimer
         self._waiting: list[PendingResult] = []
+        self._waiting_since = math.inf  # the loop's time of the first result waiting
         self._closed: StoreFailure | None = None
         # Each result's deadline for an answer, the soonest first, watched by one timer
         # (not one per result); answered ones leave as they come to the front.
@@ -45,6 +46,12 @@ class PendingResults:
     def waiting(self) -> bool:
         return bool(self._waiting)
 
+    @property
+    def waiting_since(self) -> float:
+        """The event loop's time when the oldest result waiting was handed over (inf:
+        none waits)."""
+        return self._waiting_since if self._waiting else math.inf
+
     async def complete(self, lease: Lease, result: bytes, *,
                        wait: float = WITH_CLAIM_WAIT) -> None:
         """Store a job's result with the next claim.  Raises `StaleToken` if its lease
@@ -55,6 +62,8 @@ class PendingResults:
         if self._closed is not None:
             raise self._closed
         pending = PendingResult(Completion(lease, result))
+        if not self._waiting:
+            self._waiting_since = asyncio.get_running_loop().time()
         self._waiting.append(pending)
         self._wake_claimer()
         self._answer_due(pending, wait)

@@ -1,6 +1,6 @@
 import math
 
-from supervisor.core.claiming import ClaimView, claim_now, next_look
+from supervisor.core.claiming import SETTLE_AFTER, ClaimView, claim_now, next_look, settle_due
 
 
 def view(**changes: object) -> ClaimView:
@@ -34,3 +34,9 @@ def test_the_next_look_is_the_poll_or_the_next_due_job_if_sooner() -> None:
     assert next_look(10.0, 0.5, 0.2) == 10.2
     assert next_look(10.0, 0.5, 3.0) == 10.5
     assert next_look(10.0, 0.5, -1.0) == 10.0
+
+
+def test_results_wait_a_few_milliseconds_for_a_claim_then_go_in_a_settle() -> None:
+    assert settle_due(10.0, 10.0) == 10.0 + SETTLE_AFTER
+    assert settle_due(10.0, 10.5) == 10.5
+    assert settle_due(math.inf, 10.0) == math.inf  # none waits: no settle
