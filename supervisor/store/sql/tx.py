@@ -28,7 +28,7 @@ coroutine to its end without an event loop (sqlite/drive.py).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -120,7 +120,7 @@ class Tx(Protocol):
         """`owner` left the pool: it waits for no job."""
 
 
-Work = Callable[[Tx], Awaitable[_T]]
+Work = Callable[[Tx], Coroutine[Any, Any, _T]]  # a rule, run in one transaction
 
 
 class Database(Protocol):

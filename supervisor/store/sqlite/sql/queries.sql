@@ -148,9 +148,9 @@ ON CONFLICT (pool) DO UPDATE SET last_claim = :boot,
     gap_start = coalesce(:gap_start, gap_start), gap_end = coalesce(:gap_end, gap_end);
 
 -- name: expired_leases
--- The running jobs whose lease ran out: sqlite_leases.recover_expired_leases decides
+-- The running jobs whose lease ran out: sql/leases.py recover_expired_leases decides
 -- each one's recovery (core/lease_losses.py).
-SELECT key, supervisor, lease_deadline, lease_losses, stop_requested FROM jobs INDEXED BY jobs_leases
+SELECT key, handler, supervisor, lease_deadline, lease_losses, stop_requested FROM jobs INDEXED BY jobs_leases
 WHERE pool = :pool AND state = 'running' AND lease_deadline < :boot
 ORDER BY lease_deadline;
 
@@ -205,7 +205,8 @@ RETURNING key, handler, payload, token, attempts, max_attempts, lease_deadline, 
     traceparent, tracestate,
     EXISTS (SELECT 1 FROM notes WHERE notes.pool = :pool AND notes.key = :key) AS has_notes;
 
--- name: next_due
+-- name: after_claim
+-- The next due time of :handlers after a claim (PostgreSQL's also notes who waits).
 SELECT min(due) FROM jobs
 WHERE pool = :pool AND state = 'pending' AND due > :now
     AND handler IN (SELECT value FROM json_each(:handlers));
@@ -222,7 +223,7 @@ RETURNING key, token, stop_requested,
     EXISTS (SELECT 1 FROM notes WHERE notes.pool = :pool AND notes.key = :key) AS notified;
 
 -- name: held_job
-SELECT attempts, max_attempts, stop_requested FROM jobs
+SELECT handler, attempts, max_attempts, stop_requested FROM jobs
 WHERE pool = :pool AND key = :key AND state = 'running' AND supervisor = :owner
     AND token = :token;
 
@@ -239,7 +240,8 @@ SELECT 1 FROM jobs WHERE pool = :pool AND key = :key AND state = 'succeeded'
 -- name: save_checkpoint
 UPDATE jobs SET checkpoint = :checkpoint, checkpoint_at = :now
 WHERE pool = :pool AND key = :key AND state = 'running' AND supervisor = :owner
-    AND token = :token;
+    AND token = :token
+RETURNING 1 AS done;
 
 -- name: finish_job
 -- Ends a job failed or stopped.
@@ -263,12 +265,13 @@ WHERE pool = :pool AND key = :key;
 
 -- name: retry_job
 -- A failed or stopped job -> pending, claimable now, attempts, losses and snoozes from 0
--- (sqlite/retry.py); handler, payload, max_attempts and checkpoint kept.
+-- (sql/retry.py); handler, payload, max_attempts and checkpoint kept.
 UPDATE jobs SET state = 'pending', attempts = 0, lease_losses = 0, snoozes = 0,
     stop_requested = 0,
     error = NULL, result = NULL, started_at = NULL, finished_at = NULL, supervisor = NULL,
     due = :now, lease_expired_at = NULL
-WHERE pool = :pool AND key = :key AND state IN ('failed', 'stopped');
+WHERE pool = :pool AND key = :key AND state IN ('failed', 'stopped')
+RETURNING handler;
 
 -- name: reserve_job
 -- A released job (a move) is held for :reserved_for until its `due`.
@@ -381,7 +384,8 @@ UPDATE schedules SET outcome = :outcome, detail = :detail,
     ended_at = CASE WHEN :end THEN :now ELSE ended_at END,
     ended_tick = CASE WHEN :end THEN :tick ELSE ended_tick END
 WHERE pool = :pool AND name = :name AND last_tick = :tick AND fired_by = :owner
-    AND outcome = 'fired';
+    AND outcome = 'fired'
+RETURNING 1 AS done;
 
 -- name: all_schedules
 SELECT * FROM schedules WHERE pool = :pool ORDER BY name;
@@ -397,16 +401,14 @@ DELETE FROM stacks_answers WHERE pool = :pool AND at < :cutoff;
 SELECT answer FROM stacks_answers WHERE pool = :pool AND request = :request;
 
 -- name: note_job_event
--- A step of the job's history (sqlite/history.py), naming the supervisor and token of
+-- A step of the job's history (sql/history.py), naming the supervisor and token of
 -- its run while it runs; with an :owner, only while its lease (:token) holds the job.
+-- Then the job keeps its newest :keep events (two statements: sqlite/tx.py runs each).
 INSERT INTO job_events (pool, key, at, event, supervisor, token, detail)
 SELECT :pool, :key, :now, :event, CASE WHEN state = 'running' THEN supervisor END,
     CASE WHEN state = 'running' THEN token END, :detail
 FROM jobs WHERE pool = :pool AND key = :key
     AND (:owner IS NULL OR (state = 'running' AND supervisor = :owner AND token = :token));
-
--- name: trim_job_events
--- Keeps the newest :keep events of the job.
 DELETE FROM job_events WHERE pool = :pool AND key = :key AND id <= (
     SELECT id FROM job_events WHERE pool = :pool AND key = :key
     ORDER BY id DESC LIMIT 1 OFFSET :keep);
@@ -482,3 +484,9 @@ WHERE pool = :pool AND key = :key AND token = :token AND at = :at;
 
 -- name: drop_output_chunks
 DELETE FROM output_chunks WHERE pool = :pool AND key = :key AND token = :token;
+
+-- name: live_among
+-- Which of :keys (a JSON array) are live (pending or running).
+SELECT key FROM jobs
+WHERE pool = :pool AND key IN (SELECT value FROM json_each(:keys))
+    AND state IN ('pending', 'running');
