@@ -49,8 +49,8 @@ class Tx:
         return lease_time
 
     async def run(self, query: str, **params: Any) -> AsyncCursor[DictRow]:
-        return await self._conn.execute(self._queries[query],
-                                        {"pool": self.pool, "now": self.now, **params})
+        return await self._conn.execute(self._queries[query], {
+            "pool": self.pool, "now": self.now, "lease_now": self.lease_now, **params})
 
     async def rows(self, query: str, **params: Any) -> list[DictRow]:
         return await (await self.run(query, **params)).fetchall()

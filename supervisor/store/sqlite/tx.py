@@ -9,7 +9,7 @@ the last one's); a list or tuple parameter is bound as JSON text, which the stat
 read with json_each.
 
 Clocks: `now` is the wall clock (epoch seconds), `lease_now` CLOCK_BOOTTIME, which
-never steps (sqlite/store.py); statements see them as :now and :boot.
+never steps (sqlite/store.py); statements see them as :now, and :boot or :lease_now.
 
 Change hints are rows of the `events` table, which every supervisor polls
 (events.py): a `wake` for any job made due or ended (one per transaction: the poller
@@ -71,7 +71,8 @@ class Tx:
 
     def execute(self, query: str, **params: Any) -> sqlite3.Cursor:
         """The statements of `query`, run now; the last one's cursor."""
-        bound = {"pool": self.pool, "now": self.now, "boot": self.lease_now}
+        bound = {"pool": self.pool, "now": self.now, "boot": self.lease_now,
+                 "lease_now": self.lease_now}
         for name, value in params.items():
             bound[name] = orjson.dumps(list(value)).decode() \
                 if isinstance(value, list | tuple) else value
