@@ -38,7 +38,7 @@ class SqlClaim(SqlPart):
             # Sent now; on PostgreSQL their answers are read after the claim's first read:
             # no round trip.
             answers = [await tx.send_completion(completion) for completion in completing]
-            if tx.now - self._dropped_at >= ctx.drop_every:
+            if not ctx.drop_every or tx.now - self._dropped_at >= ctx.drop_every:
                 await tx.run("drop_expired_records", cutoff=ctx.cutoff(tx))
                 self._dropped_at = tx.now
             late = claim_by is not None and tx.lease_now > claim_by

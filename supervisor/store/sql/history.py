@@ -1,7 +1,7 @@
 """The SQL stores' job histories, written inside the transaction of the change each
 event describes (the Redis store keeps the same in the job's hash, lua/_lib.lua
 note_event).  Where they are kept is the engine's: SQLite's table `job_events`
-(sqlite/history.py), the column `history` of a PostgreSQL job's row (postgres/history.py,
+(sqlite/tx.py reads it), the column `history` of a PostgreSQL job's row (postgres/history.py,
 sql/functions.sql history_add, whose SQL functions note their own events).
 
 An event names the supervisor and token of the run that holds the job when it is

@@ -12,6 +12,12 @@ INSERT INTO poolsup.counters (pool) VALUES (:pool) ON CONFLICT DO NOTHING;
 -- name: ping
 SELECT 1;
 
+-- name: job_record
+-- A job's row (PostgreSQL's own read of one job is job_with_events, outside any
+-- transaction).
+SELECT * FROM poolsup.jobs
+WHERE pool = :pool AND key = :key AND (finished_at IS NULL OR finished_at >= :cutoff);
+
 -- name: job_state
 SELECT state FROM poolsup.jobs
 WHERE pool = :pool AND key = :key
@@ -29,6 +35,10 @@ SELECT max_pending FROM poolsup.pool_settings WHERE pool = :pool;
 -- name: set_max_pending
 INSERT INTO poolsup.pool_settings (pool, max_pending) VALUES (:pool, :max_pending)
 ON CONFLICT (pool) DO UPDATE SET max_pending = excluded.max_pending;
+
+-- name: pause
+INSERT INTO poolsup.paused (pool, name, since) VALUES (:pool, :name, :now)
+ON CONFLICT DO NOTHING;
 
 -- name: resume
 DELETE FROM poolsup.paused WHERE pool = :pool AND name = :name;

@@ -12,7 +12,7 @@
 UPDATE poolsup.counters SET token = greatest(token, %(floor)s) WHERE pool = %(pool)s;
 
 -- name: claim_context
--- What a claim reads before it decides (postgres/leases.py claim), in one statement:
+-- What a claim reads before it decides (postgres/tx.py claim_context), in one statement:
 -- the primary this transaction runs on, as its system identifier (another cluster) and
 -- its timeline (a promotion, or a restore, starts a new one; the timeline of the
 -- current WAL file, which changes at once, unlike pg_control_checkpoint's); the pool's
@@ -130,10 +130,6 @@ SELECT state, count(*) AS n FROM poolsup.jobs
 WHERE pool = %(pool)s AND (finished_at IS NULL OR finished_at >= %(cutoff)s)
 GROUP BY state;
 
--- name: pause
-INSERT INTO poolsup.paused (pool, name, since) VALUES (%(pool)s, %(name)s, %(now)s)
-ON CONFLICT DO NOTHING;
-
 -- name: running_counts
 SELECT handler, job_group, count(*) AS running FROM poolsup.jobs
 WHERE pool = %(pool)s AND state = 'running' AND handler = ANY(%(handlers)s::text[])
@@ -147,7 +143,7 @@ ON CONFLICT (pool) DO UPDATE SET last_claim = excluded.last_claim,
     gap_end = coalesce(excluded.gap_end, claim_gaps.gap_end);
 
 -- name: expired_leases
--- The running jobs whose lease ran out (postgres/leases.py recover_expired_leases
+-- The running jobs whose lease ran out (sql/leases.py recover_expired_leases
 -- decides each one's recovery).
 SELECT key, handler, supervisor, lease_deadline, lease_losses, stop_requested
 FROM poolsup.jobs

@@ -30,10 +30,6 @@ SELECT coalesce(max(id), 0) FROM events;
 -- name: events_after
 SELECT id, kind, key FROM events WHERE pool = :pool AND id > :after ORDER BY id LIMIT 1000;
 
--- name: job_record
-SELECT * FROM jobs
-WHERE pool = :pool AND key = :key AND (finished_at IS NULL OR finished_at >= :cutoff);
-
 -- name: all_jobs
 SELECT * FROM jobs WHERE pool = :pool ORDER BY created_at, rowid;
 
@@ -89,9 +85,6 @@ WHERE pool = :pool AND key = :key AND (finished_at IS NULL OR finished_at >= :cu
 
 -- name: pending_count
 SELECT count(*) FROM jobs INDEXED BY jobs_queue WHERE pool = :pool AND state = 'pending';
-
--- name: pause
-INSERT OR IGNORE INTO paused (pool, name, since) VALUES (:pool, :name, :now);
 
 -- name: running_counts
 -- Running jobs of the handlers in :handlers, per handler and dispatch group, for
