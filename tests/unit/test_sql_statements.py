@@ -17,7 +17,8 @@ NAMED = re.compile(r"\btx\.(?:run|rows|row|value)\(\s*\"(\w+)\"")
 
 
 def test_a_shared_statement_in_each_dialect() -> None:
-    shared = "UPDATE poolsup.jobs SET at = :lease_now - :period WHERE pool = :pool AND x::text = '%'"
+    shared = ("UPDATE poolsup.jobs SET at = :lease_now - :period WHERE pool = :pool "
+              "AND x::text = '%'")
     assert statements.for_sqlite(shared) == (
         "UPDATE jobs SET at = :lease_now - :period WHERE pool = :pool AND x::text = '%'")
     assert statements.for_postgres(shared) == (
