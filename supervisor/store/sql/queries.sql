@@ -237,3 +237,39 @@ WHERE pool = :pool AND key = :key AND token = :token AND at = :at;
 -- name: drop_output_chunks
 DELETE FROM poolsup.output_chunks
 WHERE pool = :pool AND key = :key AND token = :token;
+
+-- name: renew_lease
+UPDATE poolsup.jobs SET lease_deadline = :deadline, pid = coalesce(:pid, pid),
+    lease_losses = CASE WHEN :now - started_at >= :reset_after THEN 0
+                        ELSE lease_losses END,
+    rss_bytes = coalesce(:rss_bytes, rss_bytes),
+    cpu_percent = coalesce(:cpu_percent, cpu_percent)
+WHERE pool = :pool AND key = :key AND token = :token AND state = 'running'
+    AND supervisor = :owner
+RETURNING key, token, stop_requested,
+    EXISTS (SELECT 1 FROM poolsup.notes n WHERE n.pool = :pool AND n.key = :key)
+        AS notified;
+
+-- name: record_tick
+INSERT INTO poolsup.schedules (pool, name, last_tick, fingerprint, fired_by, fired_at,
+    outcome, detail, fires, skipped, missed)
+VALUES (:pool, :name, :tick, :fingerprint, :owner, :now, :outcome,
+    :detail, 1, :skipped, :missed)
+ON CONFLICT (pool, name) DO UPDATE SET last_tick = excluded.last_tick,
+    fingerprint = excluded.fingerprint, fired_by = excluded.fired_by,
+    fired_at = excluded.fired_at, outcome = excluded.outcome, detail = excluded.detail,
+    fires = schedules.fires + 1, skipped = schedules.skipped + excluded.skipped,
+    missed = schedules.missed + excluded.missed;
+
+-- name: answer_stacks
+INSERT INTO poolsup.stacks_answers (pool, request, answer, at)
+VALUES (:pool, :request, :answer, :now)
+ON CONFLICT (pool, request) DO UPDATE SET answer = excluded.answer, at = excluded.at;
+
+-- name: save_output_run
+INSERT INTO poolsup.output_runs (pool, key, token, attempt, supervisor, max_bytes, total,
+    ended)
+VALUES (:pool, :key, :token, :attempt, :supervisor, :max_bytes,
+    :total, :ended)
+ON CONFLICT (pool, key, token) DO UPDATE SET max_bytes = excluded.max_bytes,
+    total = excluded.total, ended = output_runs.ended OR excluded.ended;

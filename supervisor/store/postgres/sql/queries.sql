@@ -222,18 +222,6 @@ INSERT INTO poolsup.end_waiters (pool, key, waiter) VALUES (%(pool)s, %(key)s, %
 DELETE FROM poolsup.end_waiters
 WHERE pool = %(pool)s AND key = %(key)s AND waiter = %(waiter)s;
 
--- name: renew_lease
-UPDATE poolsup.jobs SET lease_deadline = %(deadline)s, pid = coalesce(%(pid)s, pid),
-    lease_losses = CASE WHEN %(now)s - started_at >= %(reset_after)s THEN 0
-                        ELSE lease_losses END,
-    rss_bytes = coalesce(%(rss_bytes)s, rss_bytes),
-    cpu_percent = coalesce(%(cpu_percent)s, cpu_percent)
-WHERE pool = %(pool)s AND key = %(key)s AND token = %(token)s AND state = 'running'
-    AND supervisor = %(owner)s
-RETURNING key, token, stop_requested,
-    EXISTS (SELECT 1 FROM poolsup.notes n WHERE n.pool = %(pool)s AND n.key = %(key)s)
-        AS notified;
-
 -- name: complete_job
 -- running -> succeeded (sql/functions.sql complete_job).
 SELECT poolsup.complete_job(%(pool)s, %(key)s, %(owner)s, %(token)s, %(result)s, %(now)s,
@@ -267,22 +255,6 @@ ORDER BY key;
 SELECT key FROM poolsup.jobs
 WHERE pool = %(pool)s AND key = ANY(%(keys)s::text[]) AND state IN ('pending', 'running');
 
--- name: record_tick
-INSERT INTO poolsup.schedules (pool, name, last_tick, fingerprint, fired_by, fired_at,
-    outcome, detail, fires, skipped, missed)
-VALUES (%(pool)s, %(name)s, %(tick)s, %(fingerprint)s, %(owner)s, %(now)s, %(outcome)s,
-    %(detail)s, 1, %(skipped)s, %(missed)s)
-ON CONFLICT (pool, name) DO UPDATE SET last_tick = excluded.last_tick,
-    fingerprint = excluded.fingerprint, fired_by = excluded.fired_by,
-    fired_at = excluded.fired_at, outcome = excluded.outcome, detail = excluded.detail,
-    fires = schedules.fires + 1, skipped = schedules.skipped + excluded.skipped,
-    missed = schedules.missed + excluded.missed;
-
--- name: answer_stacks
-INSERT INTO poolsup.stacks_answers (pool, request, answer, at)
-VALUES (%(pool)s, %(request)s, %(answer)s, %(now)s)
-ON CONFLICT (pool, request) DO UPDATE SET answer = excluded.answer, at = excluded.at;
-
 -- name: note_job_event
 -- A step of the job's history (postgres/history.py; sql/functions.sql note_event),
 -- naming the supervisor and token of its run while it runs; with an %(owner)s, only
@@ -301,11 +273,3 @@ UPDATE poolsup.jobs SET history = jsonb_set(history, '{-1,4}',
 WHERE pool = %(pool)s AND key = %(key)s AND token = %(token)s AND supervisor = %(owner)s
     AND state = 'running' AND pid IS NULL
     AND history -> -1 ->> 1 = 'started' AND (history -> -1 ->> 3)::bigint = %(token)s;
-
--- name: save_output_run
-INSERT INTO poolsup.output_runs (pool, key, token, attempt, supervisor, max_bytes, total,
-    ended)
-VALUES (%(pool)s, %(key)s, %(token)s, %(attempt)s, %(supervisor)s, %(max_bytes)s,
-    %(total)s, %(ended)s)
-ON CONFLICT (pool, key, token) DO UPDATE SET max_bytes = excluded.max_bytes,
-    total = excluded.total, ended = output_runs.ended OR excluded.ended;

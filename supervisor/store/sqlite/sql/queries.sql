@@ -161,17 +161,6 @@ SELECT min(due) FROM jobs
 WHERE pool = :pool AND state = 'pending' AND due > :now
     AND handler IN (SELECT value FROM json_each(:handlers));
 
--- name: renew_lease
--- A null stat keeps the one stored before.  A lease held :reset_after seconds (wall
--- clock) resets the count of losses in a row.
-UPDATE jobs SET lease_deadline = :deadline, pid = coalesce(:pid, pid),
-    lease_losses = CASE WHEN :now - started_at >= :reset_after THEN 0 ELSE lease_losses END,
-    rss_bytes = coalesce(:rss_bytes, rss_bytes), cpu_percent = coalesce(:cpu_percent, cpu_percent)
-WHERE pool = :pool AND key = :key AND token = :token AND state = 'running'
-    AND supervisor = :owner
-RETURNING key, token, stop_requested,
-    EXISTS (SELECT 1 FROM notes WHERE notes.pool = :pool AND notes.key = :key) AS notified;
-
 -- name: complete_job
 UPDATE jobs SET state = 'succeeded', result = :result, error = NULL, finished_at = :now,
     due = NULL, lease_deadline = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
@@ -205,22 +194,6 @@ SELECT key FROM jobs INDEXED BY jobs_by_schedule
 WHERE pool = :pool AND schedule = :schedule AND state IN ('pending', 'running')
 ORDER BY key;
 
--- name: record_tick
--- The tick fired: :skipped is 1 when its fixed-key job was still live.
-INSERT INTO schedules (pool, name, last_tick, fingerprint, fired_by, fired_at, outcome,
-    detail, fires, skipped, missed)
-VALUES (:pool, :name, :tick, :fingerprint, :owner, :now, :outcome, :detail, 1, :skipped,
-    :missed)
-ON CONFLICT (pool, name) DO UPDATE SET last_tick = excluded.last_tick,
-    fingerprint = excluded.fingerprint, fired_by = excluded.fired_by,
-    fired_at = excluded.fired_at, outcome = excluded.outcome, detail = excluded.detail,
-    fires = fires + 1, skipped = skipped + excluded.skipped,
-    missed = missed + excluded.missed;
-
--- name: answer_stacks
-INSERT OR REPLACE INTO stacks_answers (pool, request, answer, at)
-VALUES (:pool, :request, :answer, :now);
-
 -- name: note_job_event
 -- A step of the job's history (sql/history.py), naming the supervisor and token of
 -- its run while it runs; with an :owner, only while its lease (:token) holds the job.
@@ -252,12 +225,6 @@ WHERE pool = :pool AND key = :key ORDER BY id;
 -- name: all_job_events
 SELECT key, at, event, supervisor, token, detail FROM job_events
 WHERE pool = :pool ORDER BY id;
-
--- name: save_output_run
-INSERT INTO output_runs (pool, key, token, attempt, supervisor, max_bytes, total, ended)
-VALUES (:pool, :key, :token, :attempt, :supervisor, :max_bytes, :total, :ended)
-ON CONFLICT (pool, key, token) DO UPDATE SET max_bytes = excluded.max_bytes,
-    total = excluded.total, ended = max(ended, excluded.ended);
 
 -- name: live_among
 -- Which of :keys (a JSON array) are live (pending or running).
