@@ -51,7 +51,7 @@ from supervisor.store.records import (
 class Store(Protocol):
     pool: str
 
-    # --- Dispatch and schedules: redis/dispatch.py, sqlite/dispatch.py
+    # --- Dispatch and schedules: redis/dispatch.py, sql/dispatch.py
 
     async def dispatch(self, request: DispatchRequest) -> JobRecord:
         """Create a pending job, claimable from max(store time, `run_at`), and return its
@@ -112,7 +112,7 @@ class Store(Protocol):
     async def live_among(self, keys: Sequence[str]) -> set[str]:
         """Those of `keys` whose jobs are live; reads their states only.  Read-only."""
 
-    # --- Claim: redis/claim.py, sqlite/claim.py
+    # --- Claim: redis/claim.py, sql/claim.py
 
     async def claim(
         self,
@@ -156,7 +156,7 @@ class Store(Protocol):
         (core/limits.py startable): the limits are checked and the start counted in the
         same atomic step."""
 
-    # --- Leases, from renewal to their end: redis/leases.py, sqlite/leases.py
+    # --- Leases, from renewal to their end: redis/leases.py, sql/leases.py
 
     async def renew(
         self,
@@ -222,7 +222,7 @@ class Store(Protocol):
         """running -> stopped, after the job's processes are gone.  Raises `StaleToken`
         as `complete`."""
 
-    # --- Steering the pool: redis/steering.py, sqlite/steering.py
+    # --- Steering the pool: redis/steering.py, sql/steering.py
 
     async def stop(self, key: str, *, fired: FiredTick | None = None) -> JobState:
         """Ask for a stop.  pending -> stopped at once; running -> stop requested (the
@@ -249,7 +249,7 @@ class Store(Protocol):
         """From now on dispatch refuses jobs while `limit` are pending (None: no
         limit).  Supervisors set it from `[pool] max_pending` as they start."""
 
-    # --- Retry: redis/retry.py, sqlite/retry.py
+    # --- Retry: redis/retry.py, sql/retry.py
 
     async def retry(self, key: str) -> None:
         """A failed or stopped job -> pending, claimable at once, with its handler,
@@ -258,7 +258,7 @@ class Store(Protocol):
         token, as always).  Raises `JobExists` if the key is live, `DispatchRefused`
         if it succeeded (dispatch it again to run it anew), `JobNotFound` if unknown."""
 
-    # --- Notifications: redis/notes.py, sqlite/notes.py
+    # --- Notifications: redis/notes.py, sql/notes.py
 
     async def notify(self, key: str, payload: bytes) -> None:
         """Queue a message for the job (kept until it runs).  Raises `JobNotFound`;
@@ -274,7 +274,7 @@ class Store(Protocol):
         """Remove the job's messages with seq <= `upto` (the handler has taken them).
         Does nothing for a lease not held."""
 
-    # --- Output: redis/output.py, sqlite/output.py
+    # --- Output: redis/output.py, sql/output.py
 
     async def append_output(self, lease: Lease, attempt: int, data: bytes, *, at: int,
                             max_bytes: int, ended: bool = False) -> None:
@@ -296,7 +296,7 @@ class Store(Protocol):
         kept bytes of run T from byte `offsets[T]` on (0 if absent).  A run appears
         once it wrote output.  Raises `JobNotFound`."""
 
-    # --- Membership: redis/membership.py, sqlite/membership.py
+    # --- Membership: redis/membership.py, sql/membership.py
 
     async def register(self, info: SupervisorInfo) -> None:
         """Add or refresh the supervisor's membership entry and mark it seen.  Raises
@@ -306,7 +306,7 @@ class Store(Protocol):
     async def deregister(self, supervisor_id: str, instance: str) -> None:
         """Remove the entry if it is still this instance's."""
 
-    # --- Reads: redis/reads.py, sqlite/reads.py
+    # --- Reads: redis/reads.py, sql/reads.py
 
     async def job(self, key: str) -> JobRecord:
         """One record, with its history (`events`, the newest HISTORY_LIMIT, oldest
@@ -357,7 +357,7 @@ class Store(Protocol):
         Works while the store refuses writes (health then says "failing"); never removes
         a supervisor's entry that may still be live."""
 
-    # --- Debug: redis/debug.py, sqlite/debug.py
+    # --- Debug: redis/debug.py, sql/debug.py
 
     async def request_stacks(self, key: str) -> str:
         """Ask the supervisor that runs `key` for its thread stacks (`poolsup debug`), by

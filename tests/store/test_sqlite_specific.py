@@ -19,6 +19,7 @@ import pytest
 
 from supervisor.errors import ConfigError, StoreUnavailable
 from supervisor.store.records import DispatchRequest
+from supervisor.store.sql.tx import Tx
 from supervisor.store.sqlite import schema as sqlite_schema
 from supervisor.store.sqlite.schema import SCHEMA_VERSION
 from supervisor.store.sqlite.store import SqliteStore
@@ -277,3 +278,24 @@ async def test_members_read_while_another_process_holds_the_write_lock(db_path: 
         await store.close()
     assert took < 0.3  # it did not wait for the lock: it writes nothing
     assert [member.info.id for member in membership.members] == ["sup-a"]
+
+
+async def test_a_transaction_writes_one_wake_however_many_jobs_it_frees(db_path: Path) -> None:
+    """SQLite's hints are rows its supervisors poll (sqlite/tx.py): the rules of store/sql/
+    tell each job made due or ended, and one `wake` row stands for them all; a stop
+    keeps its own row."""
+    store = await SqliteStore.open(url_of(db_path), "media")
+
+    async def work(tx: Tx) -> None:
+        await tx.requeued("h", due_now=True)
+        await tx.ended("a")
+        await tx.tell_holder("b", "stop")
+        await tx.requeued("h", due_now=False)
+
+    try:
+        await store._db.write(work)
+    finally:
+        await store.close()
+    with sqlite3.connect(db_path) as conn:
+        rows = conn.execute("SELECT kind, key FROM events WHERE pool = 'media' ORDER BY id")
+        assert rows.fetchall() == [("wake", None), ("stop", "b")]

@@ -22,12 +22,13 @@ from psycopg.rows import dict_row
 
 from supervisor.errors import DispatchRefused, UsageError
 from supervisor.store.postgres import history
-from supervisor.store.postgres.context import PgPart
-from supervisor.store.postgres.db import Tx
-from supervisor.store.postgres.dispatch import dispatch_params, refusals
-from supervisor.store.postgres.records import job_record
+from supervisor.store.postgres.dispatch import dispatch_params
 from supervisor.store.postgres.schema import load_queries
 from supervisor.store.records import DispatchRequest, JobRecord
+from supervisor.store.sql.context import SqlPart
+from supervisor.store.sql.dispatch import refusals
+from supervisor.store.sql.records import job_record
+from supervisor.store.sql.tx import Tx
 
 QUERIES = load_queries()
 DISPATCH, RECORD = QUERIES["caller_dispatch"], QUERIES["caller_record"]
@@ -89,7 +90,7 @@ def _refusals(requests: Sequence[DispatchRequest], row: Any, pools: tuple[str, s
     return refusals(requests, codes, max_pending)
 
 
-class PgCaller(PgPart):
+class PgCaller(SqlPart):
     """The store's side of `connection=`."""
 
     _database: tuple[str, str] | None = None  # the pool's: (name, system identifier)

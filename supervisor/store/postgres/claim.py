@@ -1,30 +1,25 @@
-"""The PostgreSQL store's claim: in one transaction that holds the pool's lock, the
-completions handed in, the records past retention dropped, then leases.py's claim
-(expired leases judged, due jobs started) within the pool's limits (a part of
-PgStore: postgres/context.py), as sqlite/claim.py."""
+"""The PostgreSQL store's claim: sql/claim.py's, then, at most every CHECK_EVERY seconds
+until it sees them analyzed, a look at the planner's statistics of a fresh pool's tables
+(statistics.py).  Claims drop the records past retention at most every DROP_EVERY
+seconds (postgres/store.py)."""
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import Mapping, Sequence
 
-from supervisor.core.lease_losses import failing_window
 from supervisor.core.limits import Limits
 from supervisor.errors import StoreFailure
-from supervisor.store.policy import MIN_FAILING_SPAN, claim_deadline
-from supervisor.store.postgres import leases, statistics
-from supervisor.store.postgres.context import PgPart
-from supervisor.store.postgres.db import Tx
+from supervisor.store.postgres import statistics
 from supervisor.store.records import ClaimBatch, Completion
+from supervisor.store.sql.claim import SqlClaim
 
 # Claims drop the records past retention at most this often (s): every read leaves them
 # out by their finish time anyway, so the delete need not run in every claim.
 DROP_EVERY = 1.0
 
 
-class PgClaim(PgPart):
-    _dropped_at = float("-inf")  # store time of this store's last drop
+class PgClaim(SqlClaim):
     _statistics_at = float("-inf")  # store time it last looked at the tables' statistics
     _analyzed = False  # it saw poolsup.jobs analyzed (postgres/statistics.py)
 
@@ -32,36 +27,11 @@ class PgClaim(PgPart):
                     max_lease_losses: int, completing: Sequence[Completion] = (),
                     claim_id: str = "", limits: Mapping[str, Limits] | None = None,
                     only_completing: bool = False, lane: int = 0) -> ClaimBatch:
-        # only_completing: the whole claim runs (Store.claim allows it); no claim id is
-        # read, so the lane does not matter.
-        ctx = self._ctx
-        limits = limits or {}
-        sent_at = ctx.witness.sending()
-        since = ctx.witness.since(sent_at)
-        claim_by = claim_deadline(ctx.witness.store_time(sent_at), lease_ttl)
-        store_time = 0.0
-
-        async def work(tx: Tx) -> ClaimBatch:
-            nonlocal store_time
-            store_time = tx.now
-            # Sent now, their answers read after the claim's first read: no round trip.
-            completions = [await leases.send_completion(tx, completion)
-                           for completion in completing]
-            if tx.now - self._dropped_at >= DROP_EVERY:
-                await tx.run("drop_expired_records", cutoff=ctx.cutoff(tx))
-                self._dropped_at = tx.now
-            late = claim_by is not None and tx.now > claim_by
-            batch = await leases.claim(
-                tx, owner, handlers, 0 if late else count, lease_ttl, max_lease_losses,
-                failing_window(since, tx.now, min_span=MIN_FAILING_SPAN), limits,
-                lock_delay=not ctx.no_lock_delay)
-            completed = tuple([await leases.completed(answer) for answer in completions])
-            return dataclasses.replace(batch, completed=completed)
-
-        batch = await ctx.witnessed(sent_at, ctx.db.write(work))
-        ctx.witness.answered(sent_at, store_time, reported=True, hold=lease_ttl)
+        batch = await super().claim(owner, handlers, count, lease_ttl, max_lease_losses,
+                                    completing, claim_id, limits, only_completing, lane)
+        store_time = self._claimed_at
         if not self._analyzed and store_time - self._statistics_at >= statistics.CHECK_EVERY:
             self._statistics_at = store_time
             with contextlib.suppress(StoreFailure):  # the claim is made: it is answered
-                self._analyzed = await ctx.db.write(statistics.analyzed, pool_lock=False)
+                self._analyzed = await self._ctx.db.write(statistics.analyzed, pool_lock=False)
         return batch

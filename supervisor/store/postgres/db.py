@@ -16,62 +16,25 @@ that names the server with its password hidden.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
 import anyio
 import psycopg
-from psycopg import AsyncConnection, AsyncCursor, IsolationLevel
+from psycopg import IsolationLevel
 from psycopg.rows import DictRow
 
 from supervisor.errors import StoreUnavailable
 from supervisor.store.postgres.connection import POOL_SIZE, Connections
 from supervisor.store.postgres.schema import ensure_schema, load_queries
+from supervisor.store.postgres.tx import Connection, Tx
+from supervisor.store.sql.tx import Work
 
 _T = TypeVar("_T")
 STORE_TIMEOUT = 5.0  # seconds a transaction may take before the store counts as failing
 
-Connection = AsyncConnection[DictRow]
 STANDBY = ("is a read-only standby (pg_is_in_recovery()); claims, renewals and every write "
            "go to the primary only")
-
-
-class Tx:
-    """The statements of one transaction, with the pool and the store time bound in:
-    `now`, the database's clock (epoch seconds), read once at its start.  `boot` is the
-    same time: the database's clock counts leases too."""
-
-    def __init__(self, conn: Connection, pool: str, now: float) -> None:
-        self._conn = conn
-        self._queries = load_queries()
-        self.pool = pool
-        self.now = now
-        self.boot = now
-
-    @property
-    def connection(self) -> Connection:
-        return self._conn
-
-    def wall_time(self, store_time: float) -> float:
-        return store_time
-
-    async def run(self, query: str, **params: Any) -> AsyncCursor[DictRow]:
-        return await self._conn.execute(self._queries[query],
-                                        {"pool": self.pool, "now": self.now, **params})
-
-    async def rows(self, query: str, **params: Any) -> list[DictRow]:
-        return await (await self.run(query, **params)).fetchall()
-
-    async def row(self, query: str, **params: Any) -> DictRow | None:
-        rows = await self.rows(query, **params)
-        return rows[0] if rows else None
-
-    async def value(self, query: str, **params: Any) -> Any:
-        row = await self.row(query, **params)
-        return None if row is None else next(iter(row.values()))
-
-
-Work = Callable[[Tx], Awaitable[_T]]
 
 
 class StaleConnection(Exception):

@@ -21,14 +21,18 @@ import hashlib
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING
 
 import anyio
 import psycopg
 from psycopg import sql
 
 from supervisor.errors import StoreUnavailable
-from supervisor.store.postgres.db import PgDatabase, Tx
 from supervisor.store.records import StoreEvent
+from supervisor.store.sql.tx import Tx
+
+if TYPE_CHECKING:
+    from supervisor.store.postgres.db import PgDatabase
 
 POOL_CHANNEL = ""
 LISTEN_POLL = 1.0  # a listener looks whether it was closed at least this often

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from supervisor.core.failover import Epoch, EpochStep, step_epoch
-from supervisor.store.postgres.db import Tx
+from supervisor.store.sql.tx import Tx
 
 
 async def step(tx: Tx, lease_ttl: float, context: Mapping[str, Any]) -> EpochStep:

@@ -1,87 +1,26 @@
-"""The PostgreSQL store's reads: a job, jobs by state, a page of jobs by key, the newest
-finished by finish time, the members, the counts and the pool's snapshot for `status`
-(a part of PgStore: postgres/context.py), as sqlite/reads.py."""
+"""The PostgreSQL store's read of one job: one statement on its own, outside any
+transaction (one snapshot, one round trip); every other read is sql/reads.py's."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from supervisor.errors import JobNotFound, StoreFailure
-from supervisor.store.paging import checked_finished, checked_limit
-from supervisor.store.policy import HEALTH_GAP, LIVE_TTLS, MEMBER_GARBAGE_AFTER
-from supervisor.store.postgres import history
-from supervisor.store.postgres.context import PgPart
-from supervisor.store.postgres.db import Tx
-from supervisor.store.postgres.records import (
-    job_record,
-    read_counts,
-    read_members,
-    read_pending_by_handler,
-    read_snapshot,
-)
-from supervisor.store.records import JobRecord, JobState, Membership, PoolSnapshot
+from supervisor.errors import JobNotFound
+from supervisor.store.postgres.history import of_row
+from supervisor.store.records import JobRecord
+from supervisor.store.sql.reads import SqlReads
+from supervisor.store.sql.records import job_record
+
+if TYPE_CHECKING:
+    from supervisor.store.postgres.db import PgDatabase
 
 
-class PgReads(PgPart):
+class PgReads(SqlReads):
+    _db: PgDatabase  # the store's (postgres/store.py)
+
     async def job(self, key: str) -> JobRecord:
-        rows = await self._ctx.db.read_one("job_with_events", key=key,
-                                           retention=self._ctx.retention)
+        rows = await self._db.read_one("job_with_events", key=key,
+                                       retention=self._ctx.retention)
         if not rows:
             raise JobNotFound(f"no job has the key {key!r}")
-        return job_record(rows[0], history.of_row(rows[0]))
-
-    async def jobs(self, state: JobState | None = None) -> list[JobRecord]:
-        async def work(tx: Tx) -> list[JobRecord]:
-            await tx.run("drop_expired_records", cutoff=self._ctx.cutoff(tx))
-            rows = await tx.rows("all_jobs") if state is None else await tx.rows(
-                "jobs_in_state", state=state)
-            return [job_record(row, history.of_row(row)) for row in rows]
-
-        return await self._ctx.db.write(work)
-
-    async def jobs_page(self, state: JobState | None = None, *, prefix: str = "",
-                        after: str = "", limit: int = 50) -> list[JobRecord]:
-        checked_limit(limit)
-
-        async def work(tx: Tx) -> list[JobRecord]:
-            rows = await tx.rows("jobs_page", state=state, prefix=prefix, after=after,
-                                 cutoff=self._ctx.cutoff(tx), limit=limit)
-            return [job_record(row) for row in rows]
-
-        return await self._ctx.db.read(work)
-
-    async def latest_finished(self, state: JobState, limit: int = 20) -> list[JobRecord]:
-        checked_finished(state)
-        checked_limit(limit)
-
-        async def work(tx: Tx) -> list[JobRecord]:
-            rows = await tx.rows("latest_finished", state=state, cutoff=self._ctx.cutoff(tx),
-                                 limit=limit)
-            return [job_record(row) for row in rows]
-
-        return await self._ctx.db.read(work)
-
-    async def members(self) -> Membership:
-        return await self._ctx.db.read(read_members)
-
-    async def pending_by_handler(self, handlers: Sequence[str]) -> dict[str, int]:
-        counts = await self._ctx.db.read(read_pending_by_handler)
-        return {handler: counts.get(handler, 0) for handler in handlers}
-
-    async def counts(self) -> dict[str, int]:
-        return await self._ctx.db.read(lambda tx: read_counts(tx, self._ctx.cutoff(tx)))
-
-    async def snapshot(self) -> PoolSnapshot:
-        async def tidy(tx: Tx) -> None:
-            await tx.run("drop_expired_records", cutoff=self._ctx.cutoff(tx))
-            await tx.run("drop_silent_supervisors", live_ttls=LIVE_TTLS,
-                         garbage_after=MEMBER_GARBAGE_AFTER)
-            await tx.run("touch_health", gap=HEALTH_GAP)
-
-        error = None
-        try:
-            await self._ctx.db.write(tidy)
-        except StoreFailure as exc:  # a standby that takes no writes may still be read
-            error = exc.message
-        return await self._ctx.db.read(
-            lambda tx: read_snapshot(tx, self._ctx.pool, self._ctx.cutoff(tx), error))
+        return job_record(rows[0], of_row(rows[0]))

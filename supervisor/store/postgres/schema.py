@@ -12,7 +12,6 @@ than this poolsup knows is a `ConfigError`, never a reset.
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Mapping
 from importlib import resources
 
@@ -20,6 +19,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 
 from supervisor.errors import ConfigError
+from supervisor.store.sql import statements
 
 SCHEMA_VERSION = 4
 SCHEMA_LOCK = "poolsup schema"
@@ -55,7 +55,6 @@ MIGRATIONS: Mapping[int, str] = {
     """,
 }
 
-_NAME_MARKER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
 
 def _sql_file(name: str) -> str:
@@ -64,8 +63,9 @@ def _sql_file(name: str) -> str:
 
 @functools.cache
 def load_queries() -> dict[str, str]:
-    parts = _NAME_MARKER.split(_sql_file("queries.sql"))
-    return {name: body.strip() for name, body in zip(parts[1::2], parts[2::2], strict=True)}
+    """The named statements: sql/queries.sql's and those of store/sql/queries.sql."""
+    shared = {name: statements.for_postgres(body) for name, body in statements.shared().items()}
+    return statements.merged(statements.sections(_sql_file("queries.sql")), shared)
 
 
 def schema_sql() -> str:

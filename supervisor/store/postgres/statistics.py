@@ -11,7 +11,7 @@ they hold FIRST_ANALYZE_ROWS changed rows; from then on autovacuum keeps them cu
 
 from __future__ import annotations
 
-from supervisor.store.postgres.db import Tx
+from supervisor.store.sql.tx import Tx
 
 CHECK_EVERY = 2.0  # seconds between looks while the tables were never analyzed
 FIRST_ANALYZE_ROWS = 100  # rows changed before the first analyze is worth its cost

@@ -1,4 +1,6 @@
-"""One SQLite connection used from worker threads, one short transaction per call.
+"""One SQLite connection used from worker threads, one short transaction per call, in
+which a rule of store/sql/ runs over a `Tx` (tx.py), driven to its end by the thread
+(drive.py).
 
 The event loop never touches the connection: every call runs in a worker thread, one
 at a time (`store.turns.Turns`, and a lock for `close`), the lease renewal ahead of every other call
@@ -16,15 +18,17 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import anyio
 import anyio.to_thread
 
 from supervisor.errors import StoreUnavailable
-from supervisor.store.sqlite.schema import BUSY_TIMEOUT_MS, is_busy, load_queries, retry_when_busy
+from supervisor.store.sql.tx import Work
+from supervisor.store.sqlite.drive import run_to_end
+from supervisor.store.sqlite.schema import BUSY_TIMEOUT_MS, is_busy, retry_when_busy
+from supervisor.store.sqlite.tx import Tx
 from supervisor.store.turns import Turns
 
 _T = TypeVar("_T")
@@ -44,41 +48,6 @@ def read_clocks() -> tuple[float, float]:
     return wall_clock(), boot_clock()
 
 
-class Tx:
-    """The statements of one transaction, with the pool and the store times bound in:
-    `now` (wall clock) and `boot` (CLOCK_BOOTTIME)."""
-
-    def __init__(self, conn: sqlite3.Connection, pool: str, now: float, boot: float,
-                 wall_offset: float) -> None:
-        self._conn = conn
-        self._queries = load_queries()
-        self.pool = pool
-        self.now = now
-        self.boot = boot
-        self._wall_offset = wall_offset
-
-    def wall_time(self, boot_time: float) -> float:
-        """A boot-clock time as a wall-clock epoch time."""
-        return boot_time + self._wall_offset
-
-    def run(self, query: str, **params: Any) -> sqlite3.Cursor:
-        return self._conn.execute(self._queries[query], {"pool": self.pool, "now": self.now,
-                                                         "boot": self.boot, **params})
-
-    def rows(self, query: str, **params: Any) -> list[sqlite3.Row]:
-        return self.run(query, **params).fetchall()
-
-    def row(self, query: str, **params: Any) -> sqlite3.Row | None:
-        # fetchall, not fetchone: a RETURNING statement finishes its work only when
-        # stepped to the end.
-        rows = self.rows(query, **params)
-        return rows[0] if rows else None
-
-    def value(self, query: str, **params: Any) -> Any:
-        row = self.row(query, **params)
-        return None if row is None else row[0]
-
-
 class SqliteDatabase:
     def __init__(self, conn: sqlite3.Connection, path: Path, pool: str) -> None:
         self._conn: sqlite3.Connection | None = conn
@@ -88,16 +57,18 @@ class SqliteDatabase:
         self._turns = Turns(1)
         self._wall_offset = 0.0
 
-    async def write(self, work: Callable[[Tx], _T], *, first: bool = False) -> _T:
-        """Run `work` in one `BEGIN IMMEDIATE` transaction, in a worker thread; with
-        `first`, ahead of the calls waiting."""
+    async def write(self, work: Work[_T], *, pool_lock: bool = True,
+                    first: bool = False) -> _T:
+        """Run `work` in one `BEGIN IMMEDIATE` transaction, in a worker thread (every
+        write is one after another: `pool_lock` changes nothing); with `first`, ahead of
+        the calls waiting."""
         return await self._in_turn(work, True, first)
 
-    async def read(self, work: Callable[[Tx], _T]) -> _T:
+    async def read(self, work: Work[_T]) -> _T:
         """Run `work` in one read transaction (one consistent view), in a worker thread."""
         return await self._in_turn(work, False, False)
 
-    async def _in_turn(self, work: Callable[[Tx], _T], immediate: bool, first: bool) -> _T:
+    async def _in_turn(self, work: Work[_T], immediate: bool, first: bool) -> _T:
         async with self._turns.turn(first=first):
             # Shielded: a cancelled caller's transaction still ends before the next one.
             with anyio.CancelScope(shield=True):
@@ -122,7 +93,7 @@ class SqliteDatabase:
                 self._conn.close()
                 self._conn = None
 
-    def _run(self, work: Callable[[Tx], _T], immediate: bool) -> _T:
+    def _run(self, work: Work[_T], immediate: bool) -> _T:
         with self._lock:
             conn = self._conn
             if conn is None:
@@ -132,14 +103,15 @@ class SqliteDatabase:
             except sqlite3.Error as exc:
                 raise self._unavailable(exc) from exc
 
-    def _transaction(self, conn: sqlite3.Connection, work: Callable[[Tx], _T],
-                     immediate: bool) -> _T:
+    def _transaction(self, conn: sqlite3.Connection, work: Work[_T], immediate: bool) -> _T:
         conn.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
         try:
             # The clock is read once the write lock is held, so store times follow the
             # order of the transactions of every process that shares the file.
             wall, boot = read_clocks()
-            result = work(Tx(conn, self._pool, wall, boot, self._offset(wall - boot)))
+            # The rule is a coroutine over a Tx that never suspends: run here, to its end.
+            result = run_to_end(work(Tx(conn, self._pool, wall, boot,
+                                        self._offset(wall - boot))))
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:

@@ -30,6 +30,7 @@ from typing import TypeVar
 
 from supervisor.core.host_boot import BootCheck, check_boot
 from supervisor.errors import ConfigError, StoreUnavailable
+from supervisor.store.sql import statements
 
 SCHEMA_VERSION = 15
 BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
@@ -42,7 +43,6 @@ BUSY_RETRY_PAUSES = (0.05, 0.2, 0.5)
 
 _BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
 _UNAVAILABLE_CODES = _BUSY_CODES | {sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL}
-_NAME_MARKER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 _BOOT_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _MACHINE_ID = re.compile(r"[0-9a-f]{32}")
 _T = TypeVar("_T")
@@ -61,10 +61,10 @@ def path_from_url(url: str) -> Path:
 
 @functools.cache
 def load_queries() -> dict[str, str]:
+    """The named statements: sql/queries.sql's and those of store/sql/queries.sql."""
     text = resources.files("supervisor.store.sqlite").joinpath("sql/queries.sql").read_text("utf-8")
-    parts = _NAME_MARKER.split(text)
-    # parts = [preamble, name1, body1, name2, body2, ...]
-    return {name: body.strip() for name, body in zip(parts[1::2], parts[2::2], strict=True)}
+    shared = {name: statements.for_sqlite(body) for name, body in statements.shared().items()}
+    return statements.merged(statements.sections(text), shared)
 
 
 def schema_statements() -> list[str]:

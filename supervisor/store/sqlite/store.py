@@ -16,9 +16,10 @@ Records show boot-clock deadlines as wall-clock times (Tx.wall_time).  The "held
 ttls" test of `renew` uses started_at, so a step may reset a job's count of lease
 losses early, never hand its lease out.
 
-The store is composed of its parts, one per group of operations, each in its own file
-over one shared context (sqlite/context.py): what is left here is opening and closing
-the file and the event feeds.
+The store is composed of the SQL stores' parts, one per group of operations, each in
+its own file of store/sql/ over one shared context (sql/context.py), whose rules run
+over SQLite's `Tx` (sqlite/tx.py): what is left here is opening and closing the file
+and the event feeds.
 """
 
 from __future__ import annotations
@@ -30,32 +31,33 @@ import anyio
 import anyio.to_thread
 
 from supervisor.store.records import StoreEvent
+from supervisor.store.sql.claim import SqlClaim
+from supervisor.store.sql.context import SqlContext
+from supervisor.store.sql.debug import SqlDebug
+from supervisor.store.sql.dispatch import SqlDispatch
+from supervisor.store.sql.leases import SqlLeases
+from supervisor.store.sql.membership import SqlMembership
+from supervisor.store.sql.notes import SqlNotes
+from supervisor.store.sql.output import SqlOutput
+from supervisor.store.sql.retry import SqlRetry
+from supervisor.store.sql.steering import SqlSteering
+from supervisor.store.sql.tx import Tx
 from supervisor.store.sqlite import db as sqlite_db
-from supervisor.store.sqlite.claim import SqliteClaim
-from supervisor.store.sqlite.context import SqliteContext
 from supervisor.store.sqlite.db import SqliteDatabase
-from supervisor.store.sqlite.debug import SqliteDebug
-from supervisor.store.sqlite.dispatch import SqliteDispatch
 from supervisor.store.sqlite.events import EventPoller, JobEndPoll
-from supervisor.store.sqlite.leases import SqliteLeases
-from supervisor.store.sqlite.membership import SqliteMembership
-from supervisor.store.sqlite.notes import SqliteNotes
-from supervisor.store.sqlite.output import SqliteOutput
-from supervisor.store.sqlite.reads import SqliteReads
-from supervisor.store.sqlite.retry import SqliteRetry
 from supervisor.store.sqlite.schema import BUSY_RETRY_PAUSES, BUSY_TIMEOUT_MS, open_connection
-from supervisor.store.sqlite.steering import SqliteSteering
 from supervisor.store.witness import FailureWitness
 
 # A failed write that took longer than SQLite's own waits for a lock: this process stalled.
 STALLED_AFTER = BUSY_TIMEOUT_MS / 1000 + sum(BUSY_RETRY_PAUSES) + 1.0
 
 
-class SqliteStore(SqliteDispatch, SqliteClaim, SqliteLeases, SqliteSteering, SqliteNotes,
-                  SqliteOutput, SqliteRetry, SqliteMembership, SqliteReads, SqliteDebug):
+class SqliteStore(SqlDispatch, SqlClaim, SqlLeases, SqlSteering, SqlNotes, SqlOutput,
+                  SqlRetry, SqlMembership, SqlDebug):
     def __init__(self, db: SqliteDatabase, pool: str, retention: float) -> None:
         self.pool = pool
-        super().__init__(SqliteContext(
+        self._db = db
+        super().__init__(SqlContext(
             pool=pool, db=db, retention=retention,
             # Lease deadlines count on the boot clock: so does what this process saw failing.
             witness=FailureWitness(lambda: sqlite_db.boot_clock(), max_wait=STALLED_AFTER)))
@@ -77,11 +79,13 @@ class SqliteStore(SqliteDispatch, SqliteClaim, SqliteLeases, SqliteSteering, Sql
 
     @contextlib.asynccontextmanager
     async def _subscribe(self) -> AsyncIterator[AsyncIterator[StoreEvent]]:
-        after = await self._ctx.db.read(lambda tx: int(tx.value("last_event_id")))
-        yield EventPoller(self._ctx.db, after)
+        async def last_event_id(tx: Tx) -> int:
+            return int(await tx.value("last_event_id"))
+
+        yield EventPoller(self._db, await self._db.read(last_event_id))
 
     async def ping(self) -> None:
-        await self._ctx.db.read(lambda tx: tx.value("ping"))
+        await self._db.read(lambda tx: tx.value("ping"))
 
     async def close(self) -> None:
-        await self._ctx.db.close()
+        await self._db.close()

@@ -1,11 +1,10 @@
--- The PostgreSQL store's statements, one per named section (schema.load_queries), with
--- psycopg's named parameters.  Every statement is scoped to %(pool)s.  One clock, the
+-- The PostgreSQL store's own statements, one per named section (schema.load_queries),
+-- beside those both SQL stores run as they are (store/sql/queries.sql), with psycopg's
+-- named parameters.  Every statement is scoped to %(pool)s.  One clock, the
 -- database's: %(now)s is poolsup.now() read once the transaction holds the pool's lock
 -- (postgres/db.py), for lease deadlines, last_seen, `due` and what users read alike.
--- The semantics mirror the SQLite store's sqlite/sql/queries.sql.
-
--- name: ensure_counters
-INSERT INTO poolsup.counters (pool) VALUES (%(pool)s) ON CONFLICT DO NOTHING;
+-- The semantics mirror the SQLite store's sqlite/sql/queries.sql.  %(lease_now)s, in the
+-- shared statements, is the same time as %(now)s.
 
 -- name: raise_tokens
 -- Tokens keep growing across a change of primary that lost the last writes: the
@@ -13,7 +12,7 @@ INSERT INTO poolsup.counters (pool) VALUES (%(pool)s) ON CONFLICT DO NOTHING;
 UPDATE poolsup.counters SET token = greatest(token, %(floor)s) WHERE pool = %(pool)s;
 
 -- name: claim_context
--- What a claim reads before it decides (postgres/leases.py claim), in one statement:
+-- What a claim reads before it decides (postgres/tx.py claim_context), in one statement:
 -- the primary this transaction runs on, as its system identifier (another cluster) and
 -- its timeline (a promotion, or a restore, starts a new one; the timeline of the
 -- current WAL file, which changes at once, unlike pg_control_checkpoint's); the pool's
@@ -67,9 +66,6 @@ WITH gone AS (
 )
 DELETE FROM poolsup.notes WHERE pool = %(pool)s AND key IN (SELECT key FROM gone);
 
--- name: ping
-SELECT 1;
-
 -- name: dispatch_jobs
 SELECT poolsup.dispatch_jobs(%(pool)s, %(retention)s, %(jobs)s, %(limit_pending)s);
 
@@ -90,11 +86,6 @@ FROM (SELECT current_database() AS dbname,
 
 -- name: caller_record
 SELECT * FROM poolsup.jobs WHERE pool = %(pool)s AND key = %(key)s;
-
--- name: job_state
-SELECT state FROM poolsup.jobs
-WHERE pool = %(pool)s AND key = %(key)s
-  AND (finished_at IS NULL OR finished_at >= %(cutoff)s);
 
 -- name: job_with_events
 -- A job's record, its history included, in one statement without a transaction of its
@@ -134,48 +125,15 @@ WHERE pool = %(pool)s AND state = 'pending' AND reserved_for IS NOT NULL
     AND reserved_until > %(now)s
 ORDER BY created_at, seq;
 
--- name: pending_by_handler
--- Pending jobs per handler (the jobs_queue_by_priority index alone), for the metrics that
--- an autoscaler reads.  Read-only.
-SELECT handler, count(*) AS n FROM poolsup.jobs
-WHERE pool = %(pool)s AND state = 'pending' GROUP BY handler;
-
 -- name: state_counts
 SELECT state, count(*) AS n FROM poolsup.jobs
 WHERE pool = %(pool)s AND (finished_at IS NULL OR finished_at >= %(cutoff)s)
 GROUP BY state;
 
--- name: max_pending
-SELECT max_pending FROM poolsup.pool_settings WHERE pool = %(pool)s;
-
--- name: set_max_pending
-INSERT INTO poolsup.pool_settings (pool, max_pending) VALUES (%(pool)s, %(max_pending)s)
-ON CONFLICT (pool) DO UPDATE SET max_pending = excluded.max_pending;
-
--- name: pause
-INSERT INTO poolsup.paused (pool, name, since) VALUES (%(pool)s, %(name)s, %(now)s)
-ON CONFLICT DO NOTHING;
-
--- name: resume
-DELETE FROM poolsup.paused WHERE pool = %(pool)s AND name = %(name)s;
-
--- name: paused
-SELECT name FROM poolsup.paused WHERE pool = %(pool)s;
-
 -- name: running_counts
 SELECT handler, job_group, count(*) AS running FROM poolsup.jobs
 WHERE pool = %(pool)s AND state = 'running' AND handler = ANY(%(handlers)s::text[])
 GROUP BY handler, job_group;
-
--- name: forget_old_starts
-DELETE FROM poolsup.starts
-WHERE pool = %(pool)s AND handler = %(handler)s AND at <= %(now)s - %(period)s;
-
--- name: recent_starts
-SELECT at FROM poolsup.starts WHERE pool = %(pool)s AND handler = %(handler)s ORDER BY at;
-
--- name: note_start
-INSERT INTO poolsup.starts (pool, handler, at) VALUES (%(pool)s, %(handler)s, %(now)s);
 
 -- name: note_claim
 INSERT INTO poolsup.claim_gaps (pool, last_claim, gap_start, gap_end)
@@ -185,19 +143,13 @@ ON CONFLICT (pool) DO UPDATE SET last_claim = excluded.last_claim,
     gap_end = coalesce(excluded.gap_end, claim_gaps.gap_end);
 
 -- name: expired_leases
--- The running jobs whose lease ran out (postgres/leases.py recover_expired_leases
+-- The running jobs whose lease ran out (sql/leases.py recover_expired_leases
 -- decides each one's recovery).
 SELECT key, handler, supervisor, lease_deadline, lease_losses, stop_requested
 FROM poolsup.jobs
 WHERE pool = %(pool)s AND state = 'running' AND lease_deadline < %(now)s
 ORDER BY lease_deadline LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
-
--- name: stop_expired_lease
-UPDATE poolsup.jobs SET state = 'stopped', lease_losses = %(losses)s, finished_at = %(now)s,
-    error = 'stop requested; lease of ' || coalesce(supervisor, '?') || ' expired',
-    due = NULL, lease_deadline = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
-WHERE pool = %(pool)s AND key = %(key)s;
 
 -- name: fail_expired_lease
 UPDATE poolsup.jobs SET state = 'failed', lease_losses = %(losses)s, finished_at = %(now)s,
@@ -270,115 +222,14 @@ INSERT INTO poolsup.end_waiters (pool, key, waiter) VALUES (%(pool)s, %(key)s, %
 DELETE FROM poolsup.end_waiters
 WHERE pool = %(pool)s AND key = %(key)s AND waiter = %(waiter)s;
 
--- name: renew_lease
-UPDATE poolsup.jobs SET lease_deadline = %(deadline)s, pid = coalesce(%(pid)s, pid),
-    lease_losses = CASE WHEN %(now)s - started_at >= %(reset_after)s THEN 0
-                        ELSE lease_losses END,
-    rss_bytes = coalesce(%(rss_bytes)s, rss_bytes),
-    cpu_percent = coalesce(%(cpu_percent)s, cpu_percent)
-WHERE pool = %(pool)s AND key = %(key)s AND token = %(token)s AND state = 'running'
-    AND supervisor = %(owner)s
-RETURNING key, token, stop_requested,
-    EXISTS (SELECT 1 FROM poolsup.notes n WHERE n.pool = %(pool)s AND n.key = %(key)s)
-        AS notified;
-
--- name: held_job
-SELECT handler, attempts, max_attempts, stop_requested FROM poolsup.jobs
-WHERE pool = %(pool)s AND key = %(key)s AND state = 'running' AND supervisor = %(owner)s
-    AND token = %(token)s;
-
 -- name: complete_job
 -- running -> succeeded (sql/functions.sql complete_job).
 SELECT poolsup.complete_job(%(pool)s, %(key)s, %(owner)s, %(token)s, %(result)s, %(now)s,
                             %(keep)s) AS done;
 
--- name: save_checkpoint
-UPDATE poolsup.jobs SET checkpoint = %(checkpoint)s, checkpoint_at = %(now)s
-WHERE pool = %(pool)s AND key = %(key)s AND state = 'running' AND supervisor = %(owner)s
-    AND token = %(token)s
-RETURNING 1 AS done;
-
--- name: finish_job
-UPDATE poolsup.jobs SET state = %(state)s, error = %(error)s, finished_at = %(now)s,
-    due = NULL, lease_deadline = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL,
-    reserved_for = NULL, reserved_until = NULL, moved_from = NULL
-WHERE pool = %(pool)s AND key = %(key)s;
-
--- name: requeue_job
-UPDATE poolsup.jobs SET state = 'pending', attempts = attempts - %(refund)s,
-    error = coalesce(%(error)s, error), due = %(due)s,
-    lease_deadline = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
-WHERE pool = %(pool)s AND key = %(key)s;
-
--- name: snooze_job
--- running -> pending, claimable from %(due)s, the attempt given back, one more snooze.
-UPDATE poolsup.jobs SET state = 'pending', attempts = attempts - 1, snoozes = snoozes + 1,
-    due = %(due)s, lease_deadline = NULL, pid = NULL, rss_bytes = NULL, cpu_percent = NULL
-WHERE pool = %(pool)s AND key = %(key)s;
-
--- name: retry_job
-UPDATE poolsup.jobs SET state = 'pending', attempts = 0, lease_losses = 0, snoozes = 0,
-    stop_requested = false, error = NULL, result = NULL, started_at = NULL,
-    finished_at = NULL, supervisor = NULL, due = %(now)s, lease_expired_at = NULL
-WHERE pool = %(pool)s AND key = %(key)s AND state IN ('failed', 'stopped')
-RETURNING handler;
-
--- name: reserve_job
-UPDATE poolsup.jobs SET reserved_for = %(reserved_for)s, reserved_until = due,
-    moved_from = %(moved_from)s
-WHERE pool = %(pool)s AND key = %(key)s;
-
--- name: stop_requested
-SELECT stop_requested FROM poolsup.jobs WHERE pool = %(pool)s AND key = %(key)s;
-
 -- name: job_holder
 SELECT supervisor FROM poolsup.jobs
 WHERE pool = %(pool)s AND key = %(key)s AND state = 'running';
-
--- name: request_stop
-UPDATE poolsup.jobs SET stop_requested = true WHERE pool = %(pool)s AND key = %(key)s;
-
--- name: add_note
-INSERT INTO poolsup.notes (pool, key, payload) VALUES (%(pool)s, %(key)s, %(payload)s);
-
--- name: drop_notes
-DELETE FROM poolsup.notes WHERE pool = %(pool)s AND key = %(key)s;
-
--- name: take_notes
-SELECT id, payload FROM poolsup.notes
-WHERE pool = %(pool)s AND key = %(key)s AND id > %(after)s AND EXISTS (
-    SELECT 1 FROM poolsup.jobs j
-    WHERE j.pool = %(pool)s AND j.key = %(key)s AND j.state = 'running'
-        AND j.supervisor = %(owner)s AND j.token = %(token)s)
-ORDER BY id;
-
--- name: ack_notes
-DELETE FROM poolsup.notes
-WHERE pool = %(pool)s AND key = %(key)s AND id <= %(upto)s AND EXISTS (
-    SELECT 1 FROM poolsup.jobs j
-    WHERE j.pool = %(pool)s AND j.key = %(key)s AND j.state = 'running'
-        AND j.supervisor = %(owner)s AND j.token = %(token)s);
-
--- name: supervisor_entry
-SELECT instance, lease_ttl, last_seen FROM poolsup.supervisors
-WHERE pool = %(pool)s AND id = %(id)s;
-
--- name: upsert_supervisor
-INSERT INTO poolsup.supervisors (pool, id, instance, info, lease_ttl, last_seen)
-VALUES (%(pool)s, %(id)s, %(instance)s, %(info)s, %(lease_ttl)s, %(now)s)
-ON CONFLICT (pool, id) DO UPDATE SET instance = excluded.instance, info = excluded.info,
-    lease_ttl = excluded.lease_ttl, last_seen = excluded.last_seen;
-
--- name: touch_supervisor
-UPDATE poolsup.supervisors SET last_seen = %(now)s WHERE pool = %(pool)s AND id = %(id)s;
-
--- name: delete_supervisor
-DELETE FROM poolsup.supervisors
-WHERE pool = %(pool)s AND id = %(id)s AND instance = %(instance)s;
-
--- name: supervisor_entries
-SELECT info, %(now)s - last_seen AS silent_for FROM poolsup.supervisors
-WHERE pool = %(pool)s;
 
 -- name: member_load
 SELECT supervisor AS id, handler, count(*) AS n FROM poolsup.jobs
@@ -395,16 +246,6 @@ DELETE FROM poolsup.supervisors
 WHERE pool = %(pool)s
     AND %(now)s - last_seen > greatest(%(live_ttls)s * lease_ttl, %(garbage_after)s);
 
--- name: touch_health
-INSERT INTO poolsup.health (pool, last_ok, ok_since) VALUES (%(pool)s, %(now)s, %(now)s)
-ON CONFLICT (pool) DO UPDATE SET
-    ok_since = CASE WHEN %(now)s - health.last_ok > %(gap)s THEN %(now)s
-                    ELSE health.ok_since END,
-    last_ok = %(now)s;
-
--- name: health
-SELECT last_ok, ok_since FROM poolsup.health WHERE pool = %(pool)s;
-
 -- name: live_keys_of_schedule
 SELECT key FROM poolsup.jobs
 WHERE pool = %(pool)s AND schedule = %(schedule)s AND state IN ('pending', 'running')
@@ -413,49 +254,6 @@ ORDER BY key;
 -- name: live_among
 SELECT key FROM poolsup.jobs
 WHERE pool = %(pool)s AND key = ANY(%(keys)s::text[]) AND state IN ('pending', 'running');
-
--- name: schedule_last_fired
-SELECT last_tick, fired_by, outcome, fingerprint, ended_at FROM poolsup.schedules
-WHERE pool = %(pool)s AND name = %(name)s;
-
--- name: restart_schedule
--- Its definition changed since its producer ended it: it fires again.
-UPDATE poolsup.schedules SET ended_at = NULL, ended_tick = NULL
-WHERE pool = %(pool)s AND name = %(name)s;
-
--- name: record_tick
-INSERT INTO poolsup.schedules (pool, name, last_tick, fingerprint, fired_by, fired_at,
-    outcome, detail, fires, skipped, missed)
-VALUES (%(pool)s, %(name)s, %(tick)s, %(fingerprint)s, %(owner)s, %(now)s, %(outcome)s,
-    %(detail)s, 1, %(skipped)s, %(missed)s)
-ON CONFLICT (pool, name) DO UPDATE SET last_tick = excluded.last_tick,
-    fingerprint = excluded.fingerprint, fired_by = excluded.fired_by,
-    fired_at = excluded.fired_at, outcome = excluded.outcome, detail = excluded.detail,
-    fires = schedules.fires + 1, skipped = schedules.skipped + excluded.skipped,
-    missed = schedules.missed + excluded.missed;
-
--- name: record_tick_outcome
--- With %(end)s, the schedule ends with it.
-UPDATE poolsup.schedules SET outcome = %(outcome)s, detail = %(detail)s,
-    ended_at = CASE WHEN %(end)s THEN %(now)s ELSE ended_at END,
-    ended_tick = CASE WHEN %(end)s THEN %(tick)s ELSE ended_tick END
-WHERE pool = %(pool)s AND name = %(name)s AND last_tick = %(tick)s
-    AND fired_by = %(owner)s AND outcome = 'fired'
-RETURNING 1 AS done;
-
--- name: all_schedules
-SELECT * FROM poolsup.schedules WHERE pool = %(pool)s ORDER BY name;
-
--- name: answer_stacks
-INSERT INTO poolsup.stacks_answers (pool, request, answer, at)
-VALUES (%(pool)s, %(request)s, %(answer)s, %(now)s)
-ON CONFLICT (pool, request) DO UPDATE SET answer = excluded.answer, at = excluded.at;
-
--- name: forget_stacks_answers
-DELETE FROM poolsup.stacks_answers WHERE pool = %(pool)s AND at < %(cutoff)s;
-
--- name: stacks_answer
-SELECT answer FROM poolsup.stacks_answers WHERE pool = %(pool)s AND request = %(request)s;
 
 -- name: note_job_event
 -- A step of the job's history (postgres/history.py; sql/functions.sql note_event),
@@ -475,61 +273,3 @@ UPDATE poolsup.jobs SET history = jsonb_set(history, '{-1,4}',
 WHERE pool = %(pool)s AND key = %(key)s AND token = %(token)s AND supervisor = %(owner)s
     AND state = 'running' AND pid IS NULL
     AND history -> -1 ->> 1 = 'started' AND (history -> -1 ->> 3)::bigint = %(token)s;
-
--- name: output_job
-SELECT state, token FROM poolsup.jobs
-WHERE pool = %(pool)s AND key = %(key)s
-  AND (finished_at IS NULL OR finished_at >= %(cutoff)s);
-
--- name: output_run
-SELECT token, attempt, supervisor, max_bytes, total, ended FROM poolsup.output_runs
-WHERE pool = %(pool)s AND key = %(key)s AND token = %(token)s;
-
--- name: output_runs
-SELECT token, attempt, supervisor, max_bytes, total, ended FROM poolsup.output_runs
-WHERE pool = %(pool)s AND key = %(key)s ORDER BY token;
-
--- name: save_output_run
-INSERT INTO poolsup.output_runs (pool, key, token, attempt, supervisor, max_bytes, total,
-    ended)
-VALUES (%(pool)s, %(key)s, %(token)s, %(attempt)s, %(supervisor)s, %(max_bytes)s,
-    %(total)s, %(ended)s)
-ON CONFLICT (pool, key, token) DO UPDATE SET max_bytes = excluded.max_bytes,
-    total = excluded.total, ended = output_runs.ended OR excluded.ended;
-
--- name: add_output_chunk
-INSERT INTO poolsup.output_chunks (pool, key, token, at, data)
-VALUES (%(pool)s, %(key)s, %(token)s, %(at)s, %(data)s);
-
--- name: output_chunks
-SELECT at, data FROM poolsup.output_chunks
-WHERE pool = %(pool)s AND key = %(key)s AND token = %(token)s
-    AND at + length(data) > %(start)s
-ORDER BY at;
-
--- name: first_output_chunk
-SELECT min(at) FROM poolsup.output_chunks
-WHERE pool = %(pool)s AND key = %(key)s AND token = %(token)s;
-
--- name: drop_output_chunks_before
-DELETE FROM poolsup.output_chunks
-WHERE pool = %(pool)s AND key = %(key)s AND token = %(token)s
-    AND at + length(data) <= %(keep_from)s;
-
--- name: forget_output_runs
-DELETE FROM poolsup.output_runs WHERE pool = %(pool)s AND key = %(key)s;
-
--- name: forget_output_chunks
-DELETE FROM poolsup.output_chunks WHERE pool = %(pool)s AND key = %(key)s;
-
--- name: last_output_chunk
-SELECT at, data FROM poolsup.output_chunks
-WHERE pool = %(pool)s AND key = %(key)s AND token = %(token)s ORDER BY at DESC LIMIT 1;
-
--- name: extend_output_chunk
-UPDATE poolsup.output_chunks SET data = %(data)s
-WHERE pool = %(pool)s AND key = %(key)s AND token = %(token)s AND at = %(at)s;
-
--- name: drop_output_chunks
-DELETE FROM poolsup.output_chunks
-WHERE pool = %(pool)s AND key = %(key)s AND token = %(token)s;

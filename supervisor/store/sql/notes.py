@@ -1,16 +1,15 @@
-"""The PostgreSQL store's notifications: a note kept for a live job, taken and
-acknowledged under the job's lease; the job's holder hears of it on its channel."""
+"""The SQL stores' notifications: a note kept for a live job, taken and acknowledged
+under the job's lease; the job's holder hears of it (Tx.tell_holder)."""
 
 from __future__ import annotations
 
 from supervisor.errors import JobNotFound
-from supervisor.store.postgres import events
-from supervisor.store.postgres.context import PgPart
-from supervisor.store.postgres.db import Tx
 from supervisor.store.records import LIVE_STATES, Lease, Note
+from supervisor.store.sql.context import SqlPart
+from supervisor.store.sql.tx import Tx
 
 
-class PgNotes(PgPart):
+class SqlNotes(SqlPart):
     async def notify(self, key: str, payload: bytes) -> None:
         async def work(tx: Tx) -> None:
             state = await tx.value("job_state", key=key, cutoff=self._ctx.cutoff(tx))
@@ -19,7 +18,7 @@ class PgNotes(PgPart):
             if state not in LIVE_STATES:
                 raise JobNotFound(f"job {key!r} has finished ({state})")
             await tx.run("add_note", key=key, payload=payload)
-            await events.to_holder(tx, await tx.value("job_holder", key=key), "n", key)
+            await tx.tell_holder(key, "notify")
 
         await self._ctx.db.write(work)
 

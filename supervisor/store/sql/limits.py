@@ -1,15 +1,15 @@
-"""The PostgreSQL store's pool-wide limits and pauses, as steps of a transaction that
-holds the pool's lock (as sqlite/limits.py): what the pool uses of each limited
-handler's limits (core/limits.py), the starts a rate limit counts, and which handlers
-no claim serves."""
+"""The SQL stores' pool-wide limits and pauses, as steps of a transaction (on
+PostgreSQL, one that holds the pool's lock): what the pool uses of each limited
+handler's limits (core/limits.py), the starts a rate limit counts (on the lease clock),
+and which handlers no claim serves (pausing and resuming: steering.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
 from supervisor.core.limits import Limits, Usage, next_rate_slot
-from supervisor.store.postgres.db import Tx
 from supervisor.store.records import Paused
+from supervisor.store.sql.tx import Tx
 
 
 async def paused(tx: Tx) -> Paused:
@@ -17,9 +17,9 @@ async def paused(tx: Tx) -> Paused:
 
 
 async def starts_within(tx: Tx, handler: str, period: float) -> tuple[float, list[float]]:
-    """The store time and the handler's starts within `period` before it."""
+    """The store time (the lease clock) and the handler's starts within `period` before it."""
     starts = [row["at"] for row in await tx.rows("recent_starts", handler=handler)]
-    return tx.now, [at for at in starts if at > tx.now - period]
+    return tx.lease_now, [at for at in starts if at > tx.lease_now - period]
 
 
 def served(paused_names: Sequence[str], handlers: Sequence[str]) -> list[str]:
@@ -70,7 +70,7 @@ async def next_slot_in(tx: Tx, limits: Mapping[str, Limits],
         if rate is None:
             continue
         _now, starts = await starts_within(tx, handler, rate.period)
-        slot = next_rate_slot(starts, tx.now, rate)
+        slot = next_rate_slot(starts, tx.lease_now, rate)
         if slot is not None:
-            waits.append(max(0.0, slot - tx.now))
+            waits.append(max(0.0, slot - tx.lease_now))
     return min(waits, default=None)

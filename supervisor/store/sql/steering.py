@@ -1,24 +1,26 @@
-"""The PostgreSQL store's steering of the pool: stops, pauses and the settings the store
-enforces (a part of PgStore: postgres/context.py), as sqlite/steering.py.  A stop of a
-running job is sent to its holder's channel; a resume wakes the whole pool."""
+"""The SQL stores' steering of the pool: stops, pauses and the settings the store
+enforces (a part of both SQL stores: context.py).  A pause is a row of `paused` (a
+handler, or "*" for the whole pool), which every claim reads in its transaction
+(limits.py `served`).  A stop of a running job is told to its holder; a resume wakes the
+whole pool."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from supervisor.errors import JobNotFound
-from supervisor.store.postgres import dispatch as pg_dispatch
-from supervisor.store.postgres import events, history, leases
-from supervisor.store.postgres import limits as pg_limits
-from supervisor.store.postgres.context import PgPart
-from supervisor.store.postgres.db import Tx
 from supervisor.store.records import LIVE_STATES, PAUSE_ALL, FiredTick, JobState, Paused
+from supervisor.store.sql import dispatch as sql_dispatch
+from supervisor.store.sql import history, leases
+from supervisor.store.sql import limits as sql_limits
+from supervisor.store.sql.context import SqlPart
+from supervisor.store.sql.tx import Tx
 
 
-class PgSteering(PgPart):
+class SqlSteering(SqlPart):
     async def stop(self, key: str, *, fired: FiredTick | None = None) -> JobState:
         async def work(tx: Tx) -> JobState:
-            await pg_dispatch.check_current(tx, fired)
+            await sql_dispatch.check_current(tx, fired)
             state: JobState | None = await tx.value("job_state", key=key,
                                                     cutoff=self._ctx.cutoff(tx))
             if state is None:
@@ -30,7 +32,7 @@ class PgSteering(PgPart):
             await tx.run("request_stop", key=key)
             if state == "pending":
                 return await leases.finish(tx, key, "stopped", "stopped while pending")
-            await events.to_holder(tx, await tx.value("job_holder", key=key), "s", key)
+            await tx.tell_holder(key, "stop")
             return state
 
         return await self._ctx.db.write(work)
@@ -46,16 +48,16 @@ class PgSteering(PgPart):
         async def work(tx: Tx) -> None:
             for name in handlers or [PAUSE_ALL]:
                 await tx.run("resume", name=name)
-            await events.wake_pool(tx)
+            await tx.wake_pool()
 
         await self._ctx.db.write(work)
 
     async def paused(self) -> Paused:
-        return await self._ctx.db.read(pg_limits.paused)
+        return await self._ctx.db.read(sql_limits.paused)
 
     async def starts_within(self, handler: str, period: float) -> tuple[float, list[float]]:
         return await self._ctx.db.read(
-            lambda tx: pg_limits.starts_within(tx, handler, period))
+            lambda tx: sql_limits.starts_within(tx, handler, period))
 
     async def set_max_pending(self, limit: int | None) -> None:
         async def work(tx: Tx) -> None:

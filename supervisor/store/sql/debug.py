@@ -1,5 +1,6 @@
-"""The PostgreSQL store's side of `poolsup debug KEY`: the request goes to the channel of
-the supervisor that runs the job (`d REQUEST KEY`); its answer is a row of
+"""The SQL stores' side of `poolsup debug KEY`: the request is told to the supervisor
+that runs the job (Tx.tell_holder: SQLite's `debug` event, which that supervisor sees
+in its next poll; PostgreSQL's NOTIFY to its channel); its answer is a row of
 `stacks_answers`, kept a minute, which the asker polls for."""
 
 from __future__ import annotations
@@ -8,20 +9,19 @@ import uuid
 
 import anyio
 
-from supervisor.store.postgres import events
-from supervisor.store.postgres.context import PgPart
-from supervisor.store.postgres.db import Tx
+from supervisor.store.sql.context import SqlPart
+from supervisor.store.sql.tx import Tx
 
 ANSWER_KEPT = 60.0
 ANSWER_POLL = 0.2
 
 
-class PgDebug(PgPart):
+class SqlDebug(SqlPart):
     async def request_stacks(self, key: str) -> str:
         request = uuid.uuid4().hex
 
         async def work(tx: Tx) -> None:
-            await events.to_holder(tx, await tx.value("job_holder", key=key), "d", request, key)
+            await tx.tell_holder(key, "debug", request)
 
         await self._ctx.db.write(work, pool_lock=False)
         return request

@@ -1,16 +1,14 @@
-"""The PostgreSQL store's steps in a lease's life: claim (start due jobs, recover
-expired leases; claim.py runs them), renew, complete, fail, release, finish; each
-notes its event in the job's history (postgres/history.py), as sqlite/leases.py does.
-The steps a claim shares are functions of one `Tx`; `PgLeases` (a part of PgStore:
-postgres/context.py) runs each of the others as a transaction of its own."""
+"""The SQL stores' steps in a lease's life: claim (start due jobs, recover expired
+leases; claim.py runs them), renew, complete, fail, release, finish; each notes its
+event in the job's history (history.py).  The steps a claim shares are functions of one
+`Tx`; `SqlLeases` (a part of both SQL stores: context.py) runs each of the others as a
+transaction of its own.  Where the engines differ (how jobs start and complete, the
+claim's reads, the hints), the rule asks its `Tx` (tx.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
-
-from psycopg import AsyncCursor
-from psycopg.rows import DictRow
 
 from supervisor.core.failover import ended_by_failover
 from supervisor.core.lease_losses import (
@@ -26,20 +24,12 @@ from supervisor.core.lease_losses import (
 from supervisor.core.limits import Due, Limits, startable
 from supervisor.errors import StaleToken
 from supervisor.store.policy import (
-    CLAIM_NOTE_EVERY,
     GROUP_SCAN,
     HEALTH_GAP,
-    HISTORY_LIMIT,
     JUDGE_AFTER_GAP,
     LOSSES_RESET_TTLS,
     MIN_CLAIM_GAP,
-    RECOVER_BATCH,
 )
-from supervisor.store.postgres import events, failover, history
-from supervisor.store.postgres import limits as pg_limits
-from supervisor.store.postgres.context import PgPart
-from supervisor.store.postgres.db import Tx
-from supervisor.store.postgres.records import blob, stats_params
 from supervisor.store.records import (
     ClaimBatch,
     ClaimedJob,
@@ -52,30 +42,37 @@ from supervisor.store.records import (
     RenewResult,
     snooze_detail,
 )
+from supervisor.store.sql import history
+from supervisor.store.sql import limits as sql_limits
+from supervisor.store.sql.context import SqlPart
+from supervisor.store.sql.records import blob, stats_params
+from supervisor.store.sql.tx import ClaimContext, Row, Tx
 
 
-async def note_claim(tx: Tx, last: Mapping[str, Any]) -> WriteGap | None:
-    """Note that a claim runs now (unless one was noted less than CLAIM_NOTE_EVERY ago);
-    the last gap between the pool's claims, this one's if it ends one (`last`: the
-    claim's context, sql/queries.sql claim_context)."""
-    gap = write_gap(last["last_claim"], tx.now, min_gap=MIN_CLAIM_GAP)
-    if claim_note_due(last["last_claim"], tx.now, gap, every=CLAIM_NOTE_EVERY):
+async def note_claim(tx: Tx, last: ClaimContext) -> WriteGap | None:
+    """Note that a claim runs now (unless one was noted less than `last.note_every`
+    ago); the last gap between the pool's claims, this one's if it ends one."""
+    gap = write_gap(last.last_claim, tx.lease_now, min_gap=MIN_CLAIM_GAP)
+    if claim_note_due(last.last_claim, tx.lease_now, gap, every=last.note_every):
         await tx.run("note_claim", gap_start=gap and gap.start, gap_end=gap and gap.end)
-    if gap is None and last["gap_start"] is not None:
-        gap = WriteGap(last["gap_start"], last["gap_end"])
+    if gap is None and last.gap_start is not None and last.gap_end is not None:
+        gap = WriteGap(last.gap_start, last.gap_end)
     return gap
 
 
-async def recover_expired_leases(tx: Tx, expired: Sequence[Any], max_lease_losses: int,
+async def recover_expired_leases(tx: Tx, expired: Sequence[Row], max_lease_losses: int,
                                  failing: FailingWindow | None, gap: WriteGap | None,
                                  lease_ttl: float, hold_until: float | None = None,
                                  ) -> tuple[list[LeaseRecovery], int]:
-    """Recover every lease that ran out (`expired`: sql/queries.sql expired_leases; as
-    sqlite/leases.py); what each recovery did, and how many leases were left to a
-    witness.  A lease that ended before the hold of a change of primary (`hold_until`)
-    counts no loss (core/failover.py)."""
+    """Recover every lease that ran out (`expired`: the claim's context); what each
+    recovery did, and how many leases were left to a witness.  `failing`: the window
+    over which the claiming supervisor saw the store failing, whose leases' ends are not
+    counted as losses; `gap`: the last gap between the pool's claims, whose leases are
+    left to a witness for a while (core/lease_losses.py judged_later).  A lease that
+    ended before the hold of a change of primary (`hold_until`) counts no loss
+    (core/failover.py)."""
     judged = [row for row in expired
-              if not judged_later(row["lease_deadline"], failing, gap, tx.now,
+              if not judged_later(row["lease_deadline"], failing, gap, tx.lease_now,
                                   ttl=lease_ttl, defer=JUDGE_AFTER_GAP)]
     due = await tx.value("front_of_queue") if judged else None
     recoveries = []
@@ -102,10 +99,10 @@ async def recover_expired_leases(tx: Tx, expired: Sequence[Any], max_lease_losse
                              max_lease_losses=max_lease_losses)
             case Recovery.REQUEUED:
                 await tx.run("requeue_expired_lease", key=key, losses=losses, due=due)
-                await events.wake_one(tx, row["handler"])
+                await tx.requeued(row["handler"], due_now=True)
                 continue
         await tx.run("drop_notes", key=key)
-        await events.ended(tx, key)
+        await tx.ended(key)
     return recoveries, len(expired) - len(judged)
 
 
@@ -114,22 +111,15 @@ async def claim(tx: Tx, owner: str, handlers: Sequence[str], count: int, lease_t
                 limits: Mapping[str, Limits], *, lock_delay: bool = True) -> ClaimBatch:
     """A claim's recoveries and starts (Store.claim), with the time until the next due
     job or free rate slot of these handlers; a claim that leaves room waits for jobs.
-    After a change of primary, nothing starts until the hold ends (failover.py)."""
-    # Both reads go out together: one round trip.
-    context_read = await tx.run("claim_context")
-    expired_read = await tx.run("expired_leases", limit=RECOVER_BATCH)
-    context = await context_read.fetchone()
-    expired = await expired_read.fetchall()
-    assert context is not None, "the pool's counter row is made before its first write"
-    epoch = await failover.step(tx, lease_ttl, context)
-    hold_until = epoch.epoch.hold_until
-    held = lock_delay and epoch.held(tx.now)
-    if held:
+    After a change of primary, nothing starts until the hold ends (postgres/failover.py;
+    `lock_delay` False: a test's switch)."""
+    context = await tx.claim_context(lease_ttl, lock_delay=lock_delay)
+    if context.held:
         count = 0
     gap = await note_claim(tx, context)
-    recoveries, left = await recover_expired_leases(tx, expired, max_lease_losses, failing,
-                                                    gap, lease_ttl, hold_until)
-    serves = pg_limits.served(context["paused"], handlers)
+    recoveries, left = await recover_expired_leases(tx, context.expired, max_lease_losses,
+                                                    failing, gap, lease_ttl, context.hold_until)
+    serves = sql_limits.served(context.paused, handlers)
     jobs = await start_due_jobs(tx, owner, serves, count, lease_ttl, limits)
     # Room left: it waits for jobs.  Full: it waits no more, and passes on the work it
     # left behind.
@@ -138,11 +128,11 @@ async def claim(tx: Tx, owner: str, handlers: Sequence[str], count: int, lease_t
                               handlers=list(handlers), waits=room_left,
                               passes_on=not room_left and count > 0)
     waits = [next_due - tx.now] if next_due is not None else []
-    if (slot := await pg_limits.next_slot_in(tx, limits, serves)) is not None:
+    if (slot := await sql_limits.next_slot_in(tx, limits, serves)) is not None:
         waits.append(slot)
     return ClaimBatch(jobs=jobs, recovered=len(recoveries), next_due_in=min(waits, default=None),
                       recoveries=tuple(recoveries), left_to_witness=left,
-                      held_until=hold_until if held else None)
+                      held_until=context.hold_until if context.held else None)
 
 
 async def start_due_jobs(tx: Tx, owner: str, handlers: Sequence[str], count: int,
@@ -153,21 +143,18 @@ async def start_due_jobs(tx: Tx, owner: str, handlers: Sequence[str], count: int
     far as the pool-wide limits allow (core/limits.py startable)."""
     if count <= 0 or not handlers:
         return ()
-    wanted = list(handlers)
     if all(limits.get(handler, Limits()).unlimited for handler in handlers):
-        rows = await tx.rows("start_due", owner=owner, handlers=wanted, count=count,
-                             lease_ttl=lease_ttl, keep=HISTORY_LIMIT)
-        return tuple(claimed_job(row, owner) for row in rows)
-    rows = await tx.rows("due_keys", owner=owner, handlers=wanted, count=count + GROUP_SCAN)
-    due = list({row["key"]: Due(row["key"], row["handler"], row["job_group"])
-                for row in rows}.values())
-    chosen = startable(due, count, limits, await pg_limits.usage(tx, limits), tx.now)
+        rows = await tx.start_due(owner, handlers, count, lease_ttl)
+        return tuple(claimed_job(row, owner, tx) for row in rows)
+    # A group limit may skip jobs: look further down the queue for others.
+    found = {row["key"]: row for row in await tx.due_keys(owner, handlers, count + GROUP_SCAN)}
+    due = [Due(row["key"], row["handler"], row["job_group"]) for row in found.values()]
+    chosen = startable(due, count, limits, await sql_limits.usage(tx, limits), tx.lease_now)
     if not chosen:
         return ()
-    await pg_limits.note_starts(tx, limits, [job.handler for job in chosen])
-    rows = await tx.rows("start_jobs", keys=[job.key for job in chosen], owner=owner,
-                         lease_ttl=lease_ttl, keep=HISTORY_LIMIT)
-    return tuple(claimed_job(row, owner) for row in rows)
+    await sql_limits.note_starts(tx, limits, [job.handler for job in chosen])
+    rows = await tx.start_jobs([found[job.key] for job in chosen], owner, lease_ttl)
+    return tuple(claimed_job(row, owner, tx) for row in rows)
 
 
 async def held_job(tx: Tx, lease: Lease) -> Any:
@@ -181,7 +168,7 @@ async def finish(tx: Tx, key: str, state: JobState, error: str | None) -> JobSta
     await history.note(tx, key, state, history.first_line(error))
     await tx.run("finish_job", key=key, state=state, error=error)
     await tx.run("drop_notes", key=key)
-    await events.ended(tx, key)
+    await tx.ended(key)
     return state
 
 
@@ -190,36 +177,25 @@ def stale(lease: Lease) -> StaleToken:
                       "holds the lease")
 
 
-def claimed_job(row: Any, owner: str) -> ClaimedJob:
+def claimed_job(row: Row, owner: str, tx: Tx) -> ClaimedJob:
+    expired_at = row["lease_expired_at"]
     return ClaimedJob(key=row["key"], handler=row["handler"], payload=bytes(row["payload"]),
                       token=row["token"], attempt=row["attempts"],
-                      max_attempts=row["max_attempts"], lease_deadline=row["lease_deadline"],
+                      max_attempts=row["max_attempts"],
+                      lease_deadline=tx.wall_time(row["lease_deadline"]),
                       owner=owner, has_notes=bool(row["has_notes"]),
                       checkpoint=blob(row["checkpoint"]),
-                      lease_expired_at=row["lease_expired_at"],
+                      lease_expired_at=None if expired_at is None else tx.wall_time(expired_at),
                       traceparent=row["traceparent"], tracestate=row["tracestate"])
 
 
-async def send_completion(tx: Tx, completion: Completion) -> AsyncCursor[DictRow]:
-    """running -> succeeded with the result (sql/functions.sql complete_job); its answer
-    is read by `completed`."""
-    lease = completion.lease
-    return await tx.run("complete_job", key=lease.key, owner=lease.owner, token=lease.token,
-                        result=completion.result, keep=HISTORY_LIMIT)
-
-
-async def completed(answer: AsyncCursor[DictRow]) -> bool:
-    """False if the lease was stale.  A job that succeeded under this very lease was
-    completed by an earlier try whose reply was lost: True, and nothing changed."""
-    row = await answer.fetchone()
-    return row is not None and bool(row["done"])
-
-
 async def complete(tx: Tx, completion: Completion) -> bool:
-    return await completed(await send_completion(tx, completion))
+    """running -> succeeded with the result; False if the lease is stale (Tx.send_completion)."""
+    answer = await tx.send_completion(completion)
+    return await answer()
 
 
-class PgLeases(PgPart):
+class SqlLeases(SqlPart):
     async def renew(self, owner: str, instance: str, leases: Sequence[Lease], lease_ttl: float,
                     stats: dict[str, JobStats]) -> RenewResult:
         """Extend the leases `owner` still holds, store their stats, and mark the owner
@@ -228,13 +204,13 @@ class PgLeases(PgPart):
 
         async def work(tx: Tx) -> RenewResult:
             nonlocal store_time
-            store_time = tx.now
+            store_time = tx.lease_now
             rows = []
             for lease in leases:
                 await history.note_pid(tx, lease, (stats.get(lease.key) or JobStats()).pid)
                 rows += await tx.rows(
                     "renew_lease", key=lease.key, token=lease.token, owner=owner,
-                    deadline=tx.now + lease_ttl, reset_after=LOSSES_RESET_TTLS * lease_ttl,
+                    deadline=tx.lease_now + lease_ttl, reset_after=LOSSES_RESET_TTLS * lease_ttl,
                     **stats_params(stats.get(lease.key)))
             entry = await tx.row("supervisor_entry", id=owner)
             membership: MembershipState = "missing"
@@ -277,8 +253,7 @@ class PgLeases(PgPart):
                                f"{history.first_line(error)} (will retry)")
             await tx.run("requeue_job", key=lease.key, refund=0, error=error,
                          due=tx.now + retry_delay)
-            if retry_delay <= 0:
-                await events.wake_one(tx, job["handler"])
+            await tx.requeued(job["handler"], due_now=retry_delay <= 0)
             return "pending"
 
         return await self._ctx.db.write(work)
@@ -309,9 +284,9 @@ class PgLeases(PgPart):
             if reserve_for:
                 await tx.run("reserve_job", key=lease.key, reserved_for=reserve_for,
                              moved_from=lease.owner)
-                await events.to_holder(tx, reserve_for, "w")
-            elif delay <= 0:
-                await events.wake_one(tx, job["handler"])
+                await tx.reserved(reserve_for)
+            else:
+                await tx.requeued(job["handler"], due_now=delay <= 0)
 
         await self._ctx.db.write(work)
 
@@ -323,8 +298,7 @@ class PgLeases(PgPart):
                                     f"stop requested; snoozed by {lease.owner}")
             await history.note(tx, lease.key, "snoozed", snooze_detail(delay))
             await tx.run("snooze_job", key=lease.key, due=tx.now + max(0.0, delay))
-            if delay <= 0:
-                await events.wake_one(tx, job["handler"])
+            await tx.requeued(job["handler"], due_now=delay <= 0)
             return "pending"
 
         return await self._ctx.db.write(work)
