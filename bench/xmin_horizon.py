@@ -6,7 +6,7 @@ of poolsup.jobs can be vacuumed.  Target: B at least 70% of A (issue 42).
     python bench/xmin_horizon.py [--seconds 30] [--phases A,B,C] [--capacity 4]
                                  [--max-jobs-per-child 100] [--chunk 100]
                                  [--producer chunks|one-by-one] [--interval 5]
-                                 [--explain] [--check]
+                                 [--explain] [--statements N] [--check]
                                  [--pg-defaults | --pg-fast]
 
 A private PostgreSQL server (tests/helpers/postgres_server.py), by default at PostgreSQL's
@@ -52,7 +52,10 @@ With `--explain`, three scans that every claim makes are run under EXPLAIN (ANAL
 BUFFERS) on the drained pool, the holder still open, in a transaction rolled back: the due
 jobs of one handler (sql/functions.sql due_keys), the expired leases (queries.sql
 expired_leases) and the next due time (after_claim); their buffers are the index entries
-and heap pages they walk through to find nothing.
+and heap pages they walk through to find nothing.  With `--statements N`, the server
+loads pg_stat_statements (track = all: the statements inside poolsup's functions too) and
+each phase prints the N that took the most execution time during the producer's run,
+with their calls, mean time and buffers per call.
 
 The ratio B/A (and C/A) is printed with the target; `--check` exits 1 if one is missed.
 The figures of a shared, busy machine move by 20% and more between runs: compare phases
@@ -126,6 +129,7 @@ class Phase:
     autovacuums: int  # during the phase
     horizon_age: int | None  # age(backend_xmin) of the holder at the end, transactions
     explain: str
+    statements: str  # the top statements by execution time in the producer's run
     windows: list[float]  # jobs/s in each `--interval` of the producer's run
 
     @property
@@ -177,6 +181,23 @@ class Database:
                 plan = self.conn.execute("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + statement,
                                          values).fetchall()
                 lines += [f"  {row[0]}" for row in plan]
+        return "\n".join(lines)
+
+    def reset_statements(self) -> None:
+        self.conn.execute("SELECT pg_stat_statements_reset()")
+
+    def statements(self, top: int) -> str:
+        """The `top` statements by execution time since the last reset: calls, mean ms and
+        shared buffers per call, the statement's first 90 characters."""
+        rows = self.conn.execute(
+            "SELECT calls, total_exec_time, mean_exec_time, "
+            "(shared_blks_hit + shared_blks_read)::float8 / greatest(calls, 1), "
+            "regexp_replace(query, '\\s+', ' ', 'g') FROM pg_stat_statements "
+            "WHERE query NOT LIKE '%%pg_stat_statements%%' "
+            "ORDER BY total_exec_time DESC LIMIT %s", [top]).fetchall()
+        lines = [f"  {'calls':>7} {'total ms':>9} {'mean ms':>8} {'buffers':>8}  statement"]
+        lines += [f"  {calls:7d} {total:9.0f} {mean:8.3f} {buffers:8.1f}  {query[:90]}"
+                  for calls, total, mean, buffers, query in rows]
         return "\n".join(lines)
 
     def close(self) -> None:
@@ -240,9 +261,12 @@ def run_phase(name: str, held: bool, client: Client, db: Database, pool: str,
         before_table = db.table()
         add_chunk(client, [f"{name}-warm-{n}" for n in range(args.chunk)], args)
         drain(db, pool)
+        if args.statements:
+            db.reset_statements()
         cpu = server_cpu(postmaster)
         counts = produce(client, db, pool, args, name)
         cpu = server_cpu(postmaster) - cpu
+        statements = db.statements(args.statements) if args.statements else ""
         drain(db, pool)
         time.sleep(1.0)  # the backends flush their statistics at most once a second
         table = db.table()
@@ -250,7 +274,7 @@ def run_phase(name: str, held: bool, client: Client, db: Database, pool: str,
         explain = db.explain(pool, args.capacity) if args.explain else ""
     (began, first), (ended, last) = counts[0], counts[-1]
     return Phase(name, pool, held, last - first, ended - began, cpu, table,
-                 table.autovacuums - before_table.autovacuums, age, explain,
+                 table.autovacuums - before_table.autovacuums, age, explain, statements,
                  [(after - before) / (then - at) for (at, before), (then, after)
                   in itertools.pairwise(counts)])
 
@@ -283,6 +307,9 @@ def main() -> None:
     parser.add_argument("--producer", choices=("chunks", "one-by-one"), default="chunks")
     parser.add_argument("--explain", action="store_true",
                         help="EXPLAIN (ANALYZE, BUFFERS) the claim's queue scans per phase")
+    parser.add_argument("--statements", type=int, default=0, metavar="N",
+                        help="print the N statements that took the most time in each "
+                             "phase (pg_stat_statements, nested ones included)")
     parser.add_argument("--check", action="store_true",
                         help="exit 1 if a phase with the horizon held is under the target")
     add_postgres_options(parser)
@@ -292,12 +319,16 @@ def main() -> None:
         parser.error(f"--phases: some of A,B,C in this order (got {args.phases!r})")
 
     directory = Path(tempfile.mkdtemp(prefix="poolsup-xmin-"))
-    server = PostgresServer(durable=args.pg_durable).start()
+    server = PostgresServer(durable=args.pg_durable, settings={
+        "shared_preload_libraries": "pg_stat_statements",
+        "pg_stat_statements.track": "all"} if args.statements else None).start()
     results: list[Phase] = []
     try:
         postmaster = psutil.Process(int((server.data / "postmaster.pid").read_text().split()[0]))
         first = f"xmin-{uuid.uuid4().hex[:8]}"
         with contextlib.closing(Database(server.url)) as db:
+            if args.statements:
+                db.conn.execute("CREATE EXTENSION pg_stat_statements")
             if {"A", "B"} & set(phases):
                 with pool_supervisor(server.url, first, directory, args) as client:
                     for name in ("A", "B"):
@@ -332,6 +363,8 @@ def report(phase: Phase, args: argparse.Namespace) -> None:
           + " ".join(f"{rate:.0f}" for rate in phase.windows))
     if phase.horizon_age is not None:
         print(f"  the holder's xmin at the end: {phase.horizon_age} transactions old")
+    if phase.statements:
+        print(phase.statements)
     if phase.explain:
         print(phase.explain)
 
