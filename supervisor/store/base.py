@@ -129,8 +129,7 @@ class Store(Protocol):
     ) -> ClaimBatch:
         """With `only_completing` (and `count` 0), only the completions, as below: no
         recovery, and no note of the claim or of who waits for work; `claim_id` is
-        ignored (the completions, sent again, store once).  A store may run the whole
-        claim instead (the SQL stores do).
+        ignored (the completions, sent again, store once).
         An owner has up to two claims in flight, one per `lane` (0 or 1).  A claim sent
         again with the `claim_id` of the owner's last claim in its lane, because its
         reply was lost, changes nothing: it answers the jobs that claim handed out and

@@ -101,6 +101,19 @@ async def test_a_claim_only_completing_stores_the_results_and_starts_nothing(
     assert again.completed == (True,)  # sent again after a lost reply: stored once
 
 
+async def test_a_claim_only_completing_recovers_no_lease(store: Store) -> None:
+    await dispatch_all(store, ["k1", "k2"])
+    done = await claim_one(store)
+    await claim_one(store, owner="sup-b", lease_ttl=SHORT_TTL)
+    await wait_for_expiry()
+
+    batch = await store.claim(OWNER, ["thumbnail"], 0, 30.0, 3, only_completing=True,
+                              completing=[Completion(done.lease, b"1")])
+
+    assert (batch.completed, batch.recovered, batch.recoveries) == ((True,), 0, ())
+    assert (await store.job("k2")).state == "running"  # its lease waits for a claim
+
+
 async def test_a_claim_completing_a_stale_lease_stores_nothing_and_still_claims(
     store: Store,
 ) -> None:
