@@ -1,6 +1,6 @@
-"""Redis: a claim only completing (a settle, lua/claim-10+n.lua) stores its results and
-does nothing else: none of a claim's fixed part, which the claimer's claims do on their
-own cadence (job/claimer.py)."""
+"""Redis: a claim only completing (a settle, lua/claim-10+n.lua) does none of a claim's
+fixed part: beside recovering no lease (tests/store/test_outcomes.py, every store), it
+notes no claim of the pool and leaves the waiting sets as they were."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ async def store(redis_server: RedisServer, pool_name: str) -> AsyncIterator[Stor
         yield store
 
 
-async def test_a_settle_recovers_no_lease_and_notes_no_claim(
+async def test_a_settle_notes_no_claim_and_leaves_the_waiting_sets(
     store: Store, redis_server: RedisServer, pool_name: str,
 ) -> None:
     keys = PoolKeys(pool_name)
@@ -41,9 +41,7 @@ async def test_a_settle_recovers_no_lease_and_notes_no_claim(
     batch = await store.claim(OWNER, [HANDLER], 0, 30.0, 5, only_completing=True,
                               completing=[Completion(done.lease, b"1")])
 
-    assert (batch.completed, batch.recovered, batch.recoveries) == ((True,), 0, ())
-    assert (await store.job("k2")).state == "running"  # its expired lease waits for a claim
+    assert batch.completed == (True,)
     assert await client.hgetall(keys.health) == before
     assert await client.smembers(keys.waiting(HANDLER)) == waiting_before
-    assert (await store.claim(OWNER, [HANDLER], 0, 30.0, 5)).recovered == 1
     await client.aclose()
