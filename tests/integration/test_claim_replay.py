@@ -27,12 +27,28 @@ from supervisor.store.records import ClaimBatch, ClaimedJob, DispatchRequest
 pytestmark = pytest.mark.anyio
 
 
-class LosesOneClaimReply:
+async def dispatch_jobs(store: Store, *keys: str) -> None:
+    for key in keys:
+        await store.dispatch(DispatchRequest(key=key, handler="h", payload=b"{}",
+                                             max_attempts=3))
+
+
+class WrappedStore:
+    """A real store, with some of its calls changed by a subclass."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+class LosesOneClaimReply(WrappedStore):
     """A store whose first claim that hands out a job is carried out, and then its
     reply lost."""
 
     def __init__(self, store: Store) -> None:
-        self._store = store
+        super().__init__(store)
         self.lost: ClaimBatch | None = None
         self.sent_at: list[float] = []
 
@@ -44,16 +60,13 @@ class LosesOneClaimReply:
             raise StoreUnavailable("reply lost")
         return batch
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
-
 
 
 async def test_the_jobs_of_a_claim_whose_reply_was_lost_are_started(
     redis_store: Store,
 ) -> None:
     store = redis_store
-    await store.dispatch(DispatchRequest(key="k1", handler="h", payload=b"{}", max_attempts=3))
+    await dispatch_jobs(store, "k1")
     lossy = LosesOneClaimReply(store)
     started: list[tuple[ClaimedJob, float]] = []
     wakeup = Doorbell()
@@ -98,9 +111,7 @@ async def test_a_lost_reply_to_a_claim_carrying_a_result_loses_neither(
     """The result is completed on its own (stored once), and a job the lost call
     handed out starts under its token."""
     store = redis_store
-    for key in ("k1", "k2"):
-        await store.dispatch(DispatchRequest(key=key, handler="h", payload=b"{}",
-                                             max_attempts=3))
+    await dispatch_jobs(store, "k1", "k2")
     lossy = LosesTheReplyToAClaimCarryingResults(store)
     started: list[ClaimedJob] = []
     wakeup = Doorbell()
@@ -148,12 +159,12 @@ async def test_a_lost_reply_to_a_claim_carrying_a_result_loses_neither(
     assert (await store.job(started[1].key)).state == "running"
 
 
-class HoldsItsFirstClaim:
+class HoldsItsFirstClaim(WrappedStore):
     """A store whose first claim for a job waits until `answer` is set: a slow round
     trip."""
 
     def __init__(self, store: Store) -> None:
-        self._store = store
+        super().__init__(store)
         self.answer = anyio.Event()
         self.held = anyio.Event()
         self.counts: list[int] = []
@@ -166,17 +177,12 @@ class HoldsItsFirstClaim:
             await self.answer.wait()
         return await self._store.claim(*args, **kwargs)
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
-
 
 async def test_a_slot_freed_while_a_claim_is_on_its_way_is_claimed_for_at_once(
     redis_store: Store,
 ) -> None:
     store = redis_store
-    for key in ("k1", "k2"):
-        await store.dispatch(DispatchRequest(key=key, handler="h", payload=b"{}",
-                                             max_attempts=3))
+    await dispatch_jobs(store, "k1", "k2")
     slow = HoldsItsFirstClaim(store)
     started: list[ClaimedJob] = []
     wakeup = Doorbell()
