@@ -74,6 +74,7 @@ class Claimer:
         self._spawn_possible = spawn_possible
         self._last_claim = -math.inf
         self._next_look = -math.inf
+        self._recover_at = -math.inf  # the pool's expired leases: once a poll interval
         self._waiting_for_work = False  # the last claim left room (core/claiming.py)
         self._woken = True  # by the store, since the last claim
         self._wakeup = wakeup  # store events, freed slots, results
@@ -117,7 +118,10 @@ class Claimer:
                 view = ClaimView(free_slots=free, now=now, next_look=self._next_look,
                                  waiting_for_work=self._waiting_for_work, woken=self._woken)
                 if claim_now(view):
-                    self._send(calls, lane, self._claim(lane, free))
+                    recover = now >= self._recover_at
+                    if recover:
+                        self._recover_at = now + POLL_INTERVAL
+                    self._send(calls, lane, self._claim(lane, free, recover))
                     self._promised += free
                     # The next poll counts from this claim's sending.
                     self._last_claim, self._next_look = now, now + POLL_INTERVAL
@@ -155,14 +159,18 @@ class Claimer:
             return 0
         return max(0, self._capacity - self._registry.busy_slots - self._promised)
 
-    async def _claim(self, lane: Lane, free: int) -> None:
+    async def _claim(self, lane: Lane, free: int, recover: bool) -> None:
         """One claim for `free` slots, which it counts as taken until it is answered."""
         try:
-            await self._claim_for(lane, free)
+            await self._claim_for(lane, free, recover)
+        except StoreFailure:
+            if recover:
+                self._recover_at = -math.inf  # the next claim recovers instead
+            raise
         finally:
             self._promised -= free
 
-    async def _claim_for(self, lane: Lane, free: int) -> None:
+    async def _claim_for(self, lane: Lane, free: int, recover: bool) -> None:
         sent_at = fence_clock()
         carried: list[PendingResult] = []
         if lane.first_sent_at is None:  # not sent again: it may carry results
@@ -172,7 +180,8 @@ class Claimer:
             batch = await self._store.claim(
                 self._owner, self.handlers, free, self._lease_ttl, MAX_LEASE_LOSSES,
                 completing=[result.completion for result in carried],
-                claim_id=lane.claim_id, limits=self.limits, lane=lane.number)
+                claim_id=lane.claim_id, limits=self.limits, lane=lane.number,
+                recover=recover)
         except StoreFailure as error:
             answer(carried, failure=error)
             raise

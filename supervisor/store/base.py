@@ -126,6 +126,7 @@ class Store(Protocol):
         limits: Mapping[str, Limits] | None = None,
         only_completing: bool = False,
         lane: int = 0,
+        recover: bool = True,
     ) -> ClaimBatch:
         """With `only_completing` (and `count` 0), only the completions, as below: no
         recovery, and no note of the claim or of who waits for work; `claim_id` is
@@ -138,7 +139,8 @@ class Store(Protocol):
         With `completing`, first `complete` each of those jobs, in the same atomic step
         (one round trip on Redis); a stale lease there is reported in `completed` and the
         claim goes on.
-        Then recover expired leases of the whole pool: each expired running job
+        Then, unless not `recover` (the claimer recovers once a poll interval, not
+        at every claim), recover expired leases of the whole pool: each expired running job
         goes back to pending without spending an attempt and with `lease_losses` + 1,
         keeping the expired deadline, which its next claim hands out as
         `ClaimedJob.lease_expired_at` and clears;

@@ -82,6 +82,20 @@ async def test_expired_lease_goes_back_to_pending_without_spending_an_attempt(
     assert again.token > old.token
 
 
+async def test_a_claim_told_not_to_recover_leaves_expired_leases_to_one_that_does(
+    store: Store,
+) -> None:
+    await dispatch_all(store, ["k1", "k2"])
+    await claim_one(store, lease_ttl=SHORT_TTL)
+    await wait_for_expiry()
+
+    batch = await store.claim(OWNER, ["thumbnail"], 1, LONG_TTL, 3, recover=False)
+
+    assert (batch.recovered, [job.key for job in batch.jobs]) == (0, ["k2"])
+    assert (await store.job("k1")).state == "running"
+    assert (await claim_as_supervisors_do(store, 0)).recovered == 1
+
+
 async def test_renew_reports_a_lost_lease_by_its_token_not_its_key(store: Store) -> None:
     # An old run of k1 (its lease recovered) and the new run of k1 meet on one
     # supervisor: only the old token is lost, the new one is renewed.

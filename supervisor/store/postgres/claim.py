@@ -26,9 +26,11 @@ class PgClaim(SqlClaim):
     async def claim(self, owner: str, handlers: Sequence[str], count: int, lease_ttl: float,
                     max_lease_losses: int, completing: Sequence[Completion] = (),
                     claim_id: str = "", limits: Mapping[str, Limits] | None = None,
-                    only_completing: bool = False, lane: int = 0) -> ClaimBatch:
+                    only_completing: bool = False, lane: int = 0,
+                    recover: bool = True) -> ClaimBatch:
         batch = await super().claim(owner, handlers, count, lease_ttl, max_lease_losses,
-                                    completing, claim_id, limits, only_completing, lane)
+                                    completing, claim_id, limits, only_completing, lane,
+                                    recover)
         store_time = self._claimed_at
         if not self._analyzed and store_time - self._statistics_at >= statistics.CHECK_EVERY:
             self._statistics_at = store_time

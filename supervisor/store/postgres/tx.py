@@ -65,12 +65,13 @@ class Tx:
 
     # The claim's reads and starts.
 
-    async def claim_context(self, lease_ttl: float, *, lock_delay: bool) -> ClaimContext:
+    async def claim_context(self, lease_ttl: float, *, lock_delay: bool,
+                            recover: bool = True) -> ClaimContext:
         # Both reads go out together: one round trip.
         context_read = await self.run("claim_context")
-        expired_read = await self.run("expired_leases", limit=RECOVER_BATCH)
+        expired_read = await self.run("expired_leases", limit=RECOVER_BATCH) if recover else None
         context = await context_read.fetchone()
-        expired = await expired_read.fetchall()
+        expired = await expired_read.fetchall() if expired_read is not None else []
         assert context is not None, "the pool's counter row is made before its first write"
         epoch = await failover.step(self, lease_ttl, context)
         return ClaimContext(

@@ -53,6 +53,7 @@ class RedisClaim(RedisLeases):
         limits: Mapping[str, Limits] | None = None,
         only_completing: bool = False,
         lane: int = 0,
+        recover: bool = True,
     ) -> ClaimBatch:
         ctx = self._ctx
         if not self._layout_checked:
@@ -68,6 +69,8 @@ class RedisClaim(RedisLeases):
             "count": count, "id": claim_id, "limits": limits_arg(limits or {}),
             "complete": [[c.lease.key, str(c.lease.token), c.result.decode()]
                          for c in completing]}
+        if not recover:
+            this["recover"] = False
         if only_completing and count == 0:
             this["settle"], this["id"] = True, ""
         elif claim_id and claim_id == self._last_claim_ids.get(lane):

@@ -24,7 +24,8 @@ class SqlClaim(SqlPart):
     async def claim(self, owner: str, handlers: Sequence[str], count: int, lease_ttl: float,
                     max_lease_losses: int, completing: Sequence[Completion] = (),
                     claim_id: str = "", limits: Mapping[str, Limits] | None = None,
-                    only_completing: bool = False, lane: int = 0) -> ClaimBatch:
+                    only_completing: bool = False, lane: int = 0,
+                    recover: bool = True) -> ClaimBatch:
         # No claim id is read (a transaction's answer is lost only with its connection):
         # the lane does not matter.
         ctx = self._ctx
@@ -49,7 +50,7 @@ class SqlClaim(SqlPart):
             batch = await leases.claim(
                 tx, owner, handlers, 0 if late else count, lease_ttl, max_lease_losses,
                 failing_window(since, tx.lease_now, min_span=MIN_FAILING_SPAN), limits,
-                lock_delay=not ctx.no_lock_delay)
+                lock_delay=not ctx.no_lock_delay, recover=recover)
             completed = tuple([await answer() for answer in answers])
             return dataclasses.replace(batch, completed=completed)
 

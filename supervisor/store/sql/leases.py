@@ -108,12 +108,13 @@ async def recover_expired_leases(tx: Tx, expired: Sequence[Row], max_lease_losse
 
 async def claim(tx: Tx, owner: str, handlers: Sequence[str], count: int, lease_ttl: float,
                 max_lease_losses: int, failing: FailingWindow | None,
-                limits: Mapping[str, Limits], *, lock_delay: bool = True) -> ClaimBatch:
-    """A claim's recoveries and starts (Store.claim), with the time until the next due
-    job or free rate slot of these handlers; a claim that leaves room waits for jobs.
-    After a change of primary, nothing starts until the hold ends (postgres/failover.py;
-    `lock_delay` False: a test's switch)."""
-    context = await tx.claim_context(lease_ttl, lock_delay=lock_delay)
+                limits: Mapping[str, Limits], *, lock_delay: bool = True,
+                recover: bool = True) -> ClaimBatch:
+    """A claim's recoveries (unless not `recover`) and starts (Store.claim), with the
+    time until the next due job or free rate slot of these handlers; a claim that leaves
+    room waits for jobs.  After a change of primary, nothing starts until the hold ends
+    (postgres/failover.py; `lock_delay` False: a test's switch)."""
+    context = await tx.claim_context(lease_ttl, lock_delay=lock_delay, recover=recover)
     if context.held:
         count = 0
     gap = await note_claim(tx, context)

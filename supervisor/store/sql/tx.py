@@ -73,7 +73,9 @@ class Tx(Protocol):
 
     # The engine's own steps.
 
-    async def claim_context(self, lease_ttl: float, *, lock_delay: bool) -> ClaimContext: ...
+    async def claim_context(self, lease_ttl: float, *, lock_delay: bool,
+                            recover: bool = True) -> ClaimContext:
+        """The claim's first reads; the expired leases only if it `recover`s."""
 
     async def due_keys(self, owner: str, handlers: Sequence[str], count: int) -> list[Row]:
         """Up to `count` jobs of `handlers` that may start now, in the order they start

@@ -106,7 +106,8 @@ class Tx:
 
     # The claim's reads and starts.
 
-    async def claim_context(self, lease_ttl: float, *, lock_delay: bool) -> ClaimContext:
+    async def claim_context(self, lease_ttl: float, *, lock_delay: bool,
+                            recover: bool = True) -> ClaimContext:
         """Old events dropped; the pool's last claim, every expired lease (no failover:
         one file has one history)."""
         self.execute("trim_events", cutoff=self.now - EVENT_KEEP_SECONDS)
@@ -117,7 +118,7 @@ class Tx:
             gap_start=None if gap is None else gap["gap_start"],
             gap_end=None if gap is None else gap["gap_end"],
             paused=[row["name"] for row in self.fetch("paused")],
-            expired=self.fetch("expired_leases"), note_every=0.0)
+            expired=self.fetch("expired_leases") if recover else [], note_every=0.0)
 
     async def due_keys(self, owner: str, handlers: Sequence[str], count: int) -> list[Row]:
         """The jobs reserved for `owner`, then the due ones (each query on its index),

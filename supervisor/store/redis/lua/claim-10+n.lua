@@ -23,7 +23,8 @@
 --          stopped), limits: the pool-wide limits of the handlers that have any (see
 --          below; {} for none), again: true when this claim is sent again under the
 --          id of one whose reply was lost (only then is the last claim read), settle:
---          true for completions alone (count 0: see below)}
+--          true for completions alone (count 0: see below), recover: false for a
+--          claim that recovers no expired lease (the claimer's between its polls)}
 -- Undeclared keys (found while it runs, so not known to the caller; built from the
 -- prefix): paused (handlers, or '*' for the pool, that no claim serves), the claim
 -- queues of priorities 1-9 (queue:<handler>:<priority>), starts:<handler> (the store
@@ -192,7 +193,7 @@ local defer = settings.judge_after_gap
 
 local recovered, requeued, judged, left = 0, {}, {}, 0
 local expired = {}
-if not held then
+if not held and this.recover ~= false then
   expired = redis.call('ZRANGEBYSCORE', pool.running, '-inf', pool.now,
                        'LIMIT', 0, RECOVER_BATCH)
 end
