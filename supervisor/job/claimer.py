@@ -38,9 +38,6 @@ from supervisor.store.records import ClaimedJob, LeaseRecovery
 log = logging.getLogger("poolsup.claimer")
 
 POLL_INTERVAL = 0.5  # also how often expired leases of the pool are recovered
-# Store calls in flight at once: a slot freed while a claim is on its way is claimed for
-# at once, not after its answer.
-CLAIM_LANES = 2
 CLAIM_RETRY_CAP = JUDGE_AFTER_GAP / 2  # a failing store is tried again this soon at most
 
 
@@ -85,7 +82,10 @@ class Claimer:
         # random source): the count makes each id of this claimer unique.
         claimer_id = uuid.uuid4().hex
         self._claim_ids = (f"{claimer_id}:{n}" for n in itertools.count())
-        self._lanes = [Lane(number, next(self._claim_ids)) for number in range(CLAIM_LANES)]
+        # Store calls in flight at once, as many as pay on this store: a slot freed while
+        # a claim is on its way is then claimed for at once, not after its answer.
+        self._lanes = [Lane(number, next(self._claim_ids))
+                       for number in range(store.claim_lanes)]
         self._promised = 0  # free slots that the claims in flight are filling
         self._retry_at = -math.inf  # after a failed call, none before this
         self._held_until: float | None = None

@@ -33,6 +33,7 @@ LAST_CLAIM = 8  # where the claim's keys name last-claim:<owner> (KEYS[9] in Lua
 
 
 class RedisClaim(RedisLeases):
+    claim_lanes = 2  # Store.claim_lanes
     _layout_checked = False  # this store upgraded the pool's keys to LAYOUT
     _settings_for: tuple[object, ...] = ()  # what `_settings` was encoded for
     _settings: tuple[tuple[bytes, ...], bytes]

@@ -18,6 +18,7 @@ from supervisor.store.sql.tx import Tx
 
 
 class SqlClaim(SqlPart):
+    claim_lanes = 1  # Store.claim_lanes
     _dropped_at = float("-inf")  # store time of this store's last drop
     _claimed_at = 0.0  # the lease clock's time in this store's last claim
 
