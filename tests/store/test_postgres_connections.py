@@ -62,3 +62,32 @@ async def test_a_connection_the_server_ended_while_idle_is_not_used_again(
         # A dispatch is never tried twice: it must not meet the ended connection.
         await store.dispatch(new_job("second"))
         assert (await store.job("second")).state == "pending"
+
+
+async def test_a_supervisor_frozen_inside_a_transaction_does_not_hold_the_pool(
+    postgres_server: PostgresServer,
+) -> None:
+    """Its transaction holds the pool's lock, and the others' claims and renewals wait
+    for it; after LOCK_WAIT one of them ends the session, whose transaction began
+    STUCK_AFTER ago, and goes on."""
+    url = postgres_server.fresh_database()
+    async with opened_store(url, "p") as frozen, opened_store(url, "p") as other:
+        await other.dispatch(new_job("k1"))
+        locked = anyio.Event()
+
+        async def freezes(tx: object) -> None:
+            locked.set()  # the pool's lock is held from the transaction's first read
+            await anyio.sleep(4.5)  # a client that sends nothing more, as if SIGSTOPped
+
+        async def hold() -> None:
+            with pytest.raises(StoreUnavailable):
+                await frozen._ctx.db.write(freezes)  # type: ignore[attr-defined]
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(hold)
+            await locked.wait()
+            started = anyio.current_time()
+            batch = await other.claim("s", [HANDLER], 1, 30.0, 3)
+            waited = anyio.current_time() - started
+        assert [job.key for job in batch.jobs] == ["k1"]
+        assert waited < 4, waited

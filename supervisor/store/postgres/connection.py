@@ -22,6 +22,7 @@ from supervisor.redaction import redact_in, redact_url
 from supervisor.store.turns import Turns
 
 SCHEMES = ("postgresql", "postgres")
+LOCK_WAIT = 1.0  # seconds a statement waits for a lock (lock_timeout) before it fails
 CONNECT_TIMEOUT = 5  # seconds (libpq's connect_timeout), unless the URL says otherwise
 POOL_SIZE = 4  # connections a store object may hold at once
 DEFAULTS = {"connect_timeout": str(CONNECT_TIMEOUT), "application_name": "poolsup"}
@@ -121,8 +122,10 @@ class Connections:
         try:
             # The store's statements are prepared (psycopg prepares one after its fifth
             # use); left to choose, the server planned some anew at every call (a claim's
-            # due_keys: a quarter of a millisecond each time).
-            await conn.execute("SET plan_cache_mode = force_generic_plan")
+            # due_keys: a quarter of a millisecond each time).  A lock waited for
+            # LOCK_WAIT is a holder frozen inside a transaction (db.py).
+            await conn.execute("SET plan_cache_mode = force_generic_plan; "
+                               f"SET lock_timeout = {round(LOCK_WAIT * 1000)}")
             await conn.set_autocommit(False)
         except BaseException:
             with anyio.CancelScope(shield=True), contextlib.suppress(psycopg.Error):

@@ -16,6 +16,7 @@ that names the server with its password hidden.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
@@ -31,7 +32,13 @@ from supervisor.store.postgres.tx import Connection, Tx
 from supervisor.store.sql.tx import Work
 
 _T = TypeVar("_T")
+log = logging.getLogger("poolsup.store")
+
 STORE_TIMEOUT = 5.0  # seconds a transaction may take before the store counts as failing
+# A write that waited LOCK_WAIT for the pool's lock (connection.py) looks for a holder
+# whose transaction began this long ago or more, ends it, and tries again: the store's
+# transactions take milliseconds, so such a holder's client froze inside one.
+STUCK_AFTER = 2.0
 
 STANDBY = ("is a read-only standby (pg_is_in_recovery()); claims, renewals and every write "
            "go to the primary only")
@@ -116,19 +123,35 @@ class PgDatabase:
         try:
             # The timeout is the server's: it runs once the call has its turn.
             async with self._pool.turn(first=first), self._timeout():
-                # Each idle connection of the pool may have been closed by a restart.
-                for tries_left in reversed(range(POOL_SIZE + 1)):
+                # Each idle connection of the pool may have been closed by a restart;
+                # a lock waited for LOCK_WAIT may be held by a frozen client (until the
+                # call's timeout).
+                stale_tries = POOL_SIZE
+                while True:
                     try:
                         return await self._attempt(work, writes=writes, pool_lock=pool_lock)
                     except StaleConnection as stale:
-                        if not tries_left:
+                        if not stale_tries:
                             raise stale.error from None
-                raise AssertionError("unreachable")  # pragma: no cover
+                        stale_tries -= 1
+                    except psycopg.errors.LockNotAvailable:
+                        await self._end_stuck_lock_holder()
         except TimeoutError as exc:
             raise StoreUnavailable(
                 f"{self._where}: no answer within {STORE_TIMEOUT:g} s") from exc
         except psycopg.Error as exc:
             raise self.unavailable(exc) from exc
+
+    async def _end_stuck_lock_holder(self) -> bool:
+        """End the session stuck holding the pool's lock (sql/queries.sql
+        end_stuck_lock_holder); whether there was one."""
+        rows = await self._one("end_stuck_lock_holder", {
+            "lock": f"poolsup:{self._name}", "stuck_after": STUCK_AFTER}, writes=True)
+        ended = int(rows[0]["ended"]) if rows else 0
+        if ended:
+            log.warning("ended the session that held pool %s's lock for %g s or more "
+                        "(its supervisor froze inside a transaction)", self._name, STUCK_AFTER)
+        return ended > 0
 
     @contextlib.asynccontextmanager
     async def _timeout(self) -> AsyncIterator[None]:
@@ -154,6 +177,8 @@ class PgDatabase:
                 async with conn.pipeline():
                     try:
                         now = await self._begin(conn, pool_lock, writes)
+                    except psycopg.errors.LockNotAvailable:
+                        raise
                     except psycopg.OperationalError as exc:
                         raise StaleConnection(exc) from exc
                     result = await work(Tx(conn, self._name, now))

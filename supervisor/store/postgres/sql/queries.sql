@@ -273,3 +273,20 @@ UPDATE poolsup.jobs SET history = jsonb_set(history, '{-1,4}',
 WHERE pool = %(pool)s AND key = %(key)s AND token = %(token)s AND supervisor = %(owner)s
     AND state = 'running' AND pid IS NULL
     AND history -> -1 ->> 1 = 'started' AND (history -> -1 ->> 3)::bigint = %(token)s;
+
+-- name: end_stuck_lock_holder
+-- The session that has held the pool's lock (postgres/db.py) in a transaction begun
+-- %(stuck_after)s seconds ago or more, ended: its client froze inside the transaction (a
+-- SIGSTOPped or paused supervisor), and every other write of the pool, renewals
+-- included, waits for it.  Its transaction rolls back.  A bigint advisory key shows in
+-- pg_locks as its high half (classid) and low half (objid), objsubid 1.
+WITH lock AS (SELECT hashtextextended(%(lock)s, 0) AS key)
+SELECT count(pg_terminate_backend(activity.pid)) AS ended
+FROM lock, pg_locks AS held
+JOIN pg_stat_activity AS activity ON activity.pid = held.pid
+WHERE held.locktype = 'advisory' AND held.granted AND held.objsubid = 1
+    AND held.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+    AND held.classid = ((lock.key >> 32) & 4294967295)::oid
+    AND held.objid = (lock.key & 4294967295)::oid
+    AND activity.pid <> pg_backend_pid()
+    AND activity.xact_start < clock_timestamp() - make_interval(secs => %(stuck_after)s)
