@@ -17,7 +17,7 @@ from supervisor.store.records import (
     RenewResult,
     snooze_detail,
 )
-from supervisor.store.redis.connection import translated_errors
+from supervisor.store.redis.connection import RENEWAL_FIRST, translated_errors
 from supervisor.store.redis.context import RedisPart
 from supervisor.store.redis.keys import queue_id
 from supervisor.store.redis.records import milliseconds, pairs, seconds
@@ -52,8 +52,12 @@ class RedisLeases(RedisPart):
             args += [lease.key, lease.token, _optional(job_stats.pid),
                      _optional(job_stats.rss_bytes), _optional(job_stats.cpu_percent)]
         sent_at = ctx.witness.sending()
-        now, lost, stopping, notified, membership = await ctx.witnessed(
-            sent_at, ctx.run("renew", keys, args, subject=owner))
+        first = RENEWAL_FIRST.set(True)
+        try:
+            now, lost, stopping, notified, membership = await ctx.witnessed(
+                sent_at, ctx.run("renew", keys, args, subject=owner))
+        finally:
+            RENEWAL_FIRST.reset(first)
         ctx.witness.answered(sent_at, seconds(now), reported=False)
         return RenewResult(
             lost=_key_tokens(lost),
