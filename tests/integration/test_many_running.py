@@ -34,7 +34,9 @@ def busy_cores() -> Iterator[None]:
 def test_a_thousand_running_jobs_on_a_busy_host_keep_their_leases(pool: Pool) -> None:
     handlers = {"many": {"path": "shared_async.py", "function": "many", "timeout": 0,
                          "child_concurrency": 250}}
-    supervisor = pool.start(pool.config(handlers, capacity=JOBS, lease_ttl=5))
+    # The default lease_ttl (10 s): with 5 s, a fresh-clone .ci/run on a loaded machine
+    # lost leases at the jobs' ends (renewals waited for connections and timed out).
+    supervisor = pool.start(pool.config(handlers, capacity=JOBS, lease_ttl=10))
     client = pool.client()
     client.dispatch_many([{"key": f"many-{n}", "payload": {"seconds": 8}, "handler": "many"}
                           for n in range(JOBS)])
