@@ -29,14 +29,13 @@ from supervisor.store.redis.scripts import ScriptArg, ScriptKey
 # 2: pending jobs are also in one claim queue per handler; 3: the running jobs are
 # counted per owner and handler in running-load (lua/upgrade-layout-3.lua).
 LAYOUT = 3
-LAST_CLAIM = 8  # where the claim's keys name last-claim:<owner> (KEYS[9] in Lua)
 
 
 class RedisClaim(RedisLeases):
     claim_lanes = 2  # Store.claim_lanes
     _layout_checked = False  # this store upgraded the pool's keys to LAYOUT
     _settings_for: tuple[object, ...] = ()  # what `_settings` was encoded for
-    _settings: tuple[tuple[bytes, ...], bytes]
+    _settings: tuple[tuple[tuple[bytes, ...], ...], bytes]  # the keys per lane, ARGV 1
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -62,7 +61,9 @@ class RedisClaim(RedisLeases):
             await ctx.run("upgrade-layout", [k.pending, k.layout, k.running],
                           [k.prefix, LAYOUT], subject=ctx.pool)
             self._layout_checked = True
-        keys, settings = self._claim_settings(owner, handlers, lease_ttl, max_lease_losses)
+        keys_by_lane, settings = self._claim_settings(owner, handlers, lease_ttl,
+                                                      max_lease_losses)
+        keys = keys_by_lane[lane]
         sent_at = ctx.witness.sending()
         since = ctx.witness.since(sent_at)
         claim_by = claim_deadline(ctx.witness.store_time(sent_at), lease_ttl)
@@ -78,9 +79,6 @@ class RedisClaim(RedisLeases):
             this["again"] = True  # its reply was lost: the script reads what it did
         if claim_id:
             self._last_claim_ids[lane] = claim_id
-        if lane:
-            keys = (*keys[:LAST_CLAIM], ctx.keys.last_claim(owner, lane).encode(),
-                    *keys[LAST_CLAIM + 1:])
         if since is not None:
             this["since"] = milliseconds(since)
         if claim_by is not None:
@@ -91,9 +89,9 @@ class RedisClaim(RedisLeases):
         return claim_batch(answer, owner)
 
     def _claim_settings(self, owner: str, handlers: Sequence[str], lease_ttl: float,
-                        max_lease_losses: int) -> tuple[tuple[bytes, ...], bytes]:
-        """The claim's keys and its ARGV 1, the same at each of this owner's claims:
-        encoded once, not at each claim."""
+                        max_lease_losses: int) -> tuple[tuple[tuple[bytes, ...], ...], bytes]:
+        """The claim's keys in each lane (they differ in the lane's last claim) and its
+        ARGV 1, the same at each of this owner's claims: encoded once, not at each claim."""
         ctx = self._ctx
         wanted = (owner, tuple(handlers), lease_ttl, max_lease_losses, ctx.retention_ms,
                   ctx.no_lock_delay)
@@ -101,9 +99,11 @@ class RedisClaim(RedisLeases):
             return self._settings
         k = ctx.keys
         handlers = list(dict.fromkeys(handlers))  # a queue declared twice would be scanned twice
-        keys = [k.pending, k.running, k.token, k.done("failed"), k.done("stopped"),
-                k.write_probe, k.reserved(owner), k.health, k.last_claim(owner), k.epoch,
-                *(k.queue(handler) for handler in handlers)]
+        keys_by_lane = tuple(
+            [k.pending, k.running, k.token, k.done("failed"), k.done("stopped"),
+             k.write_probe, k.reserved(owner), k.health, k.last_claim(owner, lane), k.epoch,
+             *(k.queue(handler) for handler in handlers)]
+            for lane in range(self.claim_lanes))
         settings = orjson.dumps({
             "prefix": k.prefix, "owner": owner, "ttl": milliseconds(lease_ttl),
             "max_losses": max_lease_losses, "retention": ctx.retention_ms,
@@ -113,7 +113,8 @@ class RedisClaim(RedisLeases):
             "claim_note_every": milliseconds(CLAIM_NOTE_EVERY),
             "lock_delay": not ctx.no_lock_delay, "handlers": handlers})
         self._settings_for = wanted
-        self._settings = (tuple(key.encode() for key in keys), settings)
+        self._settings = (tuple(tuple(key.encode() for key in keys) for keys in keys_by_lane),
+                          settings)
         return self._settings
 
     async def _claim(self, owner: str, keys: Sequence[ScriptKey],
